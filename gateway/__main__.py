@@ -1,0 +1,25 @@
+"""python -m gateway"""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+
+from gateway.app import create_app
+from gateway.config import GatewayConfig
+from services.common import logs
+
+log = logging.getLogger(__name__)
+
+
+def main() -> None:
+    cfg = GatewayConfig.from_env()
+    logs.configure("gateway")
+    log.info("gateway listening on http://%s:%s", cfg.host, cfg.port)
+    # handler_cancellation: a client that disconnects cancels its handler, and with it the gRPC call.
+    web.run_app(create_app(cfg), host=cfg.host, port=cfg.port, handler_cancellation=True, print=None, access_log=None)
+
+
+if __name__ == "__main__":
+    main()

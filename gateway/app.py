@@ -1,0 +1,67 @@
+"""The aiohttp application: routes, middlewares, and the upstream channels' lifetime."""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+
+from gateway.config import GatewayConfig
+from gateway.upstreams import Upstreams
+
+UPSTREAMS = web.AppKey("upstreams", Upstreams)
+CONFIG = web.AppKey("config", GatewayConfig)
+
+HTTP_TOTAL = Counter("trellis_http_requests_total", "HTTP requests, by route and status", ["route", "method", "status"])
+HTTP_LATENCY = Histogram("trellis_http_request_seconds", "HTTP request latency until the handler returns", ["route", "method"])
+_UNMETERED = {"/healthz", "/metrics"}
+
+
+@web.middleware
+async def _metrics_middleware(request: web.Request, handler):
+    route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
+    if route in _UNMETERED:
+        return await handler(request)
+    start = time.perf_counter()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        HTTP_TOTAL.labels(route, request.method, str(status)).inc()
+        HTTP_LATENCY.labels(route, request.method).observe(time.perf_counter() - start)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """200 when every upstream says SERVING, else 503 naming the ones that do not."""
+    cfg = request.app[CONFIG]
+    statuses = await request.app[UPSTREAMS].health(cfg.health_timeout_s)
+    failing = sorted(name for name, status in statuses.items() if status != "SERVING")
+    body = {"status": "ok" if not failing else "unavailable", "upstreams": statuses}
+    if failing:
+        body["failing"] = failing
+    return web.json_response(body, status=200 if not failing else 503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def create_app(cfg: GatewayConfig) -> web.Application:
+    app = web.Application(middlewares=[_metrics_middleware])
+    app[CONFIG] = cfg
+
+    async def upstreams_ctx(app: web.Application):
+        app[UPSTREAMS] = Upstreams(cfg.upstreams)
+        yield
+        await app[UPSTREAMS].close()
+
+    app.cleanup_ctx.append(upstreams_ctx)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+    return app

@@ -1,0 +1,7 @@
+"""Plumbing every Trellis gRPC service shares: serve(), health, logs, metrics, errors, test helper."""
+
+from services.common.config import ServerConfig
+from services.common.errors import ServiceError
+from services.common.server import Binding, serve
+
+__all__ = ["Binding", "ServerConfig", "ServiceError", "serve"]

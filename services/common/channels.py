@@ -1,0 +1,41 @@
+"""Outbound gRPC channels: every call carries the current request id to the next service."""
+
+from __future__ import annotations
+
+import grpc
+
+from services.common import context as ctxvars
+
+
+def _with_request_id(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+    rid = ctxvars.request_id.get()
+    if not rid:
+        return details
+    metadata = grpc.aio.Metadata(*(details.metadata or ()))
+    if ctxvars.REQUEST_ID_HEADER not in metadata:
+        metadata.add(ctxvars.REQUEST_ID_HEADER, rid)
+    return grpc.aio.ClientCallDetails(details.method, details.timeout, metadata, details.credentials, details.wait_for_ready)
+
+
+class _RequestIdUnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):
+    async def intercept_unary_unary(self, continuation, client_call_details, request):
+        return await continuation(_with_request_id(client_call_details), request)
+
+
+class _RequestIdUnaryStream(grpc.aio.UnaryStreamClientInterceptor):
+    async def intercept_unary_stream(self, continuation, client_call_details, request):
+        return await continuation(_with_request_id(client_call_details), request)
+
+
+# Large messages: DSLs and documents can exceed gRPC's 4 MB default.
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+]
+
+
+def open_channel(address: str) -> grpc.aio.Channel:
+    """An insecure channel (the mesh or NetworkPolicies secure the hop) that propagates x-request-id."""
+    return grpc.aio.insecure_channel(
+        address, options=CHANNEL_OPTIONS, interceptors=[_RequestIdUnaryUnary(), _RequestIdUnaryStream()]
+    )

@@ -1,0 +1,85 @@
+"""Settings every gRPC service shares, read once from the environment (TRELLIS_* only)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def env_str(name: str, default: str) -> str:
+    """One place that reads TRELLIS_* variables, so every setting is documented where it is read."""
+    return os.environ.get(name, default)
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SystemExit(f"configuration error: {name}={raw!r} is not an integer") from None
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise SystemExit(f"configuration error: {name}={raw!r} is not a number") from None
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def data_dir() -> Path:
+    """TRELLIS_DATA_DIR: where local state lives (Redis AOF, SQLite, API keys). Default ./.trellis."""
+    return Path(env_str("TRELLIS_DATA_DIR", ".trellis")).resolve()
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Where and how a gRPC service listens."""
+
+    name: str  # service name for logs and metrics, e.g. "orchestrator"
+    host: str  # TRELLIS_HOST: bind address, default "[::]"
+    port: int  # TRELLIS_<NAME>_PORT: gRPC port
+    metrics_port: int  # TRELLIS_<NAME>_METRICS_PORT: Prometheus /metrics; 0 disables the exporter
+    grace_s: float  # TRELLIS_GRACE_S: in-flight RPCs get this long to finish on SIGTERM
+    drain_s: float  # TRELLIS_DRAIN_S: NOT_SERVING is announced this long before the server stops
+
+    @classmethod
+    def from_env(cls, name: str, default_port: int, default_metrics_port: int = 0) -> "ServerConfig":
+        key = name.upper()
+        return cls(
+            name=name,
+            host=env_str("TRELLIS_HOST", "[::]"),
+            port=env_int(f"TRELLIS_{key}_PORT", default_port),
+            metrics_port=env_int(f"TRELLIS_{key}_METRICS_PORT", default_metrics_port),
+            grace_s=env_float("TRELLIS_GRACE_S", 10.0),
+            drain_s=env_float("TRELLIS_DRAIN_S", 0.5),
+        )
+
+
+# Default ports (DESIGN.md section 2). Metrics ports are ours: 9091.. one per gRPC service.
+DEFAULT_PORTS = {
+    "orchestrator": (50051, 9091),
+    "llm_gateway": (50052, 9092),
+    "retrieval": (50053, 9093),
+    "sandbox": (50054, 9094),
+}
+DEFAULT_HTTP_PORT = 8080
+
+
+def peer_address(service: str) -> str:
+    """TRELLIS_<SERVICE>_ADDR, or localhost on that service's port (TRELLIS_<SERVICE>_PORT)."""
+    key = service.upper()
+    port = env_int(f"TRELLIS_{key}_PORT", DEFAULT_PORTS[service][0])
+    return env_str(f"TRELLIS_{key}_ADDR", f"127.0.0.1:{port}")

@@ -1,0 +1,78 @@
+"""Typed errors: business code raises these; one interceptor maps them to gRPC status (STYLE.md section 6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+
+class ServiceError(Exception):
+    """An error meant for the caller: its message is shown to clients as is."""
+
+    code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: grpc.StatusCode | None = None,
+        retryable: bool | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        if retryable is not None:
+            self.retryable = retryable
+        self.details = details or {}
+
+
+class InvalidArgument(ServiceError):
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(ServiceError):
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExists(ServiceError):
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class FailedPrecondition(ServiceError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class PermissionDenied(ServiceError):
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class ResourceExhausted(ServiceError):
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    retryable = True
+
+
+class DeadlineExceeded(ServiceError):
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+    retryable = True
+
+
+class Unavailable(ServiceError):
+    code = grpc.StatusCode.UNAVAILABLE
+    retryable = True
+
+
+class Unimplemented(ServiceError):
+    code = grpc.StatusCode.UNIMPLEMENTED
+
+
+class Cancelled(ServiceError):
+    code = grpc.StatusCode.CANCELLED
+
+
+def not_yet(rpc: str, issue: str) -> Unimplemented:
+    """The one answer for an RPC whose implementation lands with a later issue: never a fake answer."""
+    return Unimplemented(f"{rpc} is not implemented yet (it lands with {issue})")

@@ -1,0 +1,24 @@
+"""Prometheus metrics per RPC: count (by status code), latency, errors."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram, start_http_server
+
+RPC_TOTAL = Counter(
+    "trellis_grpc_requests_total", "gRPC requests handled, by final status code", ["service", "method", "code"]
+)
+RPC_ERRORS = Counter("trellis_grpc_errors_total", "gRPC requests that ended with a non-OK status", ["service", "method", "code"])
+RPC_LATENCY = Histogram(
+    "trellis_grpc_request_seconds",
+    "gRPC request latency (for streams: until the last message)",
+    ["service", "method"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
+
+# Probes and discovery are not traffic: counting them would drown the real numbers.
+UNMETERED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
+
+
+def start_exporter(port: int) -> None:
+    if port:
+        start_http_server(port)

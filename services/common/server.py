@@ -1,0 +1,101 @@
+"""`serve()`: the one way every Trellis gRPC service starts, runs and stops (STYLE.md section 3)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Sequence
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+
+from services.common import logs, metrics
+from services.common.channels import CHANNEL_OPTIONS
+from services.common.config import ServerConfig
+from services.common.errors import ServiceError
+from services.common.interceptors import server_interceptors
+
+log = logging.getLogger(__name__)
+
+Hook = Callable[[], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A servicer and how to add it: `Binding(xx_grpc.add_XxServicer_to_server, servicer, "trellis.xx.v1.XxService")`."""
+
+    add_fn: Callable[[Any, grpc.aio.Server], None]
+    servicer: Any
+    service_name: str
+
+
+async def build_server(service: str, bindings: Sequence[Binding]) -> tuple[grpc.aio.Server, HealthServicer]:
+    """A server with interceptors, the servicers, health (all NOT_SERVING) and reflection; not started."""
+    server = grpc.aio.server(interceptors=server_interceptors(service), options=CHANNEL_OPTIONS)
+    for b in bindings:
+        b.add_fn(b.servicer, server)
+    health = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    await set_health(health, bindings, health_pb2.HealthCheckResponse.NOT_SERVING)
+    names = [b.service_name for b in bindings]
+    reflection.enable_server_reflection([*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME], server)
+    return server, health
+
+
+async def set_health(health: HealthServicer, bindings: Sequence[Binding], status: int) -> None:
+    await health.set("", status)
+    for b in bindings:
+        await health.set(b.service_name, status)
+
+
+async def serve(
+    cfg: ServerConfig,
+    bindings: Sequence[Binding],
+    *,
+    on_startup: Sequence[Hook] = (),
+    on_shutdown: Sequence[Hook] = (),
+) -> None:
+    """Serve until SIGTERM/SIGINT, then shut down gracefully.
+
+    Order: logs, server with interceptors, servicers + health + reflection, bind, startup hooks, SERVING,
+    metrics exporter; on a signal: NOT_SERVING, drain, stop(grace), shutdown hooks.
+    """
+    logs.configure(cfg.name)
+    server, health = await build_server(cfg.name, bindings)
+    address = f"{cfg.host}:{cfg.port}"
+    try:
+        server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise SystemExit(f"{cfg.name}: cannot listen on {address} (port busy?): {exc}") from None
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        for hook in on_startup:
+            try:
+                await hook()
+            except ServiceError as exc:
+                # One line naming the service and the cause, for `trellis up` and for pod logs.
+                log.error("%s: start-up failed: %s", cfg.name, exc.message)
+                raise SystemExit(f"{cfg.name}: start-up failed: {exc.message}") from None
+        metrics.start_exporter(cfg.metrics_port)
+        await set_health(health, bindings, health_pb2.HealthCheckResponse.SERVING)
+        log.info("%s serving on %s (metrics on :%s)", cfg.name, address, cfg.metrics_port or "off")
+        await stop.wait()
+        log.info("%s shutting down: NOT_SERVING, drain %.1fs, grace %.1fs", cfg.name, cfg.drain_s, cfg.grace_s)
+        await health.enter_graceful_shutdown()
+        await asyncio.sleep(cfg.drain_s)
+    finally:
+        await server.stop(cfg.grace_s)
+        for hook in on_shutdown:
+            try:
+                await hook()
+            except Exception:
+                log.exception("%s: shutdown hook failed", cfg.name)
+    log.info("%s stopped", cfg.name)
