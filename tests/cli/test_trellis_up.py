@@ -1,0 +1,101 @@
+"""End to end: `trellis up` on free ports reaches /healthz 200, stops on SIGTERM with no child left, and Redis
+wrote its AOF. Start-up failures give one line naming the culprit and a non-zero exit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import redis
+from helpers import free_port
+
+STARTUP_S = 240  # the local model loads at start-up
+
+
+def _env(tmp_path: Path) -> tuple[dict[str, str], dict[str, int]]:
+    ports = {key: free_port() for key in (
+        "HTTP", "ORCHESTRATOR", "LLM_GATEWAY", "RETRIEVAL", "SANDBOX", "REDIS",
+        "ORCHESTRATOR_METRICS", "LLM_GATEWAY_METRICS", "RETRIEVAL_METRICS", "SANDBOX_METRICS")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRELLIS_")}
+    env.update({f"TRELLIS_{key}_PORT": str(port) for key, port in ports.items()})
+    env["TRELLIS_DATA_DIR"] = str(tmp_path / "data")
+    return env, ports
+
+
+def _start(env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "trellis_cli", "up"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _healthz(port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def test_up_healthy_then_sigterm_stops_everything_and_keeps_aof(tmp_path):
+    env, ports = _env(tmp_path)
+    proc = _start(env)
+    try:
+        deadline = time.monotonic() + STARTUP_S
+        while _healthz(ports["HTTP"]) != 200:
+            assert proc.poll() is None, f"trellis up died: {proc.stderr.read()}"
+            assert time.monotonic() < deadline, "stack not healthy in time"
+            time.sleep(0.5)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        names = " ".join(" ".join(c.cmdline()) for c in children)
+        for part in ("redis-server", "services.orchestrator", "services.llm_gateway", "services.retrieval", "services.sandbox", "gateway"):
+            assert part in names
+        # state written through the private Redis must land in its AOF
+        redis.Redis(port=ports["REDIS"]).set("trellis:e2e", "kept")
+        time.sleep(1.2)  # appendfsync everysec
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "trellis is up." in out and f":{ports['HTTP']}" in out
+        gone, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive, f"orphans left: {[c.pid for c in alive]}"
+        aof_files = list((tmp_path / "data" / "redis").rglob("*.aof*"))
+        assert aof_files, "no AOF written"
+        assert any(b"trellis:e2e" in f.read_bytes() for f in aof_files if f.is_file())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_busy_port_is_one_line_naming_it(tmp_path):
+    env, ports = _env(tmp_path)
+    with socket.socket() as blocker:
+        blocker.bind(("0.0.0.0", ports["RETRIEVAL"]))
+        blocker.listen()
+        proc = _start(env)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert str(ports["RETRIEVAL"]) in lines[0] and "retrieval" in lines[0] and "busy" in lines[0]
+
+
+def test_service_dying_at_start_is_named(tmp_path):
+    env, ports = _env(tmp_path)
+    # The orchestrator cannot reach this Redis, so its start-up hook fails and it exits.
+    env["TRELLIS_REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"
+    proc = _start(env)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert "orchestrator" in lines[0] and "exited during start-up" in lines[0] and "Redis" in lines[0]
+    assert not [p for p in psutil.process_iter(["cmdline"]) if env["TRELLIS_DATA_DIR"] in " ".join(p.info["cmdline"] or [])]
