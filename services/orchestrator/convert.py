@@ -1,0 +1,93 @@
+"""Domain <-> protobuf conversion for the canvas API; business code never imports _pb2 (STYLE.md section 7)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.protobuf.timestamp_pb2 import Timestamp
+from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
+from trellis.canvas.v1 import events_pb2 as ev_pb
+
+from services.common.errors import InvalidArgument
+from services.orchestrator import events as ev
+
+
+def dumps(value: Any) -> str:
+    """JSON text for free-form values; anything unserialisable (a bytes blob, an object) becomes its str()."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def loads_object(text: str, field: str) -> dict[str, Any]:
+    """Parse a request's JSON field that must hold an object; empty means {}."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"{field} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"{field} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _usage(usage: dict[str, Any]) -> ev_pb.Usage:
+    return ev_pb.Usage(
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        completion_tokens=int(usage.get("completion_tokens", 0)),
+        total_tokens=int(usage.get("total_tokens", 0)),
+        calls=int(usage.get("calls", 0)),
+    )
+
+
+def _kind(event: ev.Event) -> dict[str, Any]:
+    match event:
+        case ev.RunStarted():
+            return {"run_started": ev_pb.RunStarted(inputs_json=dumps(event.inputs))}
+        case ev.NodeStarted():
+            return {"node_started": ev_pb.NodeStarted(
+                component_name=event.component_name, component_type=event.component_type, thoughts=event.thoughts)}
+        case ev.NodeFinished():
+            return {"node_finished": ev_pb.NodeFinished(
+                component_name=event.component_name, component_type=event.component_type,
+                inputs_json=dumps(event.inputs), outputs_json=dumps(event.outputs), error=event.error or "",
+                elapsed_s=event.elapsed_s, skipped=event.skipped)}
+        case ev.MessageDelta():
+            return {"message_delta": ev_pb.MessageDelta(
+                content=event.content, start_to_think=event.start_to_think, end_to_think=event.end_to_think)}
+        case ev.MessageEnd():
+            return {"message_end": ev_pb.MessageEnd(
+                reference_json=dumps(event.reference or {}),
+                attachment_json=dumps(event.attachment) if event.attachment else "",
+                downloads_json=dumps(event.downloads) if event.downloads else "", status=event.status)}
+        case ev.ToolCallStarted():
+            return {"tool_call_started": ev_pb.ToolCallStarted(
+                call_id=event.call_id, tool_name=event.tool_name, arguments_json=dumps(event.arguments))}
+        case ev.ToolCallFinished():
+            return {"tool_call_finished": ev_pb.ToolCallFinished(
+                call_id=event.call_id, tool_name=event.tool_name, result=event.result, error=event.error or "",
+                elapsed_s=event.elapsed_s)}
+        case ev.UserInputRequired():
+            return {"user_input_required": ev_pb.UserInputRequired(inputs_json=dumps(event.inputs), tips=event.tips)}
+        case ev.RunError():
+            return {"error": ev_pb.RunError(message=event.message, component_id=event.component_id, code=event.code)}
+        case ev.RunFinished():
+            return {"run_finished": ev_pb.RunFinished(
+                outputs_json=dumps(event.outputs), elapsed_s=event.elapsed_s, usage=_usage(event.usage),
+                error=event.error or "", cancelled=event.cancelled)}
+    raise TypeError(f"unknown event type {type(event).__name__}")
+
+
+def event_to_proto(event: ev.Event) -> ev_pb.RunEvent:
+    ts = Timestamp()
+    ts.FromNanoseconds(int(event.timestamp * 1e9))
+    return ev_pb.RunEvent(
+        run_id=event.run_id, session_id=event.session_id, node_id=event.node_id, timestamp=ts,
+        path=list(event.path), **_kind(event))
+
+
+def issues_to_proto(issues: list[Any]) -> canvas_pb.ValidateResponse:
+    return canvas_pb.ValidateResponse(
+        valid=not issues,
+        issues=[canvas_pb.ValidationIssue(component_id=i.component_id, field=i.field, message=i.message) for i in issues],
+    )

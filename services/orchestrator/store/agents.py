@@ -1,0 +1,184 @@
+"""Agents (title, description, DSL, owner tenant) and their immutable published versions."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+
+from services.common.errors import AlreadyExists, InvalidArgument, NotFound
+from services.orchestrator.store import keys
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    id: str
+    tenant_id: str
+    title: str
+    description: str
+    dsl_json: str
+    canvas_type: str
+    canvas_category: str
+    created_at: float
+    updated_at: float
+    latest_version_id: str
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    id: str
+    agent_id: str
+    number: int
+    title: str
+    dsl_json: str
+    created_at: float
+
+
+def _s(raw: dict[bytes, bytes], key: str) -> str:
+    return raw.get(key.encode(), b"").decode()
+
+
+def _agent(tenant: str, agent_id: str, raw: dict[bytes, bytes]) -> AgentRecord:
+    return AgentRecord(
+        id=agent_id, tenant_id=tenant, title=_s(raw, "title"), description=_s(raw, "description"),
+        dsl_json=_s(raw, "dsl_json"), canvas_type=_s(raw, "canvas_type"), canvas_category=_s(raw, "canvas_category"),
+        created_at=float(_s(raw, "created_at") or 0), updated_at=float(_s(raw, "updated_at") or 0),
+        latest_version_id=_s(raw, "latest_version_id"),
+    )
+
+
+def _version(raw: dict[bytes, bytes], version_id: str) -> VersionRecord:
+    return VersionRecord(
+        id=version_id, agent_id=_s(raw, "agent_id"), number=int(_s(raw, "number") or 0), title=_s(raw, "title"),
+        dsl_json=_s(raw, "dsl_json"), created_at=float(_s(raw, "created_at") or 0),
+    )
+
+
+class AgentStore:
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.redis = redis
+
+    async def create(self, tenant: str, *, title: str, dsl_json: str, description: str = "",
+                     canvas_type: str = "", canvas_category: str = "") -> AgentRecord:
+        if not title.strip():
+            raise InvalidArgument("title is required")
+        agent_id = uuid.uuid4().hex
+        # HSETNX on the title index makes the duplicate check and the claim one atomic step.
+        if not await self.redis.hsetnx(keys.agent_titles(tenant), title, agent_id):
+            raise AlreadyExists(f"{title} already exists.")
+        now = time.time()
+        fields = {"title": title, "description": description, "dsl_json": dsl_json, "canvas_type": canvas_type,
+                  "canvas_category": canvas_category, "created_at": now, "updated_at": now, "latest_version_id": ""}
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(keys.agent(tenant, agent_id), mapping=fields)
+            pipe.zadd(keys.agents_by_update(tenant), {agent_id: now})
+            pipe.zadd(keys.agents_by_create(tenant), {agent_id: now})
+            await pipe.execute()
+        return await self.get(tenant, agent_id)
+
+    async def get(self, tenant: str, agent_id: str) -> AgentRecord:
+        raw = await self.redis.hgetall(keys.agent(tenant, agent_id))
+        if not raw:
+            raise NotFound(f"agent {agent_id!r} not found")
+        return _agent(tenant, agent_id, raw)
+
+    async def list(self, tenant: str, *, page: int = 1, page_size: int = 30, orderby: str = "update_time",
+                   desc: bool = True, keywords: str = "") -> tuple[list[AgentRecord], int]:
+        index = keys.agents_by_create(tenant) if orderby == "create_time" else keys.agents_by_update(tenant)
+        ids = [i.decode() for i in (await self.redis.zrange(index, 0, -1, desc=desc))]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for agent_id in ids:
+                pipe.hgetall(keys.agent(tenant, agent_id))
+            raws = await pipe.execute()
+        agents = [_agent(tenant, i, raw) for i, raw in zip(ids, raws) if raw]
+        if keywords:
+            agents = [a for a in agents if keywords.lower() in a.title.lower()]
+        page, page_size = max(page, 1), max(page_size, 1)
+        return agents[(page - 1) * page_size : page * page_size], len(agents)
+
+    async def update(self, tenant: str, agent_id: str, **changes: str | None) -> AgentRecord:
+        current = await self.get(tenant, agent_id)
+        fields = {k: v for k, v in changes.items() if v is not None}
+        new_title = fields.get("title")
+        if new_title is not None and new_title != current.title:
+            if not new_title.strip():
+                raise InvalidArgument("title must not be empty")
+            if not await self.redis.hsetnx(keys.agent_titles(tenant), new_title, agent_id):
+                raise AlreadyExists(f"{new_title} already exists.")
+            await self.redis.hdel(keys.agent_titles(tenant), current.title)
+        now = time.time()
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(keys.agent(tenant, agent_id), mapping={**fields, "updated_at": now})
+            pipe.zadd(keys.agents_by_update(tenant), {agent_id: now})
+            await pipe.execute()
+        return await self.get(tenant, agent_id)
+
+    async def delete(self, tenant: str, agent_id: str) -> None:
+        current = await self.get(tenant, agent_id)
+        version_ids = await self.redis.zrange(keys.versions(tenant, agent_id), 0, -1)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(keys.agent(tenant, agent_id), keys.versions(tenant, agent_id))
+            for vid in version_ids:
+                pipe.delete(keys.version(tenant, vid.decode()))
+            pipe.zrem(keys.agents_by_update(tenant), agent_id)
+            pipe.zrem(keys.agents_by_create(tenant), agent_id)
+            pipe.hdel(keys.agent_titles(tenant), current.title)
+            await pipe.execute()
+
+    async def publish(self, tenant: str, agent_id: str, title: str = "") -> VersionRecord:
+        """Snapshot the current DSL as a new immutable version; never overwrites an earlier one."""
+        agent = await self.get(tenant, agent_id)
+        version_id = uuid.uuid4().hex
+        # INCR-style numbering from the sorted set's size inside a transaction keeps numbers unique.
+        async with self.redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(keys.versions(tenant, agent_id))
+                    last = await pipe.zrange(keys.versions(tenant, agent_id), -1, -1, withscores=True)
+                    number = int(last[0][1]) + 1 if last else 1
+                    pipe.multi()
+                    pipe.hset(keys.version(tenant, version_id), mapping={
+                        "agent_id": agent_id, "number": number, "title": title or f"v{number}",
+                        "dsl_json": agent.dsl_json, "created_at": time.time()})
+                    pipe.zadd(keys.versions(tenant, agent_id), {version_id: number})
+                    pipe.hset(keys.agent(tenant, agent_id), "latest_version_id", version_id)
+                    await pipe.execute()
+                    break
+                except aioredis.WatchError:
+                    continue
+        return await self.get_version(tenant, agent_id, version_id)
+
+    async def list_versions(self, tenant: str, agent_id: str) -> list[VersionRecord]:
+        await self.get(tenant, agent_id)
+        ids = [i.decode() for i in await self.redis.zrange(keys.versions(tenant, agent_id), 0, -1, desc=True)]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for vid in ids:
+                pipe.hgetall(keys.version(tenant, vid))
+            raws = await pipe.execute()
+        return [_version(raw, vid) for vid, raw in zip(ids, raws) if raw]
+
+    async def get_version(self, tenant: str, agent_id: str, version_id: str) -> VersionRecord:
+        raw = await self.redis.hgetall(keys.version(tenant, version_id))
+        if not raw or _s(raw, "agent_id") != agent_id:
+            raise NotFound(f"version {version_id!r} of agent {agent_id!r} not found")
+        return _version(raw, version_id)
+
+    async def delete_version(self, tenant: str, agent_id: str, version_id: str) -> None:
+        await self.get_version(tenant, agent_id, version_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(keys.version(tenant, version_id))
+            pipe.zrem(keys.versions(tenant, agent_id), version_id)
+            await pipe.execute()
+        remaining = await self.redis.zrange(keys.versions(tenant, agent_id), -1, -1)
+        await self.redis.hset(keys.agent(tenant, agent_id), "latest_version_id", remaining[0].decode() if remaining else "")
+
+    async def resolve_dsl(self, tenant: str, agent_id: str, *, version_id: str = "", draft: bool = False) -> tuple[str, str]:
+        """(dsl_json, version_id) to run: a named version, the draft, or the latest published (else the draft)."""
+        agent = await self.get(tenant, agent_id)
+        if version_id:
+            return (await self.get_version(tenant, agent_id, version_id)).dsl_json, version_id
+        if draft or not agent.latest_version_id:
+            return agent.dsl_json, ""
+        return (await self.get_version(tenant, agent_id, agent.latest_version_id)).dsl_json, agent.latest_version_id

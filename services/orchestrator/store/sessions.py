@@ -1,0 +1,122 @@
+"""Sessions: one conversation of one user with one agent. Messages and run state are written together in one
+MULTI/EXEC, so a crash never leaves a reply without its state (or the other way round). No DSL is stored."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from services.common.errors import NotFound
+from services.orchestrator.state import SessionState
+from services.orchestrator.store import keys
+
+_STATE_FIELDS = ("globals", "history", "path", "retrieval", "memory")
+
+
+def state_to_json(state: SessionState) -> str:
+    return json.dumps({k: getattr(state, k) for k in _STATE_FIELDS}, ensure_ascii=False, default=str)
+
+
+def state_from_json(text: str) -> SessionState | None:
+    if not text:
+        return None
+    data = json.loads(text)
+    return SessionState(**{k: data.get(k) or ({} if k == "globals" else []) for k in _STATE_FIELDS})
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    id: str
+    tenant_id: str
+    agent_id: str
+    version_id: str
+    user_id: str
+    name: str
+    source: str
+    created_at: float
+    updated_at: float
+    state_json: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    def state(self) -> SessionState | None:
+        return state_from_json(self.state_json)
+
+
+def _s(raw: dict[bytes, bytes], key: str) -> str:
+    return raw.get(key.encode(), b"").decode()
+
+
+def message(role: str, content: str, reference: dict[str, Any] | None = None, message_id: str = "") -> dict[str, Any]:
+    return {"role": role, "content": content, "id": message_id or uuid.uuid4().hex, "created_at": time.time(),
+            "reference": reference or {}}
+
+
+class SessionStore:
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.redis = redis
+
+    async def create(self, tenant: str, *, agent_id: str, user_id: str = "", name: str = "", version_id: str = "",
+                     source: str = "agent", messages: list[dict[str, Any]] | None = None,
+                     session_id: str = "") -> SessionRecord:
+        session_id = session_id or uuid.uuid4().hex
+        now = time.time()
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(keys.session(tenant, session_id), mapping={
+                "agent_id": agent_id, "version_id": version_id, "user_id": user_id, "name": name or "New session",
+                "source": source, "created_at": now, "updated_at": now, "state_json": ""})
+            for m in messages or []:
+                pipe.rpush(keys.session_messages(tenant, session_id), json.dumps(m, ensure_ascii=False))
+            pipe.zadd(keys.agent_sessions(tenant, agent_id), {session_id: now})
+            pipe.zadd(keys.user_sessions(tenant, agent_id, user_id), {session_id: now})
+            await pipe.execute()
+        return await self.get(tenant, session_id)
+
+    async def get(self, tenant: str, session_id: str) -> SessionRecord:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(keys.session(tenant, session_id))
+            pipe.lrange(keys.session_messages(tenant, session_id), 0, -1)
+            raw, raw_messages = await pipe.execute()
+        if not raw:
+            raise NotFound(f"session {session_id!r} not found")
+        return SessionRecord(
+            id=session_id, tenant_id=tenant, agent_id=_s(raw, "agent_id"), version_id=_s(raw, "version_id"),
+            user_id=_s(raw, "user_id"), name=_s(raw, "name"), source=_s(raw, "source"),
+            created_at=float(_s(raw, "created_at") or 0), updated_at=float(_s(raw, "updated_at") or 0),
+            state_json=_s(raw, "state_json"), messages=[json.loads(m) for m in raw_messages],
+        )
+
+    async def list(self, tenant: str, agent_id: str, *, user_id: str = "", page: int = 1, page_size: int = 30,
+                   desc: bool = True) -> tuple[list[SessionRecord], int]:
+        index = keys.user_sessions(tenant, agent_id, user_id) if user_id else keys.agent_sessions(tenant, agent_id)
+        total = await self.redis.zcard(index)
+        page, page_size = max(page, 1), max(page_size, 1)
+        start = (page - 1) * page_size
+        ids = await self.redis.zrange(index, start, start + page_size - 1, desc=desc)
+        sessions = []
+        for sid in ids:
+            try:
+                sessions.append(await self.get(tenant, sid.decode()))
+            except NotFound:  # deleted between the index read and the get
+                continue
+        return sessions, total
+
+    async def save_turn(self, tenant: str, session_id: str, new_messages: list[dict[str, Any]], state: SessionState) -> None:
+        """Append this turn's messages and replace the run state, atomically."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for m in new_messages:
+                pipe.rpush(keys.session_messages(tenant, session_id), json.dumps(m, ensure_ascii=False))
+            pipe.hset(keys.session(tenant, session_id), mapping={"state_json": state_to_json(state), "updated_at": time.time()})
+            await pipe.execute()
+
+    async def delete(self, tenant: str, session_id: str) -> None:
+        current = await self.get(tenant, session_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(keys.session(tenant, session_id), keys.session_messages(tenant, session_id))
+            pipe.zrem(keys.agent_sessions(tenant, current.agent_id), session_id)
+            pipe.zrem(keys.user_sessions(tenant, current.agent_id, current.user_id), session_id)
+            await pipe.execute()
