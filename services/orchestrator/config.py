@@ -4,12 +4,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.common.config import DEFAULT_PORTS, ServerConfig, env_str, peer_address
+from services.common.config import DEFAULT_PORTS, ServerConfig, env_float, env_int, env_str, peer_address
+from services.orchestrator.engine_settings import EngineSettings
+
+
+def _engine_from_env() -> EngineSettings:
+    defaults = EngineSettings()
+    timeout = env_float("TRELLIS_COMPONENT_TIMEOUT_S", defaults.default_timeout_s or 0.0)
+    allow = env_str("TRELLIS_SSRF_ALLOWLIST", "")
+    return EngineSettings(
+        # TRELLIS_COMPONENT_TIMEOUT_S: per-component limit (Agent gets twice as long); 0 disables it
+        default_timeout_s=timeout or None,
+        component_timeouts={"Agent": timeout * 2 if timeout else None},
+        # TRELLIS_ITERATION_CONCURRENCY: Iteration items run at the same time
+        iteration_concurrency=env_int("TRELLIS_ITERATION_CONCURRENCY", defaults.iteration_concurrency),
+        # TRELLIS_MAX_STEPS: component executions per run before it is stopped as runaway
+        max_steps=env_int("TRELLIS_MAX_STEPS", defaults.max_steps),
+        # TRELLIS_SSRF_ALLOWLIST: comma-separated hosts/CIDRs that Invoke and tools may reach despite the guard
+        ssrf_allowlist=tuple(x.strip() for x in allow.split(",") if x.strip()),
+    )
 
 
 @dataclass(frozen=True)
 class OrchestratorConfig:
     server: ServerConfig
+    engine: EngineSettings
     redis_url: str  # TRELLIS_REDIS_URL: where agents, sessions and runs live (trellis up sets it)
     llm_gateway_addr: str  # TRELLIS_LLM_GATEWAY_ADDR
     retrieval_addr: str  # TRELLIS_RETRIEVAL_ADDR
@@ -20,6 +39,7 @@ class OrchestratorConfig:
         port, metrics_port = DEFAULT_PORTS["orchestrator"]
         return cls(
             server=ServerConfig.from_env("orchestrator", port, metrics_port),
+            engine=_engine_from_env(),
             redis_url=env_str("TRELLIS_REDIS_URL", "redis://127.0.0.1:6379/0"),
             llm_gateway_addr=peer_address("llm_gateway"),
             retrieval_addr=peer_address("retrieval"),

@@ -6,11 +6,14 @@ import json
 from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
+from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import events_pb2 as ev_pb
+from trellis.canvas.v1 import session_service_pb2 as session_pb
 
 from services.common.errors import InvalidArgument
 from services.orchestrator import events as ev
+from services.orchestrator.store import AgentRecord, SessionRecord, VersionRecord
 
 
 def dumps(value: Any) -> str:
@@ -79,10 +82,8 @@ def _kind(event: ev.Event) -> dict[str, Any]:
 
 
 def event_to_proto(event: ev.Event) -> ev_pb.RunEvent:
-    ts = Timestamp()
-    ts.FromNanoseconds(int(event.timestamp * 1e9))
     return ev_pb.RunEvent(
-        run_id=event.run_id, session_id=event.session_id, node_id=event.node_id, timestamp=ts,
+        run_id=event.run_id, session_id=event.session_id, node_id=event.node_id, timestamp=_ts(event.timestamp),
         path=list(event.path), **_kind(event))
 
 
@@ -91,3 +92,63 @@ def issues_to_proto(issues: list[Any]) -> canvas_pb.ValidateResponse:
         valid=not issues,
         issues=[canvas_pb.ValidationIssue(component_id=i.component_id, field=i.field, message=i.message) for i in issues],
     )
+
+
+def _ts(seconds: float) -> Timestamp:
+    ts = Timestamp()
+    ts.FromNanoseconds(int(seconds * 1e9))
+    return ts
+
+
+def agent_to_proto(a: AgentRecord, *, include_dsl: bool = True) -> agent_pb.Agent:
+    return agent_pb.Agent(
+        id=a.id, tenant_id=a.tenant_id, title=a.title, description=a.description,
+        dsl_json=a.dsl_json if include_dsl else "", canvas_type=a.canvas_type, canvas_category=a.canvas_category,
+        created_at=_ts(a.created_at), updated_at=_ts(a.updated_at), latest_version_id=a.latest_version_id)
+
+
+def version_to_proto(v: VersionRecord, *, include_dsl: bool = True) -> agent_pb.AgentVersion:
+    return agent_pb.AgentVersion(id=v.id, agent_id=v.agent_id, number=v.number, title=v.title,
+                                 dsl_json=v.dsl_json if include_dsl else "", created_at=_ts(v.created_at))
+
+
+def session_to_proto(s: SessionRecord) -> session_pb.Session:
+    return session_pb.Session(
+        id=s.id, tenant_id=s.tenant_id, agent_id=s.agent_id, version_id=s.version_id, user_id=s.user_id,
+        name=s.name, source=s.source, state_json=s.state_json, created_at=_ts(s.created_at),
+        updated_at=_ts(s.updated_at),
+        messages=[session_pb.ChatMessage(role=m.get("role", ""), content=m.get("content", ""), id=m.get("id", ""),
+                                         created_at=_ts(float(m.get("created_at", 0))),
+                                         reference_json=dumps(m.get("reference") or {}))
+                  for m in s.messages])
+
+
+def _file(f: Any) -> dict[str, Any]:
+    """sys.files entry: the text of a text file, else a base64 data URI (what RAGFlow passes for images)."""
+    import base64
+
+    entry: dict[str, Any] = {"name": f.name, "mime_type": f.mime_type, "url": f.url}
+    if f.content:
+        try:
+            entry["content"] = f.content.decode("utf-8")
+        except UnicodeDecodeError:
+            entry["content"] = f"data:{f.mime_type or 'application/octet-stream'};base64,{base64.b64encode(f.content).decode()}"
+    return entry
+
+
+def run_spec_from_proto(request: canvas_pb.RunRequest) -> "RunSpec":
+    from services.orchestrator.run_manager import RunSpec
+
+    target = request.WhichOneof("target")
+    if target is None:
+        raise InvalidArgument("either dsl_json or agent is required")
+    agent = request.agent if target == "agent" else None
+    if agent is not None and not agent.agent_id:
+        raise InvalidArgument("agent.agent_id is required")
+    kwargs = loads_object(request.chat_template_kwargs_json, "chat_template_kwargs_json")
+    return RunSpec(
+        tenant_id=request.tenant_id, run_id=request.run_id, dsl_json=request.dsl_json if target == "dsl_json" else "",
+        agent_id=agent.agent_id if agent else "", version_id=agent.version_id if agent else "",
+        draft=agent.draft if agent else False, session_id=request.session_id, query=request.query,
+        inputs=loads_object(request.inputs_json, "inputs_json"), files=[_file(f) for f in request.files],
+        user_id=request.user_id, chat_template_kwargs=kwargs or None)

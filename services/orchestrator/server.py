@@ -1,69 +1,137 @@
-"""gRPC servicers of the orchestrator: thin adapters between protobuf and the domain."""
+"""gRPC servicers of the orchestrator: thin adapters between protobuf and the domain (stores, runs)."""
 
 from __future__ import annotations
 
+from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
+from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
+from trellis.canvas.v1 import session_service_pb2 as session_pb
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
-from services.common.errors import not_yet
+from services.common.errors import InvalidArgument
+from services.orchestrator import canvases
+from services.orchestrator.convert import (
+    agent_to_proto,
+    event_to_proto,
+    issues_to_proto,
+    run_spec_from_proto,
+    session_to_proto,
+    version_to_proto,
+)
+from services.orchestrator.dsl import DslError, ValidationIssue, load_canvas
+from services.orchestrator.run_manager import RunManager
+from services.orchestrator.store import AgentStore, SessionStore
+from services.orchestrator.store.sessions import message
+from services.orchestrator.validate import validate
 
-_PERSISTENCE = "issue 5 (edge gateway and persistence)"
+
+def _tenant(request) -> str:
+    if not request.tenant_id:
+        raise InvalidArgument("tenant_id is required")
+    return request.tenant_id
 
 
 class AgentServicer(agent_grpc.AgentServiceServicer):
+    def __init__(self, agents: AgentStore) -> None:
+        self.agents = agents
+
     async def CreateAgent(self, request, context):
-        raise not_yet("AgentService.CreateAgent", _PERSISTENCE)
+        canvases.parse(request.dsl_json, require_available=False)
+        agent = await self.agents.create(
+            _tenant(request), title=request.title, dsl_json=request.dsl_json, description=request.description,
+            canvas_type=request.canvas_type, canvas_category=request.canvas_category)
+        return agent_pb.CreateAgentResponse(agent=agent_to_proto(agent))
 
     async def GetAgent(self, request, context):
-        raise not_yet("AgentService.GetAgent", _PERSISTENCE)
+        return agent_pb.GetAgentResponse(agent=agent_to_proto(await self.agents.get(_tenant(request), request.agent_id)))
 
     async def ListAgents(self, request, context):
-        raise not_yet("AgentService.ListAgents", _PERSISTENCE)
+        agents, total = await self.agents.list(
+            _tenant(request), page=request.page or 1, page_size=request.page_size or 30,
+            orderby=request.orderby or "update_time", desc=request.desc, keywords=request.keywords)
+        return agent_pb.ListAgentsResponse(
+            agents=[agent_to_proto(a, include_dsl=request.include_dsl) for a in agents], total=total)
 
     async def UpdateAgent(self, request, context):
-        raise not_yet("AgentService.UpdateAgent", _PERSISTENCE)
+        changes = {f: getattr(request, f) if request.HasField(f) else None
+                   for f in ("title", "description", "dsl_json", "canvas_type", "canvas_category")}
+        if changes["dsl_json"] is not None:
+            canvases.parse(changes["dsl_json"], require_available=False)
+        agent = await self.agents.update(_tenant(request), request.agent_id, **changes)
+        return agent_pb.UpdateAgentResponse(agent=agent_to_proto(agent))
 
     async def DeleteAgent(self, request, context):
-        raise not_yet("AgentService.DeleteAgent", _PERSISTENCE)
+        await self.agents.delete(_tenant(request), request.agent_id)
+        return agent_pb.DeleteAgentResponse()
 
     async def PublishVersion(self, request, context):
-        raise not_yet("AgentService.PublishVersion", _PERSISTENCE)
+        version = await self.agents.publish(_tenant(request), request.agent_id, request.title)
+        return agent_pb.PublishVersionResponse(version=version_to_proto(version))
 
     async def ListVersions(self, request, context):
-        raise not_yet("AgentService.ListVersions", _PERSISTENCE)
+        versions = await self.agents.list_versions(_tenant(request), request.agent_id)
+        return agent_pb.ListVersionsResponse(versions=[version_to_proto(v, include_dsl=False) for v in versions])
 
     async def GetVersion(self, request, context):
-        raise not_yet("AgentService.GetVersion", _PERSISTENCE)
+        version = await self.agents.get_version(_tenant(request), request.agent_id, request.version_id)
+        return agent_pb.GetVersionResponse(version=version_to_proto(version))
 
     async def DeleteVersion(self, request, context):
-        raise not_yet("AgentService.DeleteVersion", _PERSISTENCE)
+        await self.agents.delete_version(_tenant(request), request.agent_id, request.version_id)
+        return agent_pb.DeleteVersionResponse()
 
 
 class SessionServicer(session_grpc.SessionServiceServicer):
+    def __init__(self, agents: AgentStore, sessions: SessionStore) -> None:
+        self.agents = agents
+        self.sessions = sessions
+
     async def CreateSession(self, request, context):
-        raise not_yet("SessionService.CreateSession", _PERSISTENCE)
+        tenant = _tenant(request)
+        dsl_json, version_id = await self.agents.resolve_dsl(
+            tenant, request.agent_id, version_id=request.version_id, draft=request.draft)
+        canvas, _ = canvases.parse(dsl_json, require_available=False)
+        greeting = canvases.prologue(canvas)
+        session = await self.sessions.create(
+            tenant, agent_id=request.agent_id, user_id=request.user_id, name=request.name, version_id=version_id,
+            source="agent", messages=[message("assistant", greeting)] if greeting else [])
+        return session_pb.CreateSessionResponse(session=session_to_proto(session))
 
     async def GetSession(self, request, context):
-        raise not_yet("SessionService.GetSession", _PERSISTENCE)
+        return session_pb.GetSessionResponse(session=session_to_proto(await self.sessions.get(_tenant(request), request.session_id)))
 
     async def ListSessions(self, request, context):
-        raise not_yet("SessionService.ListSessions", _PERSISTENCE)
+        sessions, total = await self.sessions.list(
+            _tenant(request), request.agent_id, user_id=request.user_id, page=request.page or 1,
+            page_size=request.page_size or 30, desc=request.desc)
+        return session_pb.ListSessionsResponse(sessions=[session_to_proto(s) for s in sessions], total=total)
 
     async def DeleteSession(self, request, context):
-        raise not_yet("SessionService.DeleteSession", _PERSISTENCE)
-
-
-_ENGINE = "issue 3 (canvas engine)"
+        await self.sessions.delete(_tenant(request), request.session_id)
+        return session_pb.DeleteSessionResponse()
 
 
 class CanvasServicer(canvas_grpc.CanvasServiceServicer):
+    def __init__(self, runs: RunManager) -> None:
+        self.runs = runs
+
     async def Run(self, request, context):
-        raise not_yet("CanvasService.Run", _ENGINE)
-        yield  # pragma: no cover  (makes this an async generator, as the streaming RPC expects)
+        async for event in self.runs.execute(run_spec_from_proto(request)):
+            yield event_to_proto(event)
 
     async def Cancel(self, request, context):
-        raise not_yet("CanvasService.Cancel", _ENGINE)
+        target = request.WhichOneof("target")
+        if target is None:
+            raise InvalidArgument("run_id or session_id is required")
+        cancelled = await self.runs.cancel(_tenant(request), run_id=request.run_id, session_id=request.session_id)
+        return canvas_pb.CancelResponse(cancelled=cancelled)
 
     async def Validate(self, request, context):
-        raise not_yet("CanvasService.Validate", _ENGINE)
+        if not request.dsl_json.strip():
+            raise InvalidArgument("dsl_json is required")
+        try:
+            canvas = load_canvas(request.dsl_json)
+        except DslError as exc:
+            return issues_to_proto([ValidationIssue("", exc.where, str(exc).split(": ", 1)[-1])])
+        return issues_to_proto(validate(canvas))

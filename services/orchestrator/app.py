@@ -1,0 +1,60 @@
+"""Builds the orchestrator from its config: Redis, stores, engine services, run manager and servicers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+import redis.asyncio as aioredis
+from trellis.canvas.v1 import agent_service_pb2 as agent_pb
+from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
+from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
+from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
+from trellis.canvas.v1 import session_service_pb2 as session_pb
+from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
+
+from services.common.server import Binding
+from services.orchestrator.config import OrchestratorConfig
+from services.orchestrator.engine_settings import Services
+from services.orchestrator.http_client import EgressPolicy, OutboundHttp
+from services.orchestrator.redis_client import wait_until_ready
+from services.orchestrator.run_manager import RunManager
+from services.orchestrator.server import AgentServicer, CanvasServicer, SessionServicer
+from services.orchestrator.store import AgentStore, RunStore, SessionStore
+from services.orchestrator.store.runs import CancelListener
+
+
+def _name(module: Any, service: str) -> str:
+    return module.DESCRIPTOR.services_by_name[service].full_name
+
+
+@dataclass
+class Orchestrator:
+    bindings: list[Binding]
+    on_startup: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
+    on_shutdown: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
+
+
+def build(cfg: OrchestratorConfig) -> Orchestrator:
+    redis = aioredis.from_url(cfg.redis_url)  # lazy: nothing connects until start-up
+    agents, sessions, runs = AgentStore(redis), SessionStore(redis), RunStore(redis)
+    http = OutboundHttp(EgressPolicy.from_entries(cfg.engine.ssrf_allowlist))
+    services = Services(settings=cfg.engine, http=http)
+    manager = RunManager(agents, sessions, runs, services)
+    listener = CancelListener(redis, manager.cancel_local)
+
+    async def start() -> None:
+        await wait_until_ready(redis, cfg.redis_url)
+        await listener.start()
+
+    async def stop() -> None:
+        await listener.stop()
+        await http.aclose()
+        await redis.aclose()
+
+    bindings = [
+        Binding(canvas_grpc.add_CanvasServiceServicer_to_server, CanvasServicer(manager), _name(canvas_pb, "CanvasService")),
+        Binding(agent_grpc.add_AgentServiceServicer_to_server, AgentServicer(agents), _name(agent_pb, "AgentService")),
+        Binding(session_grpc.add_SessionServiceServicer_to_server, SessionServicer(agents, sessions), _name(session_pb, "SessionService")),
+    ]
+    return Orchestrator(bindings, on_startup=[start], on_shutdown=[stop])

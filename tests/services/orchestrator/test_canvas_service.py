@@ -1,0 +1,181 @@
+"""The orchestrator over real gRPC with a real Redis: Run streams events in order and stores the turn,
+Validate names component and field, Cancel stops a run at once, stored agents and sessions are tenant-scoped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import grpc
+import pytest
+from trellis.canvas.v1 import agent_service_pb2 as agent_pb
+from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
+from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
+from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
+from trellis.canvas.v1 import session_service_pb2 as session_pb
+from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
+
+from services.common.config import ServerConfig
+from services.common.testing import start_server
+from services.orchestrator.app import build
+from services.orchestrator.components.base import Component, register
+from services.orchestrator.config import OrchestratorConfig
+from services.orchestrator.engine_settings import EngineSettings
+
+
+@register
+class SlowForTest(Component):
+    """Test-only component: sleeps `seconds`, so a run is still going when it is cancelled."""
+
+    component_name = "SlowForTest"
+
+    async def run(self, ctx):
+        await asyncio.sleep(float(self.params.get("seconds", 30)))
+        ctx.set_output("result", "woke up")
+
+
+def canvas(*middle: tuple[str, str, dict], message: str = "You said: {sys.query}") -> str:
+    ids = ["begin", *(m[0] for m in middle), "Message:Out"]
+    comps = {"begin": {"obj": {"component_name": "Begin", "params": {"prologue": "Hello there!"}}}}
+    for cid, name, params in middle:
+        comps[cid] = {"obj": {"component_name": name, "params": params}}
+    comps["Message:Out"] = {"obj": {"component_name": "Message", "params": {"content": [message]}}}
+    for i, cid in enumerate(ids):
+        comps[cid]["downstream"] = ids[i + 1 : i + 2]
+        comps[cid]["upstream"] = ids[i - 1 : i] if i else []
+    return json.dumps({"components": comps, "history": [], "path": [], "retrieval": []})
+
+
+@pytest.fixture
+async def orchestrator(redis_server):
+    cfg = OrchestratorConfig(
+        server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
+        redis_url=redis_server.url, llm_gateway_addr="", retrieval_addr="", sandbox_addr="")
+    orch = build(cfg)
+    for hook in orch.on_startup:
+        await hook()
+    server, port = await start_server(orch.bindings, service="orchestrator")
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    yield channel
+    await channel.close()
+    await server.stop(None)
+    for hook in orch.on_shutdown:
+        await hook()
+
+
+async def _run(channel, **kwargs) -> list:
+    stub = canvas_grpc.CanvasServiceStub(channel)
+    return [e async for e in stub.Run(canvas_pb.RunRequest(tenant_id="t1", **kwargs), timeout=30)]
+
+
+async def test_run_streams_events_in_order_and_answers(orchestrator):
+    events = await _run(orchestrator, dsl_json=canvas(), query="ping")
+    kinds = [e.WhichOneof("kind") for e in events]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
+    text = "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta")
+    assert text == "You said: ping"
+    msg_events = [i for i, e in enumerate(events) if e.node_id == "Message:Out"]
+    assert kinds[msg_events[0]] == "node_started" and kinds[msg_events[-1]] == "node_finished"
+    assert "message_end" in kinds
+    assert all(e.run_id == events[0].run_id and e.session_id == events[0].session_id for e in events)
+    assert not events[-1].run_finished.error
+
+
+async def test_session_keeps_the_conversation(orchestrator):
+    first = await _run(orchestrator, dsl_json=canvas(message="turn {sys.conversation_turns}: {sys.query}"), query="one")
+    sid = first[0].session_id
+    second = await _run(orchestrator, dsl_json=canvas(message="turn {sys.conversation_turns}: {sys.query}"), query="two", session_id=sid)
+    assert second[0].session_id == sid
+    text = "".join(e.message_delta.content for e in second if e.WhichOneof("kind") == "message_delta")
+    assert text == "turn 2: two"
+    stub = session_grpc.SessionServiceStub(orchestrator)
+    session = (await stub.GetSession(session_pb.GetSessionRequest(tenant_id="t1", session_id=sid))).session
+    assert [(m.role, m.content) for m in session.messages] == [
+        ("user", "one"), ("assistant", "turn 1: one"), ("user", "two"), ("assistant", "turn 2: two")]
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.GetSession(session_pb.GetSessionRequest(tenant_id="t2", session_id=sid))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_invalid_dsl_is_invalid_argument_naming_the_component(orchestrator):
+    bad = canvas(("Switch:S", "Switch", {"conditions": []}))
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await _run(orchestrator, dsl_json=bad)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "Switch:S" in err.value.details() and "end_cpn_ids" in err.value.details()
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await _run(orchestrator, dsl_json="{not json")
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_validate_rpc_lists_issues(orchestrator):
+    stub = canvas_grpc.CanvasServiceStub(orchestrator)
+    ok = await stub.Validate(canvas_pb.ValidateRequest(dsl_json=canvas()))
+    assert ok.valid and not ok.issues
+    bad = await stub.Validate(canvas_pb.ValidateRequest(dsl_json=canvas(("Agent:A", "Agent", {}))))
+    assert not bad.valid
+    assert any(i.component_id == "Agent:A" and "not available yet" in i.message for i in bad.issues)
+
+
+async def test_cancel_stops_a_running_run_within_a_second(orchestrator):
+    stub = canvas_grpc.CanvasServiceStub(orchestrator)
+    call = stub.Run(canvas_pb.RunRequest(tenant_id="t1", dsl_json=canvas(("SlowForTest:Z", "SlowForTest", {"seconds": 60})), query="q"))
+    events = []
+    async for event in call:
+        events.append(event)
+        if event.WhichOneof("kind") == "node_started" and event.node_id == "SlowForTest:Z":
+            break
+    started = time.monotonic()
+    resp = await stub.Cancel(canvas_pb.CancelRequest(tenant_id="t1", session_id=events[0].session_id))
+    assert resp.cancelled
+    rest = [e async for e in call]
+    assert time.monotonic() - started < 1.0
+    assert rest[-1].WhichOneof("kind") == "run_finished" and rest[-1].run_finished.cancelled
+    assert any(e.WhichOneof("kind") == "error" and e.error.code == "cancelled" for e in rest)
+    again = await stub.Cancel(canvas_pb.CancelRequest(tenant_id="t1", session_id=events[0].session_id))
+    assert not again.cancelled
+
+
+async def test_client_disconnect_cancels_the_run(orchestrator, redis_server):
+    import redis.asyncio as aioredis
+
+    stub = canvas_grpc.CanvasServiceStub(orchestrator)
+    call = stub.Run(canvas_pb.RunRequest(tenant_id="t1", dsl_json=canvas(("SlowForTest:Z", "SlowForTest", {"seconds": 60})), query="q"))
+    run_id = ""
+    async for event in call:
+        run_id = event.run_id
+        if event.WhichOneof("kind") == "node_started" and event.node_id == "SlowForTest:Z":
+            break
+    call.cancel()
+    client = aioredis.from_url(redis_server.url)
+    try:
+        for _ in range(50):
+            status = await client.hget(f"t:t1:run:{run_id}", "status")
+            if status == b"cancelled":
+                break
+            await asyncio.sleep(0.02)
+        assert status == b"cancelled"
+    finally:
+        await client.aclose()
+
+
+async def test_stored_agent_runs_latest_version_and_sessions_get_prologue(orchestrator):
+    agents = agent_grpc.AgentServiceStub(orchestrator)
+    created = (await agents.CreateAgent(agent_pb.CreateAgentRequest(tenant_id="t1", title="echo-agent", dsl_json=canvas(message="v1: {sys.query}")))).agent
+    await agents.PublishVersion(agent_pb.PublishVersionRequest(tenant_id="t1", agent_id=created.id))
+    await agents.UpdateAgent(agent_pb.UpdateAgentRequest(tenant_id="t1", agent_id=created.id, dsl_json=canvas(message="draft: {sys.query}")))
+    sessions = session_grpc.SessionServiceStub(orchestrator)
+    session = (await sessions.CreateSession(session_pb.CreateSessionRequest(tenant_id="t1", agent_id=created.id, user_id="u1"))).session
+    assert [(m.role, m.content) for m in session.messages] == [("assistant", "Hello there!")]
+    events = await _run(orchestrator, agent=canvas_pb.AgentTarget(agent_id=created.id), session_id=session.id, query="hi")
+    assert "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta") == "v1: hi"
+    events = await _run(orchestrator, agent=canvas_pb.AgentTarget(agent_id=created.id, draft=True), query="hi")
+    assert "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta") == "draft: hi"
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await agents.UpdateAgent(agent_pb.UpdateAgentRequest(tenant_id="t1", agent_id=created.id, dsl_json=canvas(("Switch:S", "Switch", {}))))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "Switch:S" in err.value.details()
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await canvas_grpc.CanvasServiceStub(orchestrator).Run(canvas_pb.RunRequest(
+            tenant_id="t2", agent=canvas_pb.AgentTarget(agent_id=created.id), query="x")).read()
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
