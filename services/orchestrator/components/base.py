@@ -1,0 +1,309 @@
+"""Component base class, registry, and the `ctx` every component runs with.
+
+Writing a component
+-------------------
+    @register
+    class StringTransform(Component):
+        component_name = "StringTransform"          # RAGFlow's component_name, the registry key
+
+        @classmethod
+        def check(cls, cpn_id, params):             # structural checks, before any run
+            return [] if params.get("method") in ("split", "merge", None) else [
+                ValidationIssue(cpn_id, "params.method", "must be 'split' or 'merge'")]
+
+        async def run(self, ctx):                   # self.params: the DSL params (a dict)
+            text = await ctx.render(self.params.get("script", ""))
+            ctx.set_output("result", text)
+
+`run` returns None, or `Route(next=[ids])` for a branch (Switch, Categorize). Raise any exception to
+fail: the runner applies `max_retries`/`delay_after_error`, `exception_method` and the timeout.
+One component instance serves every run of a compiled plan: keep per-run data in `ctx`, not `self`.
+
+The ctx API (`NodeContext`)
+---------------------------
+Identity:    ctx.component_id, ctx.component_name (type), ctx.params, ctx.path (Iteration/Loop
+             nesting), ctx.run_id, ctx.session_id, ctx.request (RunRequest)
+References:  ctx.get(ref, default=None)   raw value of a bare ref ("cpn@var.a.0", "sys.query",
+                                          "env.x", "{cpn@var}"); a streamed value stays a StreamValue;
+                                          not a reference -> default
+             await ctx.value(ref)         the same with streams awaited to their full text
+             await ctx.render(text)       text with every {ref} replaced by its text (JSON for
+                                          dict/list, "" for None); streams awaited
+             ctx.parts(text)              [str | StreamValue, ...] to forward streams live (Message)
+             ctx.refs(text)               the refs inside a text
+             ctx.is_ref(s)                whether s is a bare reference
+Globals:     ctx.get_global("sys.query"), ctx.set_global("env.counter", 3)
+             ctx.assign(ref, value)       write env.*/sys.* or another component's output (cpn@var)
+Outputs:     ctx.set_output(name, value); ctx.output(name); ctx.outputs (this node's dict)
+             ctx.set_input(name, value)   recorded into NodeFinished.inputs (what was resolved)
+             ctx.stream(async_iterable_of_str) -> StreamValue, pumped in the background; downstream
+                                          readers get tokens live, NodeFinished waits for the end
+Events:      ctx.emit(MessageDelta, content="...")  run/session/node/path/timestamp filled in
+             ctx.emit_delta(text), ctx.emit_message_end(reference=..., downloads=...)
+Services:    ctx.settings (EngineSettings), ctx.services (Services: llm, retrieval, sandbox),
+             ctx.http (shared outbound HTTP client or None)
+Cancellation is plain asyncio cancellation: never swallow `asyncio.CancelledError`.
+Blocking work (CPU or sync I/O) must go through `await asyncio.to_thread(...)`.
+
+Tests: `ctx = NodeContext.for_test(params, outputs={"cpn": {"var": 1}}, globals_={"env.x": 1})`,
+then `await Cls("Cls:x", params).run(ctx)`; emitted events are in `ctx.env.events`.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterable, Callable, ClassVar, Iterable
+
+from ..dsl.issues import ValidationIssue
+from ..engine_settings import EngineSettings, Services
+from ..events import MessageDelta, MessageEnd
+from ..state import RunRequest
+from ..variables import Resolver, Scope, StreamValue, find_refs, is_ref
+
+__all__ = ["Component", "NodeContext", "Route", "RunEnv", "UnknownComponent", "ValidationIssue",
+           "get_class", "register", "registered"]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Returned by a branching component: the downstream ids to follow (others are pruned)."""
+
+    next: tuple[str, ...] | list[str]
+
+
+class Component:
+    component_name: ClassVar[str] = ""
+    # Containers (Iteration, Loop) own child sub-graphs that the runner compiles for them.
+    is_container: ClassVar[bool] = False
+    # Output that receives `exception_default_value` with exception_method "comment"
+    # (RAGFlow: "result"; LLM and Agent use "content").
+    exception_output: ClassVar[str] = "result"
+
+    __slots__ = ("id", "params")
+
+    def __init__(self, cpn_id: str, params: dict[str, Any]) -> None:
+        self.id = cpn_id
+        self.params = params
+        self.setup()
+
+    def setup(self) -> None:
+        """Parse params once per compiled plan (override; keep run() lean)."""
+
+    @classmethod
+    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
+        """Structural problems in params, each naming the field (override)."""
+        return []
+
+    def thoughts(self, ctx: NodeContext) -> str:
+        return ""
+
+    async def run(self, ctx: NodeContext) -> Route | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+# ------------------------------------------------------------------------------------ registry
+_REGISTRY: dict[str, type[Component]] = {}
+
+
+class UnknownComponent(KeyError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown component_name '{name}' (known: {', '.join(sorted(_REGISTRY))})")
+        self.name = name
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def register(cls: type[Component]) -> type[Component]:
+    if not cls.component_name:
+        raise TypeError(f"{cls.__name__} has no component_name")
+    _REGISTRY[cls.component_name] = cls
+    return cls
+
+
+def get_class(name: str) -> type[Component]:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownComponent(name) from None
+
+
+def registered() -> dict[str, type[Component]]:
+    return dict(_REGISTRY)
+
+
+# ------------------------------------------------------------------------------------ context
+@dataclass(slots=True)
+class RunEnv:
+    """Everything a run shares between its nodes (built by the runner, or `for_test`)."""
+
+    run_id: str
+    session_id: str
+    globals: dict[str, Any]
+    emit: Callable[[Any], None]
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    services: Services = field(default_factory=Services)
+    request: RunRequest | None = None
+    known: frozenset[str] | None = None  # component ids of the canvas (None: don't check)
+    spawn: Callable[[Any], asyncio.Future[Any]] = asyncio.ensure_future
+    executor: Any = None  # the runner's execution, for containers running their children
+    display: dict[str, str] = field(default_factory=dict)  # component id -> display name
+    state: Any = None  # the SessionState (retrieval references, history)
+    events: list[Any] | None = None  # filled only by for_test
+
+
+class NodeContext:
+    __slots__ = ("env", "component_id", "component_name", "params", "scope", "path", "outputs",
+                 "inputs", "_resolver", "_pending")
+
+    def __init__(self, env: RunEnv, component_id: str, component_name: str, params: dict[str, Any],
+                 scope: Scope, path: tuple[str, ...] = ()) -> None:
+        self.env = env
+        self.component_id = component_id
+        self.component_name = component_name
+        self.params = params
+        self.scope = scope
+        self.path = path
+        self.outputs: dict[str, Any] = {}
+        self.inputs: dict[str, Any] = {}
+        self._resolver: Resolver | None = None
+        self._pending: list[asyncio.Future[Any]] | None = None
+        # Downstream readers see this node's outputs as soon as they are set.
+        scope.outputs[component_id] = self.outputs
+
+    # -- identity / services
+    @property
+    def run_id(self) -> str:
+        return self.env.run_id
+
+    @property
+    def session_id(self) -> str:
+        return self.env.session_id
+
+    @property
+    def request(self) -> RunRequest | None:
+        return self.env.request
+
+    @property
+    def settings(self) -> EngineSettings:
+        return self.env.settings
+
+    @property
+    def services(self) -> Services:
+        return self.env.services
+
+    @property
+    def http(self) -> Any:
+        return self.env.services.http
+
+    # -- references
+    @property
+    def resolver(self) -> Resolver:
+        r = self._resolver
+        if r is None:
+            r = self._resolver = Resolver(self.scope, self.env.globals, self.env.known)
+        return r
+
+    def get(self, ref: str, default: Any = None) -> Any:
+        return self.resolver.get(ref, default)
+
+    async def value(self, ref: str, default: Any = None) -> Any:
+        return await self.resolver.value(ref, default)
+
+    async def render(self, text: str) -> str:
+        return await self.resolver.render(text)
+
+    def parts(self, text: str) -> list[str | StreamValue]:
+        return self.resolver.parts(text)
+
+    @staticmethod
+    def refs(text: str) -> list[str]:
+        return find_refs(text)
+
+    @staticmethod
+    def is_ref(text: Any) -> bool:
+        return is_ref(text)
+
+    def get_global(self, key: str, default: Any = None) -> Any:
+        return self.env.globals.get(key, default)
+
+    def set_global(self, key: str, value: Any) -> None:
+        self.env.globals[key] = value
+
+    def assign(self, ref: str, value: Any) -> None:
+        self.resolver.assign(ref, value)
+
+    # -- outputs
+    def set_output(self, name: str, value: Any) -> None:
+        self.outputs[name] = value
+
+    def output(self, name: str, default: Any = None) -> Any:
+        return self.outputs.get(name, default)
+
+    def set_input(self, name: str, value: Any) -> None:
+        self.inputs[name] = value
+
+    def stream(self, source: AsyncIterable[str]) -> StreamValue:
+        """A StreamValue fed from `source` in the background (cancelled with the run)."""
+        sv = StreamValue()
+
+        async def pump() -> None:
+            try:
+                async for chunk in source:
+                    sv.push(chunk)
+            except BaseException as exc:  # readers must see the failure, then it propagates
+                sv.fail(exc if isinstance(exc, Exception) else RuntimeError("stream cancelled"))
+                raise
+            sv.close()
+
+        task = self.env.spawn(pump())
+        if self._pending is None:
+            self._pending = []
+        self._pending.append(task)
+        return sv
+
+    async def finish_streams(self) -> None:
+        """Wait for every stream this node started (the runner calls it before NodeFinished)."""
+        if self._pending:
+            pending, self._pending = self._pending, None
+            await asyncio.gather(*pending)
+
+    # -- events
+    def emit(self, event_cls: type, **fields: Any) -> None:
+        env = self.env
+        env.emit(event_cls(run_id=env.run_id, session_id=env.session_id, node_id=self.component_id,
+                           timestamp=time.time(), path=self.path, **fields))
+
+    def emit_delta(self, content: str, *, start_to_think: bool = False, end_to_think: bool = False) -> None:
+        self.emit(MessageDelta, content=content, start_to_think=start_to_think, end_to_think=end_to_think)
+
+    def emit_message_end(self, *, reference: dict[str, Any] | None = None,
+                         attachment: dict[str, Any] | None = None,
+                         downloads: list[Any] | None = None, status: str = "") -> None:
+        self.emit(MessageEnd, reference=reference or {}, attachment=attachment,
+                  downloads=downloads or [], status=status)
+
+    # -- containers (Iteration / Loop): run the child sub-graph in a given scope
+    async def run_children(self, scope: Scope, path: tuple[str, ...]) -> Any:
+        if self.env.executor is None:
+            raise RuntimeError(f"{self.component_id}: no executor to run child components")
+        return await self.env.executor.run_body(self.component_id, scope, path)
+
+    # -- tests
+    @classmethod
+    def for_test(cls, params: dict[str, Any] | None = None, *, component_id: str = "Test:node",
+                 component_name: str = "Test", outputs: dict[str, dict[str, Any]] | None = None,
+                 globals_: dict[str, Any] | None = None, settings: EngineSettings | None = None,
+                 services: Services | None = None, request: RunRequest | None = None,
+                 known: Iterable[str] | None = None) -> NodeContext:
+        events: list[Any] = []
+        svc = services or Services(settings=settings or EngineSettings())
+        env = RunEnv(run_id="run-test", session_id="session-test", globals=dict(globals_ or {}),
+                     emit=events.append, settings=svc.settings, services=svc,
+                     request=request or RunRequest(run_id="run-test"),
+                     known=frozenset(known) if known is not None else None, events=events)
+        scope = Scope()
+        for cpn, outs in (outputs or {}).items():
+            scope.outputs[cpn] = dict(outs)
+        return cls(env, component_id, component_name, dict(params or {}), scope)

@@ -1,0 +1,249 @@
+"""Invoke: call an HTTP endpoint and output the response text.
+
+Params (RAGFlow `agent/component/invoke.py`): `url` (required; `{refs}` expanded; "http://" added
+when there is no scheme), `method` ("get" | "post" | "put"), `headers` (a JSON object as a string;
+`{name}` placeholders in its values are resolved: `{env.key}`, `{cpn@var}`, or the bare name of an
+argument in `variables`, else of an `env.` variable), `variables` (the arguments:
+`[{"key", "ref"?, "value"?}]`; sent as the query string for GET, as a JSON body or a form for
+POST/PUT according to `datatype` "json" | "formdata"; in JSON mode a string holding JSON is sent as
+that JSON), `proxy`, `timeout` (seconds, default 60), `clean_html` (reduce an HTML answer to text).
+Output `result`: the body as text, whatever the status code (as in RAGFlow).
+
+Every request goes through `http_client.OutboundHttp`: the SSRF guard refuses private, loopback,
+link-local, multicast and reserved addresses unless the engine's `ssrf_allowlist` lets them through,
+and redirects are not followed. Retries are the runner's (`max_retries`, `delay_after_error`), not
+done a second time here.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from contextlib import AsyncExitStack
+from typing import Any
+
+import aiohttp
+import html_text
+
+from ..http_client import EgressBlocked, EgressPolicy, HttpResponse, OutboundHttp, ResponseTooLarge
+from ..variables import StreamValue, to_jsonable, to_text
+from ._fields import FieldError, as_bool, type_name
+from .base import Component, NodeContext, ValidationIssue, register
+
+METHODS = ("get", "post", "put")
+DATATYPES = ("json", "formdata")
+# RAGFlow's header placeholder pattern: plain {token} as well as {env.x} / {cpn@var}.
+HEADER_PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_.@-]*)\}")
+_EMPTY_PROXY = re.compile(r"https?:?/?/?")
+
+
+def _timeout(params: dict[str, Any]) -> float | None:
+    raw = params.get("timeout", 60)
+    if isinstance(raw, bool):
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if value > 0 else None
+
+
+def _static_problems(params: dict[str, Any]) -> list[tuple[str, str]]:
+    problems = []
+    url = params.get("url")
+    if not isinstance(url, str) or not url.strip():
+        problems.append(("params.url", "is required (the endpoint URL)"))
+    method = str(params.get("method") or "get").lower()
+    if method not in METHODS:
+        problems.append(("params.method", f"must be one of {', '.join(METHODS)}, got {params.get('method')!r}"))
+    datatype = str(params.get("datatype") or "json").lower()
+    if datatype not in DATATYPES:
+        problems.append(("params.datatype", f"must be 'json' or 'formdata', got {params.get('datatype')!r}"))
+    if _timeout(params) is None:
+        problems.append(("params.timeout", f"must be a positive number of seconds, got {params.get('timeout')!r}"))
+    headers = params.get("headers")
+    if headers and not isinstance(headers, dict):
+        if not isinstance(headers, str):
+            problems.append(("params.headers", "must be a JSON object (as a string)"))
+        else:
+            try:
+                if not isinstance(json.loads(headers), dict):
+                    problems.append(("params.headers", "must be a JSON object"))
+            except ValueError as exc:
+                problems.append(("params.headers", f"is not valid JSON: {exc}"))
+    variables = params.get("variables") or []
+    if not isinstance(variables, list):
+        problems.append(("params.variables", "must be a list of {key, ref|value}"))
+    else:
+        for i, para in enumerate(variables):
+            if not isinstance(para, dict) or not str(para.get("key") or "").strip():
+                problems.append((f"params.variables[{i}].key", "is required"))
+    return problems
+
+
+def _form_pairs(args: dict[str, Any]) -> list[tuple[str, str]]:
+    """Query-string / form encoding as `requests` does it: None dropped, lists repeated."""
+    pairs: list[tuple[str, str]] = []
+    for key, value in args.items():
+        for item in value if isinstance(value, list) else [value]:
+            if item is None:
+                continue
+            if isinstance(item, (dict, list)):
+                item = json.dumps(item, ensure_ascii=False)
+            pairs.append((key, item if isinstance(item, str) else str(item)))
+    return pairs
+
+
+def _json_arg(cid: str, key: str, value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        raise FieldError(cid, "params.variables", f"argument '{key}' is not JSON-serializable "
+                                                  f"({type_name(value)})") from None
+    return value
+
+
+def html_to_text(html: str) -> str:
+    """Readable text of an HTML page (scripts and styles dropped, blocks on their own lines)."""
+    return html_text.extract_text(html, guess_layout=True)
+
+
+@register
+class Invoke(Component):
+    component_name = "Invoke"
+
+    @classmethod
+    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
+        return [ValidationIssue(cpn_id, f, m) for f, m in _static_problems(params)]
+
+    def thoughts(self, ctx: NodeContext) -> str:
+        return "Waiting for the server respond..."
+
+    async def run(self, ctx: NodeContext) -> None:
+        cid, p = ctx.component_id, self.params
+        problems = _static_problems(p)
+        if problems:
+            raise FieldError(cid, *problems[0])
+        method = str(p.get("method") or "get").lower()
+        json_mode = str(p.get("datatype") or "json").lower() == "json"
+        timeout_s = _timeout(p) or 60.0
+
+        args = await self._arguments(ctx, json_mode)
+        url = (await ctx.render(p["url"].strip())).strip()
+        if "://" not in url:
+            url = "http://" + url
+        headers = await self._headers(ctx, args)
+        proxy = self._proxy()
+        ctx.set_input("url", url)
+        ctx.set_input("method", method)
+
+        kwargs: dict[str, Any] = {}
+        if method == "get":
+            kwargs["params"] = _form_pairs(args)
+        elif json_mode:
+            kwargs["json"] = args
+        else:
+            kwargs["data"] = _form_pairs(args)
+
+        async with AsyncExitStack() as stack:
+            http = ctx.http
+            if http is None:
+                try:
+                    policy = EgressPolicy.from_entries(ctx.settings.ssrf_allowlist)
+                except ValueError as exc:
+                    raise RuntimeError(f"{cid}: engine setting ssrf_allowlist: {exc}") from None
+                http = await stack.enter_async_context(OutboundHttp(policy))
+            response = await self._send(ctx, http, method, url, headers, proxy, timeout_s, kwargs)
+        text = response.text
+        if as_bool(p.get("clean_html", False)):
+            text = await asyncio.to_thread(html_to_text, text)  # lxml parsing: off the event loop
+        ctx.set_output("result", text)
+
+    async def _send(self, ctx: NodeContext, http: OutboundHttp, method: str, url: str,
+                    headers: dict[str, str], proxy: str | None, timeout_s: float,
+                    kwargs: dict[str, Any]) -> HttpResponse:
+        cid = ctx.component_id
+        try:
+            return await http.request(method, url, headers=headers, proxy=proxy, timeout_s=timeout_s, **kwargs)
+        except EgressBlocked as exc:
+            field = "params.proxy" if proxy and exc.url == proxy else "params.url"
+            raise FieldError(cid, field, str(exc)) from None
+        except TimeoutError:
+            raise FieldError(cid, "params.timeout", f"no complete response from {url} within {timeout_s:g}s") from None
+        except ValueError as exc:  # bad scheme, no host, invalid header value
+            raise FieldError(cid, "params.url", str(exc)) from None
+        except ResponseTooLarge as exc:
+            raise RuntimeError(f"{cid}: {exc}") from None
+        except aiohttp.ClientError as exc:
+            raise RuntimeError(f"{cid}: HTTP {method.upper()} {url} failed: {exc or type(exc).__name__}") from None
+
+    async def _arguments(self, ctx: NodeContext, json_mode: bool) -> dict[str, Any]:
+        args: dict[str, Any] = {}
+        for para in self.params.get("variables") or []:
+            key = str(para["key"]).strip()
+            ref = str(para.get("ref") or "").strip()
+            raw = ctx.get(ref) if ref and ctx.is_ref(ref) else None
+            if isinstance(raw, StreamValue):
+                raw = await raw.wait()
+            if raw is not None:
+                value = raw
+            elif para.get("value") is not None:
+                value = para["value"]
+                if isinstance(value, str):
+                    value = await ctx.render(value)
+            else:
+                value = ""
+            if json_mode:
+                value = _json_arg(ctx.component_id, key, value)
+            args[key] = value
+            if ref:
+                ctx.set_input(ref, to_jsonable(value))
+        return args
+
+    async def _headers(self, ctx: NodeContext, args: dict[str, Any]) -> dict[str, str]:
+        raw = self.params.get("headers")
+        if not raw:
+            return {}
+        parsed = raw if isinstance(raw, dict) else json.loads(raw)
+        headers: dict[str, str] = {}
+        for key, value in parsed.items():
+            if isinstance(value, str):
+                value = await self._fill_placeholders(ctx, value, args)
+            elif value is None:
+                continue
+            else:
+                value = to_text(value)
+            if "\n" in value or "\r" in value:
+                raise FieldError(ctx.component_id, "params.headers", f"value of header '{key}' contains a line break")
+            headers[str(key)] = value
+        return headers
+
+    @staticmethod
+    async def _fill_placeholders(ctx: NodeContext, text: str, args: dict[str, Any]) -> str:
+        out: list[str] = []
+        pos = 0
+        for m in HEADER_PLACEHOLDER.finditer(text):
+            name = m.group(1)
+            if ctx.is_ref(name):
+                value = await ctx.value(name)
+            elif name in args:
+                value = args[name]
+            else:
+                value = ctx.get_global(f"env.{name}", ctx.get_global(name))
+            out.append(text[pos:m.start()])
+            out.append(to_text(value))  # None -> "" (as RAGFlow), containers as JSON
+            pos = m.end()
+        out.append(text[pos:])
+        return "".join(out)
+
+    def _proxy(self) -> str | None:
+        proxy = self.params.get("proxy")
+        if not isinstance(proxy, str) or not _EMPTY_PROXY.sub("", proxy).strip():
+            return None
+        proxy = proxy.strip()
+        return proxy if "://" in proxy else "http://" + proxy

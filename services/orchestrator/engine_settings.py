@@ -1,0 +1,49 @@
+"""Engine knobs (timeouts, concurrency, guards) and the outbound clients handed to components.
+
+The lead's `config.py` builds `EngineSettings` from the environment; the engine itself never reads
+`os.environ`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    # Per-component time limit in seconds (None = no limit). RAGFlow's reference defaults are 600 s
+    # for every component and 1200 s for Agent (`COMPONENT_EXEC_TIMEOUT`, enforced only when
+    # ENABLE_TIMEOUT_ASSERTION is set). Its 3 s for Switch/Invoke/VariableAggregator is not copied:
+    # it would cut Invoke's own 60 s HTTP timeout short.
+    default_timeout_s: float | None = 600.0
+    # Overrides by component_name, e.g. {"Agent": 1200.0}.
+    component_timeouts: Mapping[str, float | None] = field(
+        default_factory=lambda: {"Agent": 1200.0})
+    # How many Iteration items run at the same time (results are still returned in item order).
+    iteration_concurrency: int = 4
+    # Guard against runaway graphs: component executions per run (Loop passes included).
+    max_steps: int = 10_000
+    # Upper bound on a Loop's `maximum_loop_count` (the DSL value is used when smaller).
+    max_loop_count: int = 1_000
+    # Outbound HTTP (Invoke, tools): hosts or CIDRs allowed past the SSRF guard, which otherwise
+    # refuses private, loopback and link-local addresses.
+    ssrf_allowlist: tuple[str, ...] = ()
+    # Cap on `delay_after_error` between retries, so a bad DSL value cannot park a run for hours.
+    max_retry_delay_s: float = 60.0
+
+    def timeout_for(self, component_name: str) -> float | None:
+        if component_name in self.component_timeouts:
+            return self.component_timeouts[component_name]
+        return self.default_timeout_s
+
+
+@dataclass(slots=True)
+class Services:
+    """What components may call out to. Clients are None until their issue lands."""
+
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    llm: Any = None  # trellis.llm.v1 LlmService stub (or an adapter)
+    retrieval: Any = None  # trellis.retrieval.v1 RetrievalService stub
+    sandbox: Any = None  # trellis.sandbox.v1 SandboxService stub
+    http: Any = None  # shared outbound HTTP client with the SSRF guard (http_client.py)
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,103 @@
+"""Domain events of a canvas run (docs/ENGINE_CONTRACT.md); `convert.py` maps them to protobuf.
+
+Order a client relies on: `RunStarted` first; a node's `NodeStarted` before its own `MessageDelta`
+and tool-call events; its `NodeFinished` after its last `MessageDelta`; `RunFinished` last, after
+`RunError` when the run fails. Every dict value is JSON-serialisable.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Base:
+    run_id: str
+    session_id: str
+    node_id: str  # "" for run-level events
+    timestamp: float  # epoch seconds
+    # Enclosing Iteration/Loop ids, outermost first; an Iteration adds the item index as a string.
+    path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(_Base):
+    inputs: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeStarted(_Base):
+    component_name: str  # display name from graph.nodes, or ""
+    component_type: str
+    thoughts: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeFinished(_Base):
+    component_name: str
+    component_type: str
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    error: str | None
+    elapsed_s: float
+    skipped: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageDelta(_Base):
+    content: str
+    start_to_think: bool = False
+    end_to_think: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageEnd(_Base):
+    reference: dict[str, Any] = field(default_factory=dict)
+    attachment: dict[str, Any] | None = None
+    downloads: list[Any] = field(default_factory=list)
+    status: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallStarted(_Base):
+    call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallFinished(_Base):
+    call_id: str
+    tool_name: str
+    result: str
+    error: str | None
+    elapsed_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserInputRequired(_Base):
+    inputs: dict[str, Any]
+    tips: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunError(_Base):
+    message: str
+    component_id: str
+    code: str  # "component_failed", "timeout", "cancelled", "invalid_input", "max_steps", ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(_Base):
+    outputs: dict[str, Any]
+    elapsed_s: float
+    usage: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    cancelled: bool = False
+
+
+Event = Union[RunStarted, NodeStarted, NodeFinished, MessageDelta, MessageEnd, ToolCallStarted,
+              ToolCallFinished, UserInputRequired, RunError, RunFinished]
+
+__all__ = ["Event", "MessageDelta", "MessageEnd", "NodeFinished", "NodeStarted", "RunError",
+           "RunFinished", "RunStarted", "ToolCallFinished", "ToolCallStarted", "UserInputRequired"]

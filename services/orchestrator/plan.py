@@ -1,0 +1,210 @@
+"""Compile a checked canvas into an immutable `Plan`: one `BodyPlan` per scope, edges pre-counted.
+
+A scope is the top level or the children of one Iteration/Loop (`parent_id`). Edges come from
+`downstream`, `upstream` (both directions mean the same edge), branch targets (Switch `to` /
+`end_cpn_ids`, Categorize `to`) and `exception_goto`. Only edges inside one scope are scheduled;
+an Iteration/Loop runs its children itself. Nodes not reachable from the scope's root (`begin`, or
+the IterationItem/LoopItem child) never run, as in RAGFlow, and are left out of the plan.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from .components import base as cbase
+from .dsl.model import CanvasV2
+
+CONTAINERS = {"Iteration": "IterationItem", "Loop": "LoopItem"}
+
+
+def route_targets(name: str, params: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """(field, target id) pairs of a branching component's routes."""
+    if name == "Switch":
+        for i, cond in enumerate(params.get("conditions") or []):
+            if isinstance(cond, dict):
+                for j, t in enumerate(_as_list(cond.get("to"))):
+                    yield f"params.conditions[{i}].to[{j}]", t
+        for j, t in enumerate(_as_list(params.get("end_cpn_ids"))):
+            yield f"params.end_cpn_ids[{j}]", t
+    elif name == "Categorize":
+        cats = params.get("category_description")
+        if isinstance(cats, dict):
+            for cat, spec in cats.items():
+                if isinstance(spec, dict):
+                    for j, t in enumerate(_as_list(spec.get("to"))):
+                        yield f"params.category_description.{cat}.to[{j}]", t
+
+
+def goto_targets(params: dict[str, Any]) -> list[Any]:
+    return _as_list(params.get("exception_goto"))
+
+
+def _as_list(v: Any) -> list[Any]:
+    if v is None or v == "":
+        return []
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+@dataclass(slots=True)
+class Graph:
+    """Edges of a canvas, before any check: `out[a]` = ordered targets, `goto_only[a]` the subset
+    reached only through `exception_goto`."""
+
+    scope_of: dict[str, str]
+    out: dict[str, list[str]]
+    goto_only: dict[str, set[str]]
+
+
+def build_graph(canvas: CanvasV2) -> Graph:
+    comps = canvas.components
+    scope_of = {cid: (c.parent_id or "") for cid, c in comps.items()}
+    out: dict[str, list[str]] = {cid: [] for cid in comps}
+    goto_only: dict[str, set[str]] = {cid: set() for cid in comps}
+
+    def add(a: str, b: Any) -> None:
+        if isinstance(b, str) and b in comps and b not in out[a]:
+            out[a].append(b)
+
+    for cid, c in comps.items():
+        for t in c.downstream:
+            add(cid, t)
+        for _, t in route_targets(c.name, c.params):
+            add(cid, t)
+        normal = set(out[cid])
+        for t in goto_targets(c.params):
+            if t not in normal:
+                goto_only[cid].add(t)
+            add(cid, t)
+    for cid, c in comps.items():
+        for u in c.upstream:
+            if u in comps:
+                add(u, cid)
+    return Graph(scope_of, out, goto_only)
+
+
+@dataclass(slots=True, eq=False)
+class NodePlan:
+    id: str
+    name: str  # component_name
+    display: str  # graph display name, "" without a graph
+    params: dict[str, Any]
+    component: cbase.Component
+    succ: tuple[str, ...]  # every scheduled out-edge
+    goto_only: frozenset[str]  # out-edges taken only on exception_goto
+    goto: tuple[str, ...]  # exception_goto targets
+    n_in: int
+    max_retries: int
+    delay_s: float
+    on_error: str  # "", "comment" or "goto"
+    default_value: Any
+    exception_output: str  # which output receives the default value
+    body: BodyPlan | None = None
+
+
+@dataclass(slots=True, eq=False)
+class BodyPlan:
+    owner: str  # "" for the top level, else the Iteration/Loop id
+    nodes: dict[str, NodePlan]
+    roots: tuple[str, ...]
+    indeg: dict[str, int] = field(default_factory=dict)  # copied per run: edges still pending
+
+
+@dataclass(slots=True, eq=False)
+class Plan:
+    canvas: CanvasV2
+    top: BodyPlan
+    known: frozenset[str]
+    declared: dict[str, dict[str, Any]]  # DSL-declared outputs by component id
+    display: dict[str, str] = field(default_factory=dict)
+    bodies: dict[str, BodyPlan] = field(default_factory=dict)  # container id -> its children
+
+    @property
+    def variables(self) -> Any:
+        return self.canvas.variables
+
+    @property
+    def prologue(self) -> str:
+        begin = self.canvas.components.get("begin")
+        if begin is None:
+            return ""
+        p = begin.params
+        if p.get("enablePrologue") is False:
+            return ""
+        return str(p.get("prologue") or "")
+
+
+def build_plan(canvas: CanvasV2) -> Plan:
+    """Compile a canvas that passed validation (all classes registered)."""
+    g = build_graph(canvas)
+    comps = canvas.components
+    display = canvas.display_names()
+    bodies: dict[str, BodyPlan] = {}
+    by_scope: dict[str, list[str]] = {}
+    for cid, scope in g.scope_of.items():
+        by_scope.setdefault(scope, []).append(cid)
+
+    def body(owner: str) -> BodyPlan:
+        members = set(by_scope.get(owner, ()))
+        if owner:
+            start = CONTAINERS[comps[owner].name]
+            roots = tuple(c for c in by_scope.get(owner, ()) if comps[c].name == start)
+        else:
+            roots = ("begin",)
+        # Reachable members only, following in-scope edges.
+        seen: set[str] = set()
+        stack = list(roots)
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            stack.extend(t for t in g.out[n] if t in members)
+        n_in = {n: 0 for n in seen}
+        for n in seen:
+            for t in g.out[n]:
+                if t in seen:
+                    n_in[t] += 1
+        nodes: dict[str, NodePlan] = {}
+        for n in (c for c in by_scope.get(owner, ()) if c in seen):  # canvas order, deterministic
+            nodes[n] = _node(n, comps[n].name, comps[n].params, display.get(n, ""),
+                             tuple(t for t in g.out[n] if t in seen),
+                             frozenset(g.goto_only[n] & seen), n_in[n])
+            if comps[n].name in CONTAINERS:
+                nodes[n].body = bodies[n] = body(n)
+        return BodyPlan(owner, nodes, roots, {n: p.n_in for n, p in nodes.items()})
+
+    declared = {cid: c.params.get("outputs") for cid, c in comps.items()
+                if isinstance(c.params.get("outputs"), dict)}
+    top = body("")
+    return Plan(canvas=canvas, top=top, known=frozenset(comps), declared=declared,
+                display=display, bodies=bodies)
+
+
+def _node(cid: str, name: str, params: dict[str, Any], display: str, succ: tuple[str, ...],
+          goto_only: frozenset[str], n_in: int) -> NodePlan:
+    cls = cbase.get_class(name)
+    method = params.get("exception_method") or ""
+    return NodePlan(
+        id=cid, name=name, display=display, params=params, component=cls(cid, params),
+        succ=succ, goto_only=goto_only,
+        goto=tuple(t for t in goto_targets(params) if t in succ), n_in=n_in,
+        max_retries=max(0, _int(params.get("max_retries"), 0)),
+        delay_s=max(0.0, _float(params.get("delay_after_error"), 2.0)),
+        on_error=method if method in ("comment", "goto") else "",
+        default_value=params.get("exception_default_value"),
+        exception_output=getattr(cls, "exception_output", "result"),
+    )
+
+
+def _int(v: Any, default: int) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def _float(v: Any, default: float) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return default

@@ -1,0 +1,389 @@
+"""Run a compiled plan as dataflow on asyncio and stream its events.
+
+    async for event in run(plan, RunRequest(run_id=..., query=...), state, services):
+        ...
+
+A node starts the moment every in-scope upstream edge is resolved: taken (upstream finished and
+routed here) or pruned (upstream skipped, or a Switch/goto chose another branch). It runs if at
+least one edge was taken, otherwise it is skipped and the pruning propagates. So independent
+branches overlap, a join runs exactly once, and there is no batch barrier.
+
+Cost model: a finished node hands its first ready successor to the same task (a chain costs no task
+switch) and spawns a task per extra ready successor. Events go to a deque that the consumer drains.
+Cancelling the consumer (or `aclose()`) cancels every running component.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Any, AsyncIterator
+
+from .components.base import NodeContext, Route, RunEnv
+from .engine_settings import Services
+from .events import (MessageDelta, NodeFinished, NodeStarted, RunError, RunFinished, RunStarted)
+from .plan import BodyPlan, NodePlan, Plan
+from .state import RunRequest, SessionState
+from .validate import ValidationFailed, compile_plan
+from .variables import Scope, to_jsonable, to_text
+
+log = logging.getLogger(__name__)
+perf = time.perf_counter
+now = time.time
+
+__all__ = ["NodeFailed", "RunRequest", "ValidationFailed", "compile_plan", "run"]
+
+
+class NodeFailed(Exception):
+    """A component failed and no exception policy absorbed it: the run (or its container) fails."""
+
+    def __init__(self, component_id: str, message: str, code: str = "component_failed") -> None:
+        super().__init__(f"{component_id}: {message}")
+        self.component_id = component_id
+        self.message = message
+        self.code = code
+
+
+class _ScopeRun:
+    """One execution of a scope (the top level, one Iteration item, one Loop pass)."""
+
+    __slots__ = ("body", "scope", "path", "counts", "taken", "active", "done", "error", "tasks", "top")
+
+    def __init__(self, body: BodyPlan, scope: Scope, path: tuple[str, ...], top: bool) -> None:
+        self.body = body
+        self.scope = scope
+        self.path = path
+        self.counts = body.indeg.copy()
+        self.taken: set[str] = set()
+        self.active = 0
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.error: BaseException | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.top = top
+
+    def fail(self, exc: BaseException) -> None:
+        if self.error is None:
+            self.error = exc
+            me = asyncio.current_task()
+            for t in self.tasks:
+                if t is not me:
+                    t.cancel()
+
+
+class _Execution:
+    def __init__(self, plan: Plan, request: RunRequest, state: SessionState, services: Services) -> None:
+        self.plan = plan
+        self.request = request
+        self.state = state
+        self.services = services
+        self.settings = services.settings
+        self.buf: deque[Any] = deque()
+        self.waiter: asyncio.Future[None] | None = None
+        self.steps = 0
+        self.answer: list[str] = []
+        self.last_outputs: dict[str, Any] = {}
+        self.env = RunEnv(run_id=request.run_id, session_id=request.session_id,
+                          globals=state.globals, emit=self.emit, settings=services.settings,
+                          services=services, request=request, known=plan.known, spawn=self._spawn_aux,
+                          executor=self, display=plan.display, state=state)
+        self.aux: set[asyncio.Task[Any]] = set()
+        self._timeouts: dict[str, float | None] = {}
+
+    # ------------------------------------------------------------------ events
+    def emit(self, ev: Any) -> None:
+        self.buf.append(ev)
+        if ev.__class__ is MessageDelta:
+            self.answer.append(ev.content)
+        w = self.waiter
+        if w is not None:
+            self.waiter = None
+            if not w.done():
+                w.set_result(None)
+
+    async def wait_event(self) -> None:
+        self.waiter = w = asyncio.get_running_loop().create_future()
+        await w
+
+    def _spawn_aux(self, coro: Any) -> asyncio.Task[Any]:
+        """Background work of a node (stream pumps); cancelled with the run."""
+        t = asyncio.ensure_future(coro)
+        self.aux.add(t)
+        t.add_done_callback(self.aux.discard)
+        return t
+
+    # ------------------------------------------------------------------ the run
+    async def drive(self) -> None:
+        req = self.request
+        t0 = perf()
+        self.emit(RunStarted(run_id=req.run_id, session_id=req.session_id, node_id="",
+                             timestamp=now(), inputs=to_jsonable(req.inputs)))
+        error: str | None = None
+        cancelled = False
+        try:
+            self.state.prepare_run(req, self.plan.variables)
+            root = Scope(declared=self.plan.declared)
+            await self.run_scope(self.plan.top, root, (), top=True)
+        except NodeFailed as f:
+            error = f"{f.component_id}: {f.message}"
+            self._run_error(f.message, f.component_id, f.code)
+        except asyncio.CancelledError:
+            cancelled = True
+            error = "Task has been canceled"
+            self._run_error(error, "", "cancelled")
+        except Exception as exc:  # an engine bug must still end the stream cleanly
+            log.exception("run %s: engine failure", req.run_id)
+            error = f"internal error: {type(exc).__name__}"
+            self._run_error(error, "", "internal")
+        finally:
+            await self._cancel_aux()
+        if error is None:
+            self.state.add_assistant_message("".join(self.answer))
+        self.emit(RunFinished(run_id=req.run_id, session_id=req.session_id, node_id="",
+                              timestamp=now(), outputs=to_jsonable(self.last_outputs),
+                              elapsed_s=perf() - t0, usage={}, error=error, cancelled=cancelled))
+
+    def _run_error(self, message: str, component_id: str, code: str) -> None:
+        self.emit(RunError(run_id=self.request.run_id, session_id=self.request.session_id,
+                           node_id=component_id, timestamp=now(), message=message,
+                           component_id=component_id, code=code))
+
+    async def _cancel_aux(self) -> None:
+        if self.aux:
+            for t in list(self.aux):
+                t.cancel()
+            await asyncio.gather(*self.aux, return_exceptions=True)
+
+    async def run_body(self, container_id: str, scope: Scope, path: tuple[str, ...]) -> None:
+        await self.run_scope(self.plan.bodies[container_id], scope, path, top=False)
+
+    async def run_scope(self, body: BodyPlan, scope: Scope, path: tuple[str, ...], *, top: bool) -> None:
+        sr = _ScopeRun(body, scope, path, top)
+        if not body.roots:
+            return
+        for r in body.roots:
+            self._start_chain(sr, r)
+        try:
+            await sr.done
+        except asyncio.CancelledError:
+            sr.fail(asyncio.CancelledError())
+            if sr.tasks:
+                await asyncio.gather(*sr.tasks, return_exceptions=True)
+            raise
+        if sr.error is not None:
+            raise sr.error
+
+    def _start_chain(self, sr: _ScopeRun, nid: str) -> None:
+        sr.active += 1
+        t = asyncio.get_running_loop().create_task(self._chain(sr, nid))
+        sr.tasks.add(t)
+
+    async def _chain(self, sr: _ScopeRun, nid: str | None) -> None:
+        """Run nid, then its first ready successor in this same task, and so on."""
+        try:
+            while nid is not None and sr.error is None:
+                ready = await self._execute(sr, nid)
+                if not ready:
+                    break
+                for extra in ready[1:]:
+                    self._start_chain(sr, extra)
+                nid = ready[0]
+        except asyncio.CancelledError:
+            if sr.error is None:  # cancelled from outside: let the owner see it
+                raise
+        except BaseException as exc:
+            sr.fail(exc)
+        finally:
+            sr.tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
+            sr.active -= 1
+            if sr.active == 0 and not sr.done.done():
+                sr.done.set_result(None)
+
+    # ------------------------------------------------------------------ one node
+    def _timeout(self, name: str) -> float | None:
+        try:
+            return self._timeouts[name]
+        except KeyError:
+            t = self._timeouts[name] = self.settings.timeout_for(name)
+            return t
+
+    async def _execute(self, sr: _ScopeRun, nid: str) -> list[str]:
+        node = sr.body.nodes[nid]
+        self.steps += 1
+        if self.steps > self.settings.max_steps:
+            raise NodeFailed(nid, f"run exceeded max_steps={self.settings.max_steps} "
+                             "(a runaway Loop?)", "max_steps")
+        ctx = NodeContext(self.env, nid, node.name, node.params, sr.scope, sr.path)
+        env = self.env
+        comp = node.component
+        try:
+            thoughts = comp.thoughts(ctx)
+        except Exception:  # a description must never fail a node
+            thoughts = ""
+        self.emit(NodeStarted(run_id=env.run_id, session_id=env.session_id, node_id=nid,
+                              timestamp=now(), path=sr.path, component_name=node.display,
+                              component_type=node.name, thoughts=thoughts))
+        t0 = perf()
+        timeout = self._timeout(node.name)
+        attempt = 0
+        while True:
+            try:
+                if timeout is None:
+                    route = await comp.run(ctx)
+                else:
+                    async with asyncio.timeout(timeout):
+                        route = await comp.run(ctx)
+                err: BaseException | None = None
+                break
+            except asyncio.CancelledError:
+                raise
+            except TimeoutError as exc:
+                err = exc if str(exc) else TimeoutError(f"timed out after {timeout} s")
+                code = "timeout"
+            except NodeFailed as exc:  # a child of this container failed
+                err, code = exc, exc.code
+            except Exception as exc:
+                err, code = exc, "component_failed"
+            if attempt >= node.max_retries:
+                break
+            attempt += 1
+            log.info("component %s failed (%s), retry %d/%d", nid, err, attempt, node.max_retries)
+            await asyncio.sleep(min(node.delay_s, self.settings.max_retry_delay_s))
+            ctx.outputs.clear()
+            ctx.inputs.clear()
+
+        taken: Any = None  # None: every normal edge; else the set of ids routed to
+        fatal: NodeFailed | None = None
+        error: str | None = None
+        if err is not None:
+            error = err.message if isinstance(err, NodeFailed) else (str(err) or type(err).__name__)
+            ctx.outputs["_ERROR"] = error
+            if node.on_error == "comment":
+                default = node.default_value
+                ctx.outputs[node.exception_output] = default
+                if default not in (None, ""):
+                    ctx.emit_delta(to_text(default))
+                    ctx.emit_message_end()
+            elif node.on_error == "goto" and node.goto:
+                taken = set(node.goto)
+            else:
+                fatal = err if isinstance(err, NodeFailed) else NodeFailed(nid, error, code)
+        elif route is not None and route.__class__ is Route:
+            taken = set(route.next)
+
+        if ctx._pending and fatal is None:
+            # Streamed outputs: release downstream now, report the node when its streams end.
+            sr.active += 1
+            self._spawn_aux(self._finish_later(sr, node, ctx, t0, error))
+        else:
+            self._finished(sr, node, ctx, t0, error)
+        if fatal is not None:
+            raise fatal
+        if sr.top:
+            self.state.path.append(nid)
+        return self._release(sr, node, taken)
+
+    async def _finish_later(self, sr: _ScopeRun, node: NodePlan, ctx: NodeContext, t0: float,
+                            error: str | None) -> None:
+        try:
+            await ctx.finish_streams()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            error = str(exc) or type(exc).__name__
+            ctx.outputs["_ERROR"] = error
+            sr.fail(NodeFailed(node.id, error))
+        finally:
+            self._finished(sr, node, ctx, t0, error)
+            sr.active -= 1
+            if sr.active == 0 and not sr.done.done():
+                sr.done.set_result(None)
+
+    def _finished(self, sr: _ScopeRun, node: NodePlan, ctx: NodeContext, t0: float, error: str | None) -> None:
+        elapsed = perf() - t0
+        outputs = to_jsonable(ctx.outputs)
+        outputs["_created_time"] = t0
+        outputs["_elapsed_time"] = elapsed
+        if sr.top:
+            self.last_outputs = ctx.outputs
+        env = self.env
+        self.emit(NodeFinished(run_id=env.run_id, session_id=env.session_id, node_id=node.id,
+                               timestamp=now(), path=sr.path, component_name=node.display,
+                               component_type=node.name, inputs=to_jsonable(ctx.inputs),
+                               outputs=outputs, error=error, elapsed_s=elapsed))
+
+    def _release(self, sr: _ScopeRun, node: NodePlan, taken: set[str] | None) -> list[str]:
+        """Resolve node's out-edges; return the successors that are now ready to run."""
+        counts = sr.counts
+        taken_in = sr.taken
+        ready: list[str] = []
+        goto_only = node.goto_only
+        for t in node.succ:
+            if (t not in goto_only) if taken is None else (t in taken):
+                taken_in.add(t)
+            c = counts[t] - 1
+            counts[t] = c
+            if c == 0:
+                if t in taken_in:
+                    ready.append(t)
+                else:
+                    self._prune(sr, t, ready)
+        return ready
+
+    def _prune(self, sr: _ScopeRun, first: str, ready: list[str]) -> None:
+        stack = [first]
+        nodes = sr.body.nodes
+        counts = sr.counts
+        env = self.env
+        while stack:
+            nid = stack.pop()
+            node = nodes[nid]
+            self.emit(NodeFinished(run_id=env.run_id, session_id=env.session_id, node_id=nid,
+                                   timestamp=now(), path=sr.path, component_name=node.display,
+                                   component_type=node.name, inputs={}, outputs={}, error=None,
+                                   elapsed_s=0.0, skipped=True))
+            for t in node.succ:
+                c = counts[t] - 1
+                counts[t] = c
+                if c == 0:
+                    if t in sr.taken:
+                        ready.append(t)
+                    else:
+                        stack.append(t)
+
+
+async def run(plan: Plan, request: RunRequest, state: SessionState | None = None,
+              services: Services | None = None, *,
+              cancel_event: asyncio.Event | None = None) -> AsyncIterator[Any]:
+    """Run `plan` and yield its events; RunFinished is always the last one.
+
+    `cancel_event`, when set, cancels the run and still delivers RunError("cancelled") and
+    RunFinished(cancelled=True). Closing the generator or cancelling its consumer cancels the run.
+    """
+    state = state if state is not None else SessionState.fresh(plan.variables)
+    ex = _Execution(plan, request, state, services or Services())
+    driver = asyncio.ensure_future(ex.drive())
+    watcher = None
+    if cancel_event is not None:
+        async def watch() -> None:
+            await cancel_event.wait()
+            driver.cancel()
+        watcher = asyncio.ensure_future(watch())
+    try:
+        buf = ex.buf
+        while True:
+            while buf:
+                ev = buf.popleft()
+                yield ev
+                if ev.__class__ is RunFinished:
+                    return
+            if driver.done() and not buf:
+                driver.result()  # surfaces an engine bug instead of hanging
+                return
+            await ex.wait_event()
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        if not driver.done():
+            driver.cancel()
+            await asyncio.gather(driver, return_exceptions=True)

@@ -1,0 +1,261 @@
+"""Check a canvas before anything runs; every issue names the component id and the field.
+
+    issues = validate(canvas)                          # [] when the canvas can run here
+    issues = validate(canvas, require_available=False) # structure only: components whose issue
+                                                       # has not landed are accepted
+    plan = compile_plan(canvas)                        # raises ValidationFailed(issues)
+    issues = validate_file("canvas.json")              # what `trellis validate FILE` prints
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Iterator
+
+from . import components as registry
+from .dsl import DslError, load_canvas
+from .dsl.issues import ValidationIssue
+from .dsl.model import CanvasV2
+from .plan import CONTAINERS, Plan, build_graph, build_plan, goto_targets, route_targets
+from .variables import find_refs, parse_ref
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ValidationFailed", "ValidationIssue", "compile_plan", "validate", "validate_file"]
+
+
+class ValidationFailed(Exception):
+    def __init__(self, issues: list[ValidationIssue]) -> None:
+        self.issues = issues
+        head = "; ".join(str(i) for i in issues[:5])
+        more = f" (+{len(issues) - 5} more)" if len(issues) > 5 else ""
+        super().__init__(f"canvas is not valid: {head}{more}")
+
+
+def compile_plan(canvas: CanvasV2, *, require_available: bool = True) -> Plan:
+    issues = validate(canvas, require_available=require_available)
+    if issues:
+        raise ValidationFailed(issues)
+    return build_plan(canvas)
+
+
+def validate_file(path: str | Path, *, require_available: bool = True) -> list[ValidationIssue]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        return [ValidationIssue("", "", f"cannot read {path}: {exc.strerror or exc}")]
+    try:
+        canvas = load_canvas(text)
+    except DslError as exc:
+        return [ValidationIssue("", exc.where, str(exc).split(": ", 1)[-1])]
+    return validate(canvas, require_available=require_available)
+
+
+def validate(canvas: CanvasV2, *, require_available: bool = True) -> list[ValidationIssue]:
+    comps = canvas.components
+    issues: list[ValidationIssue] = []
+    add = issues.append
+    if not comps:
+        return [ValidationIssue("", "components", "a canvas needs at least one component")]
+    begin = comps.get("begin")
+    if begin is None:
+        others = [cid for cid, c in comps.items() if c.name == "Begin"]
+        hint = f" (found Begin as '{others[0]}': RAGFlow requires the id 'begin')" if others else ""
+        add(ValidationIssue("", "components.begin", f"missing 'begin' component{hint}"))
+    elif begin.name != "Begin":
+        add(ValidationIssue("begin", "obj.component_name", f"'begin' must be a Begin, not {begin.name}"))
+
+    for cid, c in comps.items():
+        issues.extend(_check_component(canvas, cid, require_available))
+    if not issues:  # cycle detection needs sane edges
+        issues.extend(_check_cycles(canvas))
+    return issues
+
+
+def _check_component(canvas: CanvasV2, cid: str, require_available: bool) -> Iterator[ValidationIssue]:
+    comps = canvas.components
+    c = comps[cid]
+    name = c.name
+    cls = registry.registered().get(name)
+    if cls is None:
+        if name in registry.PENDING:
+            if require_available:
+                yield ValidationIssue(cid, "obj.component_name", f"component {name} is not available yet")
+        else:
+            known = sorted(set(registry.registered()) | registry.PENDING)
+            yield ValidationIssue(cid, "obj.component_name",
+                                  f"unknown component_name '{name}' (known: {', '.join(known)})")
+    else:
+        yield from cls.check(cid, c.params)
+
+    scope = c.parent_id or ""
+    if c.parent_id is not None:
+        parent = comps.get(c.parent_id)
+        if parent is None:
+            yield ValidationIssue(cid, "parent_id", f"parent '{c.parent_id}' does not exist")
+            scope = None  # type: ignore[assignment]
+        elif parent.name not in CONTAINERS:
+            yield ValidationIssue(cid, "parent_id",
+                                  f"parent '{c.parent_id}' is a {parent.name}, not an Iteration or Loop")
+    if name in CONTAINERS:
+        start = CONTAINERS[name]
+        starts = [k for k, o in comps.items() if o.parent_id == cid and o.name == start]
+        if len(starts) != 1:
+            yield ValidationIssue(cid, "children", f"{name} needs exactly one {start} child "
+                                  f"(parent_id '{cid}'), found {len(starts)}")
+    if name in CONTAINERS.values() and not (c.parent_id and c.parent_id in comps
+                                            and CONTAINERS.get(comps[c.parent_id].name) == name):
+        yield ValidationIssue(cid, "parent_id", f"{name} must be the child of a "
+                              f"{'Iteration' if name == 'IterationItem' else 'Loop'}")
+
+    if name == "ExitLoop" and not (c.parent_id in comps and comps[c.parent_id].name == "Loop"):
+        yield ValidationIssue(cid, "parent_id", "ExitLoop must be the child of a Loop")
+
+    targets = [(f"downstream[{i}]", t) for i, t in enumerate(c.downstream)]
+    targets += _live_routes(cid, name, c.params, comps)
+    targets += [(f"params.exception_goto[{i}]", t) for i, t in enumerate(goto_targets(c.params))]
+    for fld, t in targets:
+        if not isinstance(t, str) or t not in comps:
+            yield ValidationIssue(cid, fld, f"unknown component '{t}'")
+        elif scope is not None and _scope(comps, t) not in (None, scope):
+            yield ValidationIssue(cid, fld, f"'{t}' is in {_scope_name(comps[t].parent_id)} but "
+                                  f"'{cid}' is in {_scope_name(c.parent_id)}: edges cannot cross an "
+                                  "Iteration/Loop boundary")
+    for i, u in enumerate(c.upstream):
+        if u not in comps:
+            yield ValidationIssue(cid, f"upstream[{i}]", f"unknown component '{u}'")
+
+    method = c.params.get("exception_method")
+    if method not in (None, "", "comment", "goto"):
+        yield ValidationIssue(cid, "params.exception_method",
+                              f"must be 'comment', 'goto' or empty, not {method!r}")
+    elif method == "goto" and not goto_targets(c.params):
+        yield ValidationIssue(cid, "params.exception_goto", "exception_method 'goto' needs targets")
+    for key in ("max_retries", "delay_after_error"):
+        v = c.params.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
+            yield ValidationIssue(cid, f"params.{key}", f"must be a number >= 0, not {v!r}")
+
+    for fld, ref in _refs_in(c.params, "params"):
+        parsed = parse_ref(ref)
+        if parsed and parsed[0] == "cpn" and parsed[1] not in comps:
+            yield ValidationIssue(cid, fld, f"reference to missing component '{parsed[1]}' in '{ref}'")
+
+
+def _live_routes(cid: str, name: str, params: dict[str, Any], comps: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Branch targets to check. A stale id next to live ones in the same branch is dropped with a
+    warning (RAGFlow's own Go fixture has one); a branch whose targets are all missing is an error."""
+    routes = list(route_targets(name, params))
+    branches: dict[str, list[tuple[str, Any]]] = {}
+    for fld, t in routes:
+        branches.setdefault(fld.rsplit("[", 1)[0], []).append((fld, t))
+    out: list[tuple[str, Any]] = []
+    for items in branches.values():
+        live = [(f, t) for f, t in items if isinstance(t, str) and t in comps]
+        if live and len(live) < len(items):
+            for f, t in items:
+                if (f, t) not in live:
+                    log.warning("%s: %s: ignoring unknown branch target %r", cid, f, t)
+            out.extend(live)
+        else:
+            out.extend(items)
+    return out
+
+
+def _scope(comps: dict[str, Any], cid: str) -> str | None:
+    """Scope id of a component ("" = top level); None when its parent is missing (reported apart)."""
+    parent = comps[cid].parent_id
+    if parent is None:
+        return ""
+    return parent if parent in comps else None
+
+
+def _scope_name(parent: str | None) -> str:
+    return f"'{parent}'" if parent else "the top level"
+
+
+def _refs_in(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    """Every reference inside params: `{...}` in text, and bare `Cpn:Id@var` / `begin@var` strings."""
+    if isinstance(value, str):
+        if "@" not in value:
+            return
+        for ref in find_refs(value):
+            yield where, ref
+        parsed = parse_ref(value) if "{" not in value else None
+        # A bare string is a reference only if it looks like one by RAGFlow's id convention;
+        # "user@example.com" in a literal must not be flagged.
+        if parsed and parsed[0] == "cpn" and (":" in parsed[1] or parsed[1] == "begin"):
+            yield where, value.strip()
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _refs_in(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _refs_in(v, f"{where}[{i}]")
+
+
+def _check_cycles(canvas: CanvasV2) -> list[ValidationIssue]:
+    """Kahn's algorithm per scope; report each cycle once, naming its path."""
+    g = build_graph(canvas)
+    issues: list[ValidationIssue] = []
+    scopes: dict[str, list[str]] = {}
+    for cid, s in g.scope_of.items():
+        scopes.setdefault(s, []).append(cid)
+    for members in scopes.values():
+        mset = set(members)
+        indeg = {n: 0 for n in members}
+        for n in members:
+            for t in g.out[n]:
+                if t in mset:
+                    indeg[t] += 1
+        ready = [n for n in members if indeg[n] == 0]
+        while ready:
+            n = ready.pop()
+            for t in g.out[n]:
+                if t in mset:
+                    indeg[t] -= 1
+                    if indeg[t] == 0:
+                        ready.append(t)
+        left = {n for n, d in indeg.items() if d > 0}
+        reported: set[str] = set()
+        for start in (n for n in members if n in left):
+            if start in reported:
+                continue
+            cycle = _find_cycle(start, g.out, left)
+            if cycle:
+                reported.update(cycle)
+                loop = " -> ".join([*cycle, cycle[0]])
+                issues.append(ValidationIssue(cycle[0], "downstream",
+                                              f"cycle {loop}: only a Loop may repeat components"))
+    return issues
+
+
+def _find_cycle(start: str, out: dict[str, list[str]], within: set[str]) -> list[str] | None:
+    path: list[str] = []
+    on_path: dict[str, int] = {}
+    seen: set[str] = set()
+
+    def dfs(n: str) -> list[str] | None:
+        on_path[n] = len(path)
+        path.append(n)
+        for t in out[n]:
+            if t not in within:
+                continue
+            if t in on_path:
+                return path[on_path[t]:]
+            if t not in seen:
+                found = dfs(t)
+                if found:
+                    return found
+        seen.add(n)
+        path.pop()
+        del on_path[n]
+        return None
+
+    return dfs(start)
+
+
+def issues_as_json(issues: list[ValidationIssue]) -> str:
+    return json.dumps([{"component_id": i.component_id, "field": i.field, "message": i.message}
+                       for i in issues], ensure_ascii=False)
