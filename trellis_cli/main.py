@@ -17,6 +17,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--query", "-q", default="", help="the user's message (sys.query)")
     run.add_argument("--input", "-i", action="append", default=[], metavar="KEY=VALUE", help="a Begin input; repeatable")
     run.add_argument("--jsonl", action="store_true", help="print every event as one JSON line")
+    run.add_argument("--tenant", default="default", help="tenant the run (and its session) belongs to")
     return parser
 
 

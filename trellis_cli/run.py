@@ -36,14 +36,15 @@ def _event_json(event) -> str:
     return json.dumps(data, ensure_ascii=False)
 
 
-async def run_canvas(path: Path, query: str, inputs: dict[str, str], jsonl: bool, address: str) -> int:
+async def run_canvas(path: Path, query: str, inputs: dict[str, str], jsonl: bool, address: str, tenant: str) -> int:
     try:
         dsl_json = path.read_text()
     except OSError as exc:
         print(f"trellis run: cannot read {path}: {exc.strerror}", file=sys.stderr)
         return 2
     request = canvas_pb.RunRequest(
-        dsl_json=dsl_json, query=query, inputs_json=json.dumps(inputs), run_id=uuid.uuid4().hex, user_id="cli"
+        dsl_json=dsl_json, tenant_id=tenant, query=query, inputs_json=json.dumps(inputs), run_id=uuid.uuid4().hex,
+        user_id="cli",
     )
     failed = False
     async with open_channel(address) as channel:
@@ -72,4 +73,4 @@ async def run_canvas(path: Path, query: str, inputs: dict[str, str], jsonl: bool
 
 def main(args) -> int:
     address = peer_address("orchestrator")
-    return asyncio.run(run_canvas(Path(args.file), args.query, parse_inputs(args.input), args.jsonl, address))
+    return asyncio.run(run_canvas(Path(args.file), args.query, parse_inputs(args.input), args.jsonl, address, args.tenant))
