@@ -67,3 +67,27 @@ async def redis_client(redis_server):
     client = aioredis.from_url(redis_server.url)
     yield client
     await client.aclose()
+
+
+@pytest.fixture
+async def orchestrator_addr(redis_server):
+    """A real orchestrator (all three servicers) on port 0 in this process, backed by the test Redis.
+    Its peers point at a closed port: components that call them fail like a peer that is down."""
+    from services.common.config import ServerConfig
+    from services.common.testing import start_server
+    from services.orchestrator.app import build
+    from services.orchestrator.config import OrchestratorConfig
+    from services.orchestrator.engine_settings import EngineSettings
+
+    nowhere = f"127.0.0.1:{free_port()}"
+    cfg = OrchestratorConfig(
+        server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
+        redis_url=redis_server.url, llm_gateway_addr=nowhere, retrieval_addr=nowhere, sandbox_addr=nowhere)
+    orch = build(cfg)
+    for hook in orch.on_startup:
+        await hook()
+    server, port = await start_server(orch.bindings, service="orchestrator")
+    yield f"127.0.0.1:{port}"
+    await server.stop(None)
+    for hook in orch.on_shutdown:
+        await hook()

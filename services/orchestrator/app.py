@@ -12,6 +12,11 @@ from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
+from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc
+from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
+from trellis.sandbox.v1 import sandbox_service_pb2_grpc as sandbox_grpc
+
+from services.common.channels import open_channel
 
 from services.common.server import Binding
 from services.orchestrator.config import OrchestratorConfig
@@ -39,7 +44,11 @@ def build(cfg: OrchestratorConfig) -> Orchestrator:
     redis = aioredis.from_url(cfg.redis_url)  # lazy: nothing connects until start-up
     agents, sessions, runs = AgentStore(redis), SessionStore(redis), RunStore(redis)
     http = OutboundHttp(EgressPolicy.from_entries(cfg.engine.ssrf_allowlist))
-    services = Services(settings=cfg.engine, http=http)
+    # Channels connect lazily: a peer that is down fails the component that calls it, not start-up.
+    channels = [open_channel(addr) for addr in (cfg.llm_gateway_addr, cfg.retrieval_addr, cfg.sandbox_addr)]
+    services = Services(
+        settings=cfg.engine, http=http, llm=llm_grpc.LlmServiceStub(channels[0]),
+        retrieval=rr_grpc.RetrievalServiceStub(channels[1]), sandbox=sandbox_grpc.SandboxServiceStub(channels[2]))
     manager = RunManager(agents, sessions, runs, services)
     listener = CancelListener(redis, manager.cancel_local)
 
@@ -50,6 +59,8 @@ def build(cfg: OrchestratorConfig) -> Orchestrator:
     async def stop() -> None:
         await listener.stop()
         await http.aclose()
+        for channel in channels:
+            await channel.close()
         await redis.aclose()
 
     bindings = [

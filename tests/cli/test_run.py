@@ -7,14 +7,9 @@ import json
 import os
 import sys
 
-import pytest
+
 from helpers import free_port
 
-from services.common.config import ServerConfig
-from services.common.testing import start_server
-from services.orchestrator.app import build
-from services.orchestrator.config import OrchestratorConfig
-from services.orchestrator.engine_settings import EngineSettings
 
 CANVAS = {
     "components": {
@@ -26,21 +21,6 @@ CANVAS = {
     },
     "history": [], "path": [], "retrieval": [],
 }
-
-
-@pytest.fixture
-async def orchestrator_addr(redis_server):
-    cfg = OrchestratorConfig(
-        server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
-        redis_url=redis_server.url, llm_gateway_addr="", retrieval_addr="", sandbox_addr="")
-    orch = build(cfg)
-    for hook in orch.on_startup:
-        await hook()
-    server, port = await start_server(orch.bindings, service="orchestrator")
-    yield f"127.0.0.1:{port}"
-    await server.stop(None)
-    for hook in orch.on_shutdown:
-        await hook()
 
 
 async def _trellis(addr: str, *args: str) -> tuple[int, str, str]:

@@ -16,12 +16,7 @@ from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
-from services.common.config import ServerConfig
-from services.common.testing import start_server
-from services.orchestrator.app import build
 from services.orchestrator.components.base import Component, register
-from services.orchestrator.config import OrchestratorConfig
-from services.orchestrator.engine_settings import EngineSettings
 
 
 @register
@@ -48,20 +43,10 @@ def canvas(*middle: tuple[str, str, dict], message: str = "You said: {sys.query}
 
 
 @pytest.fixture
-async def orchestrator(redis_server):
-    cfg = OrchestratorConfig(
-        server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
-        redis_url=redis_server.url, llm_gateway_addr="", retrieval_addr="", sandbox_addr="")
-    orch = build(cfg)
-    for hook in orch.on_startup:
-        await hook()
-    server, port = await start_server(orch.bindings, service="orchestrator")
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+async def orchestrator(orchestrator_addr):
+    channel = grpc.aio.insecure_channel(orchestrator_addr)
     yield channel
     await channel.close()
-    await server.stop(None)
-    for hook in orch.on_shutdown:
-        await hook()
 
 
 async def _run(channel, **kwargs) -> list:
