@@ -28,9 +28,18 @@ class _RequestIdUnaryStream(grpc.aio.UnaryStreamClientInterceptor):
 
 
 # Large messages: DSLs and documents can exceed gRPC's 4 MB default.
-CHANNEL_OPTIONS = [
+MESSAGE_SIZE_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+]
+# Spread calls over every replica behind a headless Service (k8s DNS lists each pod).
+CHANNEL_OPTIONS = [*MESSAGE_SIZE_OPTIONS, ("grpc.lb_policy_name", "round_robin")]
+# Servers end connections after a while so clients re-resolve and find new pods (HPA scale-out);
+# in-flight streams get the grace period to finish.
+SERVER_OPTIONS = [
+    *MESSAGE_SIZE_OPTIONS,
+    ("grpc.max_connection_age_ms", 5 * 60 * 1000),
+    ("grpc.max_connection_age_grace_ms", 10 * 60 * 1000),
 ]
 
 

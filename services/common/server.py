@@ -14,7 +14,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
 from services.common import logs, metrics
-from services.common.channels import CHANNEL_OPTIONS
+from services.common.channels import SERVER_OPTIONS
 from services.common.config import ServerConfig
 from services.common.errors import ServiceError
 from services.common.interceptors import server_interceptors
@@ -35,7 +35,7 @@ class Binding:
 
 async def build_server(service: str, bindings: Sequence[Binding]) -> tuple[grpc.aio.Server, HealthServicer]:
     """A server with interceptors, the servicers, health (all NOT_SERVING) and reflection; not started."""
-    server = grpc.aio.server(interceptors=server_interceptors(service), options=CHANNEL_OPTIONS)
+    server = grpc.aio.server(interceptors=server_interceptors(service), options=SERVER_OPTIONS)
     for b in bindings:
         b.add_fn(b.servicer, server)
     health = HealthServicer()
