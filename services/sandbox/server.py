@@ -1,0 +1,52 @@
+"""SandboxServicer: the thin gRPC adapter over the executor."""
+
+from __future__ import annotations
+
+import logging
+from typing import AsyncIterator
+
+import grpc
+from trellis.sandbox.v1 import sandbox_service_pb2 as sb_pb
+from trellis.sandbox.v1 import sandbox_service_pb2_grpc as sb_grpc
+
+from services.common.errors import Unavailable
+from services.common.server import Binding
+from services.sandbox.bootstrap import create_executor
+from services.sandbox.config import SandboxConfig
+from services.sandbox.convert import event_to_proto, request_from_proto
+from services.sandbox.executor import Executor
+from services.sandbox.models import ExecResult
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = sb_pb.DESCRIPTOR.services_by_name["SandboxService"].full_name
+
+
+class SandboxServicer(sb_grpc.SandboxServiceServicer):
+    """Create it, then `await start()` (an on_startup hook): start() checks isolation and may refuse."""
+
+    def __init__(self, cfg: SandboxConfig) -> None:
+        self.cfg = cfg
+        self._executor: Executor | None = None
+
+    async def start(self) -> None:
+        self._executor = await create_executor(self.cfg)
+
+    async def Execute(self, request: sb_pb.ExecuteRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[sb_pb.ExecuteResponse]:
+        if self._executor is None:
+            raise Unavailable("sandbox: not started yet")
+        req = request_from_proto(request, self.cfg)
+        async for event in self._executor.execute(req):
+            if isinstance(event, ExecResult):
+                log.info(
+                    "sandbox: %s run ok=%s kind=%s wall_ms=%d cpu_ms=%d",
+                    req.language.value,
+                    event.ok,
+                    event.error.kind.value if event.error else "-",
+                    event.wall_time_ms,
+                    event.cpu_time_ms,
+                )
+            yield event_to_proto(event)
+
+    def binding(self) -> Binding:
+        return Binding(sb_grpc.add_SandboxServiceServicer_to_server, self, SERVICE_NAME)
