@@ -1,0 +1,62 @@
+"""LlmServicer: the thin protobuf <-> gateway adapter (the work is in gateway.py)."""
+
+from __future__ import annotations
+
+from typing import AsyncIterator
+
+import grpc
+from trellis.llm.v1 import llm_service_pb2 as llm_pb
+from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc
+
+from services.common.server import Binding
+from services.llm_gateway import convert
+from services.llm_gateway.gateway import LlmGateway
+
+SERVICE_NAME = llm_pb.DESCRIPTOR.services_by_name["LlmService"].full_name
+
+
+class LlmServicer(llm_grpc.LlmServiceServicer):
+    def __init__(self, gateway: LlmGateway) -> None:
+        self.gateway = gateway
+
+    def binding(self) -> Binding:
+        return Binding(llm_grpc.add_LlmServiceServicer_to_server, self, SERVICE_NAME)
+
+    async def Chat(self, request: llm_pb.ChatRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[llm_pb.ChatResponse]:
+        call = convert.chat_call_from_proto(request)
+        stream = self.gateway.chat(request.model_id, call, timeout_s=context.time_remaining())
+        model = stream.model
+        async for delta in stream.deltas:
+            yield convert.delta_to_proto(delta, model)
+            model = ""  # the resolved id rides on the first chunk only
+
+    async def Embed(self, request: llm_pb.EmbedRequest, context: grpc.aio.ServicerContext) -> llm_pb.EmbedResponse:
+        model, result = await self.gateway.embed(request.model_id, list(request.texts), timeout_s=context.time_remaining())
+        out = llm_pb.EmbedResponse(dimension=result.dimension, model=model)
+        for vector in result.vectors:
+            out.embeddings.add(values=vector)
+        out.usage.prompt_tokens = out.usage.total_tokens = result.prompt_tokens
+        return out
+
+    async def Rerank(self, request: llm_pb.RerankRequest, context: grpc.aio.ServicerContext) -> llm_pb.RerankResponse:
+        outcome = await self.gateway.rerank(
+            request.model_id,
+            request.query,
+            list(request.documents),
+            top_n=request.top_n,
+            embedding_model_id=request.embedding_model_id,
+            timeout_s=context.time_remaining(),
+        )
+        out = llm_pb.RerankResponse(method=convert.RERANK_METHODS_PB[outcome.method], model=outcome.model)
+        for s in outcome.scores:
+            out.results.add(index=s.index, relevance_score=s.score)
+        return out
+
+    async def ListModels(self, request: llm_pb.ListModelsRequest, context: grpc.aio.ServicerContext) -> llm_pb.ListModelsResponse:
+        models = self.gateway.list_models(convert.MODEL_TYPES.get(request.type))
+        out = llm_pb.ListModelsResponse(open_factories=self.gateway.registry.open_factories())
+        for m, is_default in models:
+            out.models.add(
+                id=m.id, type=convert.MODEL_TYPES_PB[m.type], provider=m.provider.kind, is_default=is_default
+            )
+        return out

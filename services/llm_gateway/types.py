@@ -1,0 +1,174 @@
+"""Domain types of the LLM gateway: what providers, the gateway and its clients exchange (no protobuf here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+ModelType = Literal["chat", "embedding", "rerank"]
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
+ToolChoiceMode = Literal["auto", "none", "required"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A complete tool call: `arguments` is the JSON text the model wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""  # tool messages: the call this result answers
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass(frozen=True)
+class ForceTool:
+    """tool_choice that forces one named function."""
+
+    name: str
+
+
+ToolChoice = ToolChoiceMode | ForceTool
+
+
+@dataclass(frozen=True)
+class ResponseFormat:
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    schema: dict[str, Any] | None = None
+    name: str = "response"
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Unset (None) values are not sent to the provider, so its defaults apply."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class ChatCall:
+    """One chat turn as a provider receives it: `model` is already the provider's own model name."""
+
+    model: str
+    messages: tuple[Message, ...]
+    tools: tuple[Tool, ...] = ()
+    tool_choice: ToolChoice | None = None  # None: "auto" when tools are given
+    response_format: ResponseFormat | None = None
+    sampling: Sampling = Sampling()
+    max_tokens: int = 0  # 0: the provider's default
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of a streamed tool call; pieces with the same index concatenate (see `ToolCallAssembler`)."""
+
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass(frozen=True)
+class ChatDelta:
+    """One streamed chunk. The last chunk of a turn carries `finish_reason` (and `usage` when known)."""
+
+    content: str = ""
+    tool_calls: tuple[ToolCallDelta, ...] = ()
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """A whole turn, assembled from its deltas."""
+
+    content: str
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: FinishReason | None
+    usage: Usage
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    vectors: list[list[float]]
+    prompt_tokens: int = 0
+
+    @property
+    def dimension(self) -> int:
+        return len(self.vectors[0]) if self.vectors else 0
+
+
+@dataclass(frozen=True)
+class RerankScore:
+    index: int
+    score: float
+
+
+class ToolCallAssembler:
+    """Joins streamed tool-call deltas into complete calls, keyed by index.
+
+    Providers send the id and name once (some repeat them on every piece) and split the arguments
+    anywhere, even inside a JSON string; concatenating the argument pieces per index in arrival order
+    restores the text exactly.
+    """
+
+    def __init__(self) -> None:
+        self._calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
+
+    def add(self, delta: ToolCallDelta) -> None:
+        call = self._calls.setdefault(delta.index, ["", "", ""])
+        if delta.id and not call[0]:
+            call[0] = delta.id
+        if delta.name and not call[1]:
+            call[1] = delta.name
+        call[2] += delta.arguments
+
+    def calls(self) -> tuple[ToolCall, ...]:
+        return tuple(
+            ToolCall(id=c[0] or f"call_{i}", name=c[1], arguments=c[2] or "{}") for i, c in sorted(self._calls.items())
+        )
+
+
+def assemble(deltas: list[ChatDelta], model: str = "") -> ChatResult:
+    """The whole turn that `deltas` stream."""
+    tools = ToolCallAssembler()
+    finish: FinishReason | None = None
+    usage = Usage()
+    for d in deltas:
+        for tc in d.tool_calls:
+            tools.add(tc)
+        finish = d.finish_reason or finish
+        usage = d.usage or usage
+    return ChatResult("".join(d.content for d in deltas), tools.calls(), finish, usage, model)

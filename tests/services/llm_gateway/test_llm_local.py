@@ -1,0 +1,137 @@
+"""The local provider really running: SmolLM2-135M (llama-cpp-python) and all-MiniLM-L6-v2, through gRPC.
+
+Kept few and short (small max_tokens, temperature 0); the models load once for the module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import grpc
+import pytest
+import pytest_asyncio
+from llm_helpers import Running, running_gateway, text_of, tool_calls_of, user
+from trellis.llm.v1 import chat_pb2 as chat_pb
+from trellis.llm.v1 import llm_service_pb2 as llm_pb
+
+from services.llm_gateway.config import LlmGatewayConfig
+from services.llm_gateway.errors import LocalModelBusy
+from services.llm_gateway.providers.local import LocalProvider, _Worker
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+WEATHER = chat_pb.Tool(
+    name="get_weather",
+    description="Get the current weather for a city",
+    parameters_json=json.dumps({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+)
+GREEDY = chat_pb.SamplingParams(temperature=0.0)
+
+# all-MiniLM-L6-v2 as sentence-transformers (torch) computes it: first six values of each vector.
+REFERENCE = {
+    "Hello world": [-0.034477, 0.031023, 0.006735, 0.026109, -0.039362, -0.160302],
+    "The quick brown fox jumps over the lazy dog.": [0.043934, 0.058934, 0.048178, 0.077548, 0.026744, -0.03763],
+}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def local():
+    async with running_gateway(LlmGatewayConfig.for_tests(local_enabled=True, local_context=2048)) as gw:
+        yield gw
+
+
+async def test_streams_a_short_answer(local: Running):
+    chunks = await local.chat(llm_pb.ChatRequest(
+        messages=[user("What is the capital of France? Answer in one sentence.")], max_tokens=12, sampling=GREEDY,
+    ), timeout=60)
+    assert chunks[0].model == "SmolLM2-135M-Instruct@Local"  # "" resolves to the local model
+    assert len([c for c in chunks if c.content_delta]) > 1  # token by token, not one block
+    assert "Paris" in text_of(chunks)
+    assert chunks[-1].finish_reason in (chat_pb.FINISH_REASON_STOP, chat_pb.FINISH_REASON_LENGTH)
+    assert 0 < chunks[-1].usage.completion_tokens <= 12 and chunks[-1].usage.prompt_tokens > 0
+
+
+async def test_forced_tool_call_parses(local: Running):
+    chunks = await local.chat(llm_pb.ChatRequest(
+        messages=[user("What's the weather like in Paris?")], tools=[WEATHER],
+        tool_choice=chat_pb.ToolChoice(function_name="get_weather"), max_tokens=32, sampling=GREEDY,
+    ), timeout=60)
+    [(call_id, name, arguments)] = tool_calls_of(chunks)
+    assert name == "get_weather" and call_id
+    assert isinstance(json.loads(arguments)["city"], str)  # the grammar makes the arguments valid JSON
+    assert chunks[-1].finish_reason == chat_pb.FINISH_REASON_TOOL_CALLS
+
+
+async def test_auto_tool_choice_calls_the_tool(local: Running):
+    chunks = await local.chat(llm_pb.ChatRequest(
+        messages=[chat_pb.ChatMessage(role=chat_pb.ROLE_SYSTEM, content="You are a helpful assistant."),
+                  user("What's the weather in Paris?")],
+        tools=[WEATHER], max_tokens=32, sampling=GREEDY,
+    ), timeout=60)
+    calls = tool_calls_of(chunks)
+    assert [c[1] for c in calls] == ["get_weather"]
+    assert json.loads(calls[0][2])["city"] == "Paris"
+
+
+async def test_json_schema_output_follows_the_schema(local: Running):
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name", "age"]}
+    chunks = await local.chat(llm_pb.ChatRequest(
+        messages=[user("Describe a person named Bob who is 30 years old.")], max_tokens=40, sampling=GREEDY,
+        response_format=chat_pb.ResponseFormat(type=chat_pb.RESPONSE_FORMAT_TYPE_JSON_SCHEMA, json_schema=json.dumps(schema)),
+    ), timeout=60)
+    data = json.loads(text_of(chunks))
+    assert isinstance(data["name"], str) and isinstance(data["age"], int)
+
+
+async def test_embeddings_have_dimension_384_and_match_sentence_transformers(local: Running):
+    texts = list(REFERENCE)
+    resp = await local.stub.Embed(llm_pb.EmbedRequest(texts=texts), timeout=60)
+    assert resp.model == "all-MiniLM-L6-v2@Local" and resp.dimension == 384
+    for text, emb in zip(texts, resp.embeddings):
+        assert len(emb.values) == 384
+        assert list(emb.values)[:6] == pytest.approx(REFERENCE[text], abs=1e-4)
+        assert sum(v * v for v in emb.values) == pytest.approx(1.0, abs=1e-4)
+
+
+async def test_rerank_without_a_rerank_model_uses_embedding_similarity(local: Running):
+    docs = ["Stock markets fell sharply today.", "My cat sleeps on the sofa all day.", "Dogs love long walks."]
+    resp = await local.stub.Rerank(llm_pb.RerankRequest(query="a sleepy kitten", documents=docs), timeout=60)
+    assert resp.method == llm_pb.RERANK_METHOD_EMBEDDING_SIMILARITY and resp.model == "all-MiniLM-L6-v2@Local"
+    assert resp.results[0].index == 1
+
+
+async def test_cancel_stops_generation_and_the_model_serves_the_next_request(local: Running):
+    provider = next(p for p in local.gateway.registry.providers if isinstance(p, LocalProvider))
+    call = local.stub.Chat(llm_pb.ChatRequest(
+        messages=[user("Write a very long story about a dragon and a knight.")], max_tokens=400, sampling=GREEDY,
+    ), timeout=60)
+    for _ in range(2):
+        assert (await call.read()).content_delta
+    prompt_tokens = provider._llm.n_tokens - 2
+    call.cancel()
+    for _ in range(200):  # the job ends at its next token
+        if provider._chat._pending == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert provider._chat._pending == 0
+    assert provider._llm.n_tokens - prompt_tokens < 30  # stopped near where it was cancelled, not at 400 tokens
+    chunks = await local.chat(llm_pb.ChatRequest(messages=[user("Say hello.")], max_tokens=6, sampling=GREEDY), timeout=60)
+    assert text_of(chunks)
+
+
+async def test_worker_runs_one_job_at_a_time_with_a_bounded_queue():
+    worker = _Worker("test", queue=1)
+    release = threading.Event()
+    running = worker.submit(release.wait)  # occupies the thread
+    waiting = worker.submit(lambda: "second")  # the one allowed to wait
+    with pytest.raises(LocalModelBusy) as err:
+        worker.submit(lambda: "third")
+    assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "busy" in err.value.message
+    assert not waiting.done()  # one at a time: it waits for the first
+    release.set()
+    assert await asyncio.wrap_future(waiting) == "second" and running.result() is True
+    assert await worker.run(lambda: "again") == "again"  # room again once they finished
+    worker.shutdown()
