@@ -7,6 +7,7 @@ import time
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
 
+from gateway import routes
 from gateway.config import GatewayConfig
 from gateway.upstreams import Upstreams
 
@@ -53,7 +54,8 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 def create_app(cfg: GatewayConfig) -> web.Application:
-    app = web.Application(middlewares=[_metrics_middleware])
+    # client_max_size: a larger body makes request.read() raise, which the routes answer with a 413.
+    app = web.Application(middlewares=[_metrics_middleware], client_max_size=cfg.max_body_bytes)
     app[CONFIG] = cfg
 
     async def upstreams_ctx(app: web.Application):
@@ -64,4 +66,5 @@ def create_app(cfg: GatewayConfig) -> web.Application:
     app.cleanup_ctx.append(upstreams_ctx)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
+    routes.setup(app, cfg, UPSTREAMS)  # the RAGFlow, OpenAI and standard-envelope APIs
     return app

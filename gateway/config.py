@@ -2,9 +2,35 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from services.common.config import DEFAULT_HTTP_PORT, DEFAULT_PORTS, env_float, env_int, env_str, peer_address
+from services.common.config import (
+    DEFAULT_HTTP_PORT,
+    DEFAULT_PORTS,
+    data_dir,
+    env_float,
+    env_int,
+    env_str,
+    peer_address,
+)
+
+API_KEY_FILE = "api_key"  # under TRELLIS_DATA_DIR: the key `trellis up` prints when TRELLIS_API_KEYS is unset
+
+
+def parse_api_keys(raw: str) -> dict[str, str]:
+    """`key:tenant,key2:tenant2` -> {key: tenant}. A key without `:tenant` belongs to tenant "default"."""
+    keys: dict[str, str] = {}
+    for entry in (e.strip() for e in raw.split(",")):
+        if not entry:
+            continue
+        key, sep, tenant = entry.rpartition(":")
+        if not sep:
+            key, tenant = entry, "default"
+        key, tenant = key.strip(), tenant.strip()
+        if not key or not tenant:
+            raise SystemExit(f"configuration error: TRELLIS_API_KEYS entry {entry!r} is not `key:tenant`")
+        keys[key] = tenant
+    return keys
 
 
 @dataclass(frozen=True)
@@ -13,12 +39,24 @@ class GatewayConfig:
     port: int  # TRELLIS_HTTP_PORT: default 8080
     upstreams: dict[str, str]  # service name -> gRPC address (TRELLIS_<SERVICE>_ADDR)
     health_timeout_s: float  # TRELLIS_HEALTH_TIMEOUT_S: per upstream health check in /healthz
+    # TRELLIS_API_KEYS (`key:tenant,...`). Empty: the key in `api_key_file` (created at start-up) for "default".
+    api_keys: dict[str, str] = field(default_factory=dict)
+    api_key_file: str = ""  # "" and no api_keys: every request is refused (fail closed)
+    max_body_bytes: int = 16 * 1024 * 1024  # TRELLIS_MAX_BODY_BYTES: larger request bodies get 413
+    rpc_timeout_s: float = 10.0  # TRELLIS_RPC_TIMEOUT_S: every unary call to the orchestrator
+    run_timeout_s: float = 900.0  # TRELLIS_RUN_TIMEOUT_S: the longest a run stream may last
 
     @classmethod
     def from_env(cls) -> "GatewayConfig":
+        api_keys = parse_api_keys(env_str("TRELLIS_API_KEYS", ""))
         return cls(
             host=env_str("TRELLIS_HTTP_HOST", "0.0.0.0"),
             port=env_int("TRELLIS_HTTP_PORT", DEFAULT_HTTP_PORT),
             upstreams={name: peer_address(name) for name in DEFAULT_PORTS},
             health_timeout_s=env_float("TRELLIS_HEALTH_TIMEOUT_S", 1.0),
+            api_keys=api_keys,
+            api_key_file="" if api_keys else str(data_dir() / API_KEY_FILE),
+            max_body_bytes=env_int("TRELLIS_MAX_BODY_BYTES", 16 * 1024 * 1024),
+            rpc_timeout_s=env_float("TRELLIS_RPC_TIMEOUT_S", 10.0),
+            run_timeout_s=env_float("TRELLIS_RUN_TIMEOUT_S", 900.0),
         )

@@ -1,0 +1,124 @@
+"""RunEvent -> the standard envelope (seed 002): `{type, node_name, run_id, timestamp, thread_id, data}`.
+
+Types and their `data`:
+- `thread_id` (first): {"thread_id"}: the session to pass back as `thread_id` to continue;
+- `content`: {"delta"} text deltas; `<think>` / `</think>` mark a reasoning block inline;
+- `tool_start`: {"tool_name", "tool_input", "call_id"}; `tool_end`: {"tool_name", "tool_output", "call_id",
+  "error", "elapsed_time"} (full values, not deltas);
+- `status`: node progress and run milestones, {"status": "run_started" | "node_started" | "node_finished"
+  | "node_failed" | "node_skipped" | "message_end" | "user_input_required", ...details};
+- `error`: {"message", "code"}; `done` (last, always): {"outputs", "usage", "elapsed_time", "cancelled"}.
+`node_name` is the component id, or "system" for run-level events; `timestamp` is epoch milliseconds;
+`thread_id` is the session id. Lines are `data: {json}` with a space; `done` ends the stream.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, AsyncIterator
+
+from trellis.canvas.v1 import events_pb2
+
+from gateway.dialects._common import epoch_s, loads, run_failed, unexpected
+from gateway.dialects.ragflow import usage_dict
+from gateway.errors import GatewayError
+
+SYSTEM = "system"
+
+
+def frame(obj: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+class EnvelopeRun:
+    def __init__(self, thread_id: str = "") -> None:
+        self.thread_id = thread_id
+        self.run_id = ""
+        self._last_ms = 0
+
+    def envelope(self, type_: str, data: dict[str, Any], *, node_name: str = SYSTEM,
+                 ev: events_pb2.RunEvent | None = None) -> dict[str, Any]:
+        if ev is not None:
+            self._last_ms = int(epoch_s(ev) * 1000)
+        return {"type": type_, "node_name": node_name or SYSTEM, "run_id": self.run_id,
+                "timestamp": self._last_ms or int(time.time() * 1000),
+                "thread_id": self.thread_id, "data": data}
+
+    def convert(self, ev: events_pb2.RunEvent) -> list[dict[str, Any]]:
+        """The envelopes for `ev`. RunError raises (the stream turns it into `error` + `done`)."""
+        if ev.session_id:
+            self.thread_id = ev.session_id
+        if ev.run_id:
+            self.run_id = ev.run_id
+        kind = ev.WhichOneof("kind")
+        node = ev.node_id or SYSTEM
+        if kind == "error":
+            raise run_failed(ev.error)
+        if kind == "run_started":
+            inputs = loads(ev.run_started.inputs_json, {})
+            return [self.envelope("status", {"status": "run_started", "inputs": inputs}, ev=ev)]
+        if kind == "node_started":
+            n = ev.node_started
+            data = {"status": "node_started", "component_name": n.component_name or ev.node_id,
+                    "component_type": n.component_type, "path": list(ev.path)}
+            return [self.envelope("status", data, node_name=node, ev=ev)]
+        if kind == "node_finished":
+            n = ev.node_finished
+            status = "node_skipped" if n.skipped else "node_failed" if n.error else "node_finished"
+            return [self.envelope("status", {"status": status, "component_name": n.component_name or ev.node_id,
+                                             "component_type": n.component_type, "elapsed_time": n.elapsed_s,
+                                             "error": n.error or None, "path": list(ev.path)}, node_name=node, ev=ev)]
+        if kind == "message_delta":
+            m = ev.message_delta
+            text = "<think>" if m.start_to_think else "</think>" if m.end_to_think else m.content
+            return [self.envelope("content", {"delta": text}, node_name=node, ev=ev)] if text else []
+        if kind == "message_end":
+            m = ev.message_end
+            return [self.envelope("status", {"status": "message_end", "reference": loads(m.reference_json, {}),
+                                             "attachment": loads(m.attachment_json, None),
+                                             "downloads": loads(m.downloads_json, [])}, node_name=node, ev=ev)]
+        if kind == "tool_call_started":
+            t = ev.tool_call_started
+            return [self.envelope("tool_start", {"tool_name": t.tool_name, "tool_input": loads(t.arguments_json, {}),
+                                                 "call_id": t.call_id}, node_name=node, ev=ev)]
+        if kind == "tool_call_finished":
+            t = ev.tool_call_finished
+            return [self.envelope("tool_end", {"tool_name": t.tool_name, "tool_output": loads(t.result, ""),
+                                               "call_id": t.call_id, "error": t.error or None,
+                                               "elapsed_time": t.elapsed_s}, node_name=node, ev=ev)]
+        if kind == "user_input_required":
+            u = ev.user_input_required
+            return [self.envelope("status", {"status": "user_input_required", "inputs": loads(u.inputs_json, {}),
+                                             "tips": u.tips}, node_name=node, ev=ev)]
+        if kind == "run_finished":
+            r = ev.run_finished
+            out = []
+            if r.error and not r.cancelled:
+                out.append(self.envelope("error", {"message": r.error, "code": "run_failed"}, ev=ev))
+            out.append(self.envelope("done", {"outputs": loads(r.outputs_json, {}), "usage": usage_dict(r.usage),
+                                              "elapsed_time": r.elapsed_s, "cancelled": r.cancelled}, ev=ev))
+            return out
+        return []
+
+
+async def sse(events: AsyncIterator[events_pb2.RunEvent], run: EnvelopeRun) -> AsyncIterator[bytes]:
+    """`thread_id` first, then every envelope; a failure is `error` then `done`; `done` is always last."""
+    first = True
+    done = False
+    try:
+        async for ev in events:
+            if first:
+                first = False
+                if ev.session_id:
+                    run.thread_id = ev.session_id
+                run.run_id = ev.run_id
+                yield frame(run.envelope("thread_id", {"thread_id": run.thread_id}, ev=ev))
+            for env in run.convert(ev):
+                done = done or env["type"] == "done"
+                yield frame(env)
+    except Exception as exc:  # noqa: BLE001 (GatewayError, or a bug: either ends the stream cleanly)
+        err = exc if isinstance(exc, GatewayError) else unexpected(exc)
+        yield frame(run.envelope("error", {"message": err.message, "code": err.code.name}))
+    if not done:
+        yield frame(run.envelope("done", {"outputs": {}, "usage": None, "elapsed_time": None, "cancelled": False}))

@@ -1,0 +1,113 @@
+"""RunEvent -> OpenAI chat completions (chunks and the non-stream object).
+
+As OpenAI sends them: a role chunk first, content deltas, `finish_reason: "stop"` on the last choice
+chunk, then a usage chunk (empty `choices`) when `stream_options.include_usage` is set, then `[DONE]`.
+As RAGFlow adds: `id` is the session id (send it back as `session_id` or `metadata.id` to continue the
+conversation) and a message_end's `reference` rides in a delta with empty content.
+`<think>` blocks arrive inline as `<think>` / `</think>` in the content; a UserFillUp's tips are content.
+A mid-stream failure is one `{"error": {...}}` chunk, which the official client raises as APIError.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, AsyncIterator
+
+from trellis.canvas.v1 import events_pb2
+
+from gateway.dialects._common import loads, run_failed, unexpected
+from gateway.errors import GatewayError, openai_body
+
+DONE = b"data: [DONE]\n\n"
+
+
+def frame(obj: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+class OpenAIRun:
+    def __init__(self, *, model: str, completion_id: str, include_usage: bool = False) -> None:
+        self.model = model
+        self.id = completion_id
+        self.created = int(time.time())
+        self.include_usage = include_usage
+        self._content: list[str] = []
+        self._reference: dict[str, Any] = {}
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        chunk: dict[str, Any] = {
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "system_fingerprint": "",
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+        }
+        if self.include_usage:
+            chunk["usage"] = None  # OpenAI: null on every chunk but the usage chunk
+        return chunk
+
+    def role_chunk(self) -> dict[str, Any]:
+        return self.chunk({"role": "assistant", "content": ""})
+
+    def finish_chunk(self) -> dict[str, Any]:
+        return self.chunk({}, "stop")
+
+    def usage_chunk(self) -> dict[str, Any]:
+        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "system_fingerprint": "", "choices": [], "usage": self.usage}
+
+    def delta(self, ev: events_pb2.RunEvent) -> dict[str, Any] | None:
+        """The delta `ev` contributes (also accumulated for the non-stream answer); RunError raises."""
+        kind = ev.WhichOneof("kind")
+        if kind == "error":
+            raise run_failed(ev.error)
+        if kind == "message_delta":
+            m = ev.message_delta
+            text = "<think>" if m.start_to_think else "</think>" if m.end_to_think else m.content
+            if not text:
+                return None
+            self._content.append(text)
+            return {"content": text}
+        if kind == "message_end":
+            reference = loads(ev.message_end.reference_json, {})
+            if not reference:
+                return None
+            if isinstance(reference, dict):
+                self._reference.update(reference)
+            return {"content": "", "reference": reference}
+        if kind == "user_input_required" and ev.user_input_required.tips:
+            self._content.append(ev.user_input_required.tips)
+            return {"content": ev.user_input_required.tips}
+        if kind == "run_finished":
+            u = ev.run_finished.usage
+            self.usage = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+                          "total_tokens": u.total_tokens or u.prompt_tokens + u.completion_tokens}
+        return None
+
+    def completion(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+            "system_fingerprint": "",
+            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                         "message": {"role": "assistant", "content": "".join(self._content),
+                                     "reference": self._reference}}],
+            "usage": self.usage,
+        }
+
+
+async def sse(events: AsyncIterator[events_pb2.RunEvent], run: OpenAIRun) -> AsyncIterator[bytes]:
+    yield frame(run.role_chunk())
+    try:
+        async for ev in events:
+            delta = run.delta(ev)
+            if delta is not None:
+                yield frame(run.chunk(delta))
+    except Exception as exc:  # noqa: BLE001 (GatewayError, or a bug: either ends the stream cleanly)
+        err = exc if isinstance(exc, GatewayError) else unexpected(exc)
+        yield frame(openai_body(err))
+        yield DONE
+        return
+    yield frame(run.finish_chunk())
+    if run.include_usage:
+        yield frame(run.usage_chunk())
+    yield DONE

@@ -1,0 +1,98 @@
+"""`@endpoint(Dialect.X)`: authenticate, then render any error in the route's dialect, never as a trace.
+
+    @endpoint(Dialect.RAGFLOW)
+    async def get_agent(request: web.Request) -> web.StreamResponse:
+        tenant = request[TENANT]
+        ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import functools
+import logging
+from typing import Awaitable, Callable
+
+import grpc
+from aiohttp import web
+
+from gateway.auth import KeyRing
+from gateway.errors import GatewayError, envelope_body, from_rpc_error, openai_body, ragflow_body
+
+log = logging.getLogger(__name__)
+
+KEYS = web.AppKey("keys", KeyRing)
+TENANT = web.RequestKey("tenant", str)  # the tenant the request's API key maps to
+STREAM = web.RequestKey("stream", web.StreamResponse)  # the SSE response, once its headers went out
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class Dialect(enum.Enum):
+    RAGFLOW = "ragflow"
+    OPENAI = "openai"
+    ENVELOPE = "envelope"
+
+
+def _auth_error(dialect: Dialect, missing: bool) -> GatewayError:
+    code = grpc.StatusCode.UNAUTHENTICATED
+    if dialect is Dialect.RAGFLOW:
+        # RAGFlow's exact wording (token_required), HTTP 200 as RAGFlow answers.
+        message = "`Authorization` can't be empty" if missing else "Authentication error: API key is invalid!"
+        return GatewayError(message, code=code)
+    if missing:
+        return GatewayError("You didn't provide an API key. Send it in an Authorization header using Bearer auth "
+                            "(Authorization: Bearer YOUR_KEY).", code=code)
+    return GatewayError("Incorrect API key provided.", code=code)
+
+
+def render_error(err: GatewayError, dialect: Dialect) -> web.Response:
+    if dialect is Dialect.RAGFLOW:
+        return web.json_response(ragflow_body(err), status=200)
+    if dialect is Dialect.OPENAI:
+        return web.json_response(openai_body(err), status=err.http_status)
+    return web.json_response(envelope_body(err), status=err.http_status)
+
+
+def endpoint(dialect: Dialect) -> Callable[[Handler], Handler]:
+    def decorate(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def wrapped(request: web.Request) -> web.StreamResponse:
+            header = request.headers.get("Authorization")
+            tenant = request.app[KEYS].tenant_for(header)
+            if tenant is None:
+                return render_error(_auth_error(dialect, missing=not (header or "").strip()), dialect)
+            request[TENANT] = tenant
+            try:
+                return await handler(request)
+            except GatewayError as err:
+                return _late(request, err, dialect)
+            except grpc.aio.AioRpcError as exc:
+                return _late(request, from_rpc_error(exc), dialect)
+            except (asyncio.CancelledError, web.HTTPException):
+                raise
+            except ConnectionResetError:
+                # The client left while we wrote; the gRPC call was cancelled on the way out.
+                log.info("client went away during %s %s", request.method, request.path)
+                if (stream := request.get(STREAM)) is not None:
+                    return stream
+                raise
+            except Exception:
+                log.exception("unhandled error in %s %s", request.method, request.path)
+                err = GatewayError("internal error in the gateway; see its log", code=grpc.StatusCode.INTERNAL)
+                return _late(request, err, dialect)
+
+        wrapped.dialect = dialect  # type: ignore[attr-defined]
+        return wrapped
+
+    return decorate
+
+
+def _late(request: web.Request, err: GatewayError, dialect: Dialect) -> web.StreamResponse:
+    """Once an SSE response has started, its status is sent: the stream writers report errors in-band."""
+    stream = request.get(STREAM)
+    if stream is not None:
+        log.error("error after the stream started on %s: %s", request.path, err.message)
+        return stream
+    return render_error(err, dialect)

@@ -1,0 +1,84 @@
+"""The gateway's calls into the orchestrator: three stubs on one channel, each call with a timeout.
+
+    orch = request.app[ORCHESTRATOR]
+    resp = await orch.unary(orch.agents.GetAgent, agent_pb.GetAgentRequest(tenant_id=t, agent_id=a))
+    async with orch.run(run_request) as events:   # errors before the first event raise GatewayError here
+        async for ev in events: ...
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+import grpc
+from aiohttp import web
+from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
+from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
+from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
+from trellis.canvas.v1 import events_pb2
+from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
+
+from gateway.errors import from_rpc_error
+
+log = logging.getLogger(__name__)
+
+
+class RunStream:
+    """One Run call. `start()` reads the first event, so a bad request (unknown agent, invalid DSL) fails
+    before any HTTP header is sent and gets a plain error response in the route's dialect."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._first: Any = None
+
+    async def start(self) -> None:
+        self._first = await self._read()
+
+    async def _read(self) -> Any:
+        try:
+            return await self._call.read()
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(exc) from None
+
+    def __aiter__(self) -> "RunStream":
+        return self
+
+    async def __anext__(self) -> events_pb2.RunEvent:
+        if self._first is not None:
+            event, self._first = self._first, None
+        else:
+            event = await self._read()
+        if event is grpc.aio.EOF:
+            self._first = grpc.aio.EOF  # stays exhausted
+            raise StopAsyncIteration
+        return event
+
+
+class Orchestrator:
+    def __init__(self, channel: grpc.aio.Channel, *, rpc_timeout_s: float, run_timeout_s: float) -> None:
+        self.agents = agent_grpc.AgentServiceStub(channel)
+        self.sessions = session_grpc.SessionServiceStub(channel)
+        self.canvas = canvas_grpc.CanvasServiceStub(channel)
+        self.rpc_timeout_s = rpc_timeout_s
+        self.run_timeout_s = run_timeout_s
+
+    async def unary(self, method: Callable[..., Awaitable[Any]], request: Any) -> Any:
+        """AioRpcError propagates: `gateway.endpoint` renders it in the route's dialect."""
+        return await method(request, timeout=self.rpc_timeout_s)
+
+    @asynccontextmanager
+    async def run(self, request: canvas_pb.RunRequest) -> AsyncIterator[RunStream]:
+        call = self.canvas.Run(request, timeout=self.run_timeout_s)
+        stream = RunStream(call)
+        try:
+            await stream.start()
+            yield stream
+        finally:
+            # A no-op once the run ended. On a client disconnect aiohttp cancels the handler, and this
+            # cancels the RPC at once, so the orchestrator stops the run (and its LLM request) too.
+            call.cancel()
+
+
+ORCHESTRATOR = web.AppKey("orchestrator", Orchestrator)

@@ -1,0 +1,202 @@
+"""Request bodies of every route (pydantic), and reading them into a clear 400 when they are wrong.
+
+Models keep unknown keys (`extra="allow"`): RAGFlow and OpenAI clients send fields we do not use, and
+refusing them would break those clients.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.errors import GatewayError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+def truthy(value: Any) -> bool:
+    """RAGFlow's `release` and friends arrive as bools or as strings such as "true"."""
+    if isinstance(value, str):
+        return value.strip().lower() in {"1", "true", "yes", "on"}
+    return bool(value)
+
+
+# ---- RAGFlow agents, versions, sessions -------------------------------------------------------------
+
+class CreateAgentBody(_Body):
+    title: str = Field(min_length=1)
+    dsl: dict[str, Any] | str
+    description: str | None = None
+    canvas_type: str | None = None
+    canvas_category: str | None = None
+    release: Any = None
+
+
+class UpdateAgentBody(_Body):
+    title: str | None = None
+    dsl: dict[str, Any] | str | None = None
+    description: str | None = None
+    canvas_type: str | None = None
+    canvas_category: str | None = None
+    release: Any = None
+
+
+class PublishBody(_Body):
+    title: str | None = None
+
+
+class CreateSessionBody(_Body):
+    name: str | None = None
+    user_id: str | None = None
+    release: Any = None
+    version_id: str | None = None
+
+
+class DeleteSessionsBody(_Body):
+    ids: list[str] | None = None
+    delete_all: bool | None = None
+
+
+# ---- runs -------------------------------------------------------------------------------------------
+
+class ChatMessageIn(_Body):
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        """OpenAI content is a string or a list of parts; the text parts are joined."""
+        if isinstance(self.content, list):
+            return "".join(str(p.get("text", "")) for p in self.content if p.get("type", "text") == "text")
+        return self.content or ""
+
+
+class RagflowCompletionBody(_Body):
+    agent_id: str | None = None
+    query: str | None = None
+    question: str | None = None  # the legacy name of `query`
+    stream: bool | None = None  # default depends on the route
+    session_id: str | None = None
+    inputs: dict[str, Any] | None = None
+    files: list[dict[str, Any]] | None = None
+    user_id: str | None = None
+    return_trace: bool | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    custom_header: dict[str, Any] | str | None = None
+    release: Any = None
+    version_id: str | None = None
+    openai_compatible: bool = Field(False, alias="openai-compatible")
+    # openai-compatible mode
+    messages: list[ChatMessageIn] | None = None
+    id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    def text(self) -> str:
+        return self.query if self.query is not None else (self.question or "")
+
+
+class StreamOptions(_Body):
+    include_usage: bool = False
+
+
+class OpenAIChatBody(_Body):
+    model: str | None = None
+    messages: list[ChatMessageIn] = Field(min_length=1)
+    stream: bool | None = None  # RAGFlow's agents_openai default: false
+    stream_options: StreamOptions | None = None
+    session_id: str | None = None
+    id: str | None = None
+    metadata: dict[str, Any] | None = None
+    user: str | None = None
+    inputs: dict[str, Any] | None = None  # Begin inputs, via the client's extra_body
+
+    def conversation_id(self) -> str:
+        """RAGFlow: `session_id`, else `id`, else `metadata.id`."""
+        return self.session_id or self.id or str((self.metadata or {}).get("id") or "")
+
+
+class EnvelopeRunBody(_Body):
+    query: str | None = None
+    message: str | None = None  # the seed's name for the user's text
+    thread_id: str | None = None
+    session_id: str | None = None
+    inputs: dict[str, Any] | None = None
+    user_id: str | None = None
+    version_id: str | None = None
+    draft: bool | None = None
+
+    def text(self) -> str:
+        return self.query if self.query is not None else (self.message or "")
+
+
+# ---- reading ----------------------------------------------------------------------------------------
+
+async def read_json(request: web.Request) -> dict[str, Any]:
+    """The body as a JSON object; an empty body is {}. Oversized, malformed or non-object bodies -> 4xx."""
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge as exc:
+        # aiohttp's text names the limit: "Maximum request body size N exceeded, actual body size M".
+        raise GatewayError(f"request body is too large: {exc.text} (TRELLIS_MAX_BODY_BYTES)", http_status=413) from None
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f": {exc.msg} at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise GatewayError(f"request body is not valid JSON{where}") from None
+    if not isinstance(body, dict):
+        raise GatewayError(f"request body must be a JSON object, not {type(body).__name__}")
+    return body
+
+
+def parse(model: type[M], body: dict[str, Any]) -> M:
+    """Validate `body`; the first problem becomes one sentence naming the field."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "body"
+        message = "is required" if first["type"] == "missing" else first["msg"]
+        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise GatewayError(f"invalid request body: field `{field}` {message}{more}", param=field) from None
+
+
+async def read_body(request: web.Request, model: type[M]) -> M:
+    return parse(model, await read_json(request))
+
+
+def dsl_text(dsl: dict[str, Any] | str) -> str:
+    """The DSL as JSON text for the orchestrator; a string must itself be a JSON object."""
+    if isinstance(dsl, str):
+        try:
+            value = json.loads(dsl)
+        except json.JSONDecodeError as exc:
+            raise GatewayError(f"invalid request body: field `dsl` is not valid JSON: {exc.msg}", param="dsl") from None
+        if not isinstance(value, dict):
+            raise GatewayError("invalid request body: field `dsl` must be a JSON object", param="dsl")
+        return dsl
+    return json.dumps(dsl, ensure_ascii=False)
+
+
+def query_int(request: web.Request, name: str, default: int) -> int:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise GatewayError(f"query parameter `{name}` must be an integer, not {raw!r}", param=name) from None
+
+
+def query_bool(request: web.Request, name: str, default: bool) -> bool:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    return raw.strip().lower() not in {"false", "0", "no", "off"}

@@ -1,0 +1,61 @@
+"""Building RunRequests: which version runs, the session a run continues, files and JSON fields."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+import grpc
+from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
+from trellis.canvas.v1 import session_service_pb2 as session_pb
+
+from gateway.errors import GatewayError
+from gateway.orchestrator import Orchestrator
+
+
+def json_field(value: Any) -> str:
+    """A `*_json` request field: "" when there is nothing to say."""
+    if value is None or value == {} or value == "":
+        return ""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def agent_target(agent_id: str, *, version_id: str = "", draft: bool = False) -> canvas_pb.AgentTarget:
+    """A named version, the draft, or (neither) the latest published version / the draft if none."""
+    if version_id:
+        return canvas_pb.AgentTarget(agent_id=agent_id, version_id=version_id)
+    if draft:
+        return canvas_pb.AgentTarget(agent_id=agent_id, draft=True)
+    return canvas_pb.AgentTarget(agent_id=agent_id)
+
+
+def session_target(session: session_pb.Session) -> canvas_pb.AgentTarget:
+    """A session runs the version it was created with (empty version_id: the draft), never another."""
+    return agent_target(session.agent_id, version_id=session.version_id, draft=not session.version_id)
+
+
+async def load_session(orch: Orchestrator, tenant: str, agent_id: str, session_id: str) -> session_pb.Session:
+    """The tenant's session `session_id`, which must belong to `agent_id` (when one is given)."""
+    resp = await orch.unary(orch.sessions.GetSession, session_pb.GetSessionRequest(tenant_id=tenant, session_id=session_id))
+    if agent_id and resp.session.agent_id != agent_id:
+        raise GatewayError("Session does not belong to the requested agent.", code=grpc.StatusCode.FAILED_PRECONDITION,
+                           param="session_id")
+    return resp.session
+
+
+def input_files(files: list[dict[str, Any]] | None) -> list[canvas_pb.InputFile]:
+    """RAGFlow-style file objects: {name, mime_type, url} and optionally base64 `content`."""
+    out = []
+    for i, f in enumerate(files or []):
+        content = b""
+        if f.get("content"):
+            try:
+                content = base64.b64decode(str(f["content"]), validate=True)
+            except (binascii.Error, ValueError):
+                raise GatewayError(f"invalid request body: field `files.{i}.content` is not base64",
+                                   param=f"files.{i}.content") from None
+        out.append(canvas_pb.InputFile(name=str(f.get("name") or ""), url=str(f.get("url") or ""), content=content,
+                                       mime_type=str(f.get("mime_type") or f.get("type") or "")))
+    return out

@@ -1,0 +1,43 @@
+"""The standard envelope stream (seed 002, gateway.dialects.envelope) for a stored agent:
+
+    POST /api/v1/agents/{agent_id}/stream
+    {"query" | "message": "...", "thread_id"?: "<session id>", "inputs"?: {...}, "user_id"?: "...",
+     "version_id"?: "...", "draft"?: false}
+
+Without `thread_id` a new session is created (its id is the first event, `thread_id`) and the latest
+published version runs (or the draft when none is published, or `draft: true`, or `version_id`); with it
+the session continues on its own version. Errors before the stream are one envelope of type `error`
+with the HTTP status of gateway.errors; afterwards `error` then `done` in the stream.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
+
+from gateway import sse
+from gateway.dialects import envelope
+from gateway.dialects.envelope import EnvelopeRun
+from gateway.endpoint import TENANT, Dialect, endpoint
+from gateway.orchestrator import ORCHESTRATOR
+from gateway.protocol import EnvelopeRunBody, read_body
+from gateway.routes._runs import agent_target, json_field, load_session, session_target
+
+
+@endpoint(Dialect.ENVELOPE)
+async def stream(request: web.Request) -> web.StreamResponse:
+    body = await read_body(request, EnvelopeRunBody)
+    orch, tenant, agent_id = request.app[ORCHESTRATOR], request[TENANT], request.match_info["agent_id"]
+    thread_id = body.thread_id or body.session_id or ""
+    if thread_id:
+        target = session_target(await load_session(orch, tenant, agent_id, thread_id))
+    else:
+        target = agent_target(agent_id, version_id=body.version_id or "", draft=bool(body.draft))
+    req = canvas_pb.RunRequest(agent=target, tenant_id=tenant, query=body.text(), inputs_json=json_field(body.inputs),
+                               session_id=thread_id, user_id=body.user_id or tenant)
+    async with orch.run(req) as events:
+        return await sse.send(request, envelope.sse(events, EnvelopeRun(thread_id)))
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/api/v1/agents/{agent_id}/stream", stream)

@@ -1,0 +1,136 @@
+"""OpenAI's chat API over stored agents: the agent id is the `model`.
+
+- POST /v1/chat/completions and RAGFlow's POST /api/v1/agents_openai/{agent_id}/chat/completions;
+- GET /v1/models (the tenant's agents) and GET /v1/models/{agent_id}.
+
+`session_id` (or `id`, or `metadata.id`) continues that session: only the last user message is sent, the
+history is the session's. Without one, each call creates a fresh session (latest published version, or
+the draft) and the messages before the last user message are passed as its history (`_history`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+from aiohttp import web
+from trellis.canvas.v1 import agent_service_pb2 as agent_pb
+from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
+from trellis.canvas.v1 import session_service_pb2 as session_pb
+
+from gateway import sse
+from gateway.dialects import openai
+from gateway.dialects._common import ts_ms
+from gateway.dialects.openai import OpenAIRun
+from gateway.endpoint import TENANT, Dialect, endpoint
+from gateway.errors import GatewayError
+from gateway.orchestrator import ORCHESTRATOR
+from gateway.protocol import ChatMessageIn, OpenAIChatBody, read_body
+from gateway.routes._runs import json_field, load_session, session_target
+
+log = logging.getLogger(__name__)
+
+# RunRequest.history (asked of the orchestrator): filled as soon as the field exists.
+_HAS_HISTORY = "history" in canvas_pb.RunRequest.DESCRIPTOR.fields_by_name
+_warned_history = False
+
+
+def split_messages(messages: list[ChatMessageIn]) -> tuple[str, list[ChatMessageIn]]:
+    """(the last user message's text, the user/assistant turns before it). System messages are dropped:
+    the agent's own prompts govern it, as in RAGFlow."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            history = [m for m in messages[:i] if m.role in ("user", "assistant") and m.text()]
+            return messages[i].text(), history
+    raise GatewayError('invalid request body: field `messages` has no message with role "user"', param="messages")
+
+
+def _attach_history(req: canvas_pb.RunRequest, history: list[ChatMessageIn]) -> None:
+    global _warned_history
+    if not history:
+        return
+    if _HAS_HISTORY:
+        for m in history:
+            req.history.add(role=m.role, content=m.text())  # type: ignore[attr-defined]
+    elif not _warned_history:
+        _warned_history = True
+        log.warning("RunRequest has no `history` field yet: earlier messages of fresh OpenAI conversations are not passed")
+
+
+async def run_chat(request: web.Request, agent_id: str, body: OpenAIChatBody) -> web.StreamResponse:
+    """One chat completion against `agent_id`; also serves RAGFlow's `openai-compatible` mode."""
+    orch, tenant = request.app[ORCHESTRATOR], request[TENANT]
+    query, history = split_messages(body.messages)
+    user_id = body.user or tenant
+    if conversation := body.conversation_id():
+        session = await load_session(orch, tenant, agent_id, conversation)
+        history = []  # the session has its own
+    else:
+        create = session_pb.CreateSessionRequest(tenant_id=tenant, agent_id=agent_id, user_id=user_id)
+        session = (await orch.unary(orch.sessions.CreateSession, create)).session
+    req = canvas_pb.RunRequest(agent=session_target(session), tenant_id=tenant, query=query, session_id=session.id,
+                               user_id=session.user_id or user_id, inputs_json=json_field(body.inputs))
+    _attach_history(req, history)
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    run = OpenAIRun(model=agent_id, completion_id=session.id, include_usage=include_usage)
+    async with orch.run(req) as events:
+        if body.stream:
+            return await sse.send(request, openai.sse(events, run))
+        async for ev in events:
+            run.delta(ev)
+    return web.json_response(run.completion())
+
+
+@endpoint(Dialect.OPENAI)
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    body = await read_body(request, OpenAIChatBody)
+    if not body.model:
+        raise GatewayError("invalid request body: field `model` is required (the agent id)", param="model")
+    return await run_chat(request, body.model, body)
+
+
+@endpoint(Dialect.OPENAI)
+async def agent_chat_completions(request: web.Request) -> web.StreamResponse:
+    body = await read_body(request, OpenAIChatBody)
+    return await run_chat(request, request.match_info["agent_id"], body)
+
+
+def _model(a: agent_pb.Agent) -> dict:
+    return {"id": a.id, "object": "model", "created": ts_ms(a.created_at) // 1000, "owned_by": a.tenant_id,
+            "name": a.title, "description": a.description}
+
+
+@endpoint(Dialect.OPENAI)
+async def list_models(request: web.Request) -> web.Response:
+    orch, tenant = request.app[ORCHESTRATOR], request[TENANT]
+    agents: list[agent_pb.Agent] = []
+    page = 1
+    while True:
+        resp = await orch.unary(orch.agents.ListAgents, agent_pb.ListAgentsRequest(
+            tenant_id=tenant, page=page, page_size=100, orderby="create_time", desc=False))
+        agents += resp.agents
+        if not resp.agents or len(agents) >= resp.total:
+            break
+        page += 1
+    return web.json_response({"object": "list", "data": [_model(a) for a in agents]})
+
+
+@endpoint(Dialect.OPENAI)
+async def get_model(request: web.Request) -> web.Response:
+    orch, tenant, model = request.app[ORCHESTRATOR], request[TENANT], request.match_info["model"]
+    try:
+        agent = (await orch.unary(orch.agents.GetAgent, agent_pb.GetAgentRequest(tenant_id=tenant, agent_id=model))).agent
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() != grpc.StatusCode.NOT_FOUND:
+            raise
+        raise GatewayError(f"The model `{model}` does not exist", code=grpc.StatusCode.NOT_FOUND, param="model",
+                           openai_code="model_not_found") from None
+    return web.json_response(_model(agent))
+
+
+def add_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_post("/v1/chat/completions", chat_completions)
+    r.add_post("/api/v1/agents_openai/{agent_id}/chat/completions", agent_chat_completions)
+    r.add_get("/v1/models", list_models)
+    r.add_get("/v1/models/{model}", get_model)
