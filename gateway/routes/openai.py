@@ -10,7 +10,6 @@ the draft) and the messages before the last user message are passed as its histo
 
 from __future__ import annotations
 
-import logging
 
 import grpc
 from aiohttp import web
@@ -28,12 +27,6 @@ from gateway.orchestrator import ORCHESTRATOR
 from gateway.protocol import ChatMessageIn, OpenAIChatBody, read_body
 from gateway.routes._runs import json_field, load_session, session_target
 
-log = logging.getLogger(__name__)
-
-# RunRequest.history (asked of the orchestrator): filled as soon as the field exists.
-_HAS_HISTORY = "history" in canvas_pb.RunRequest.DESCRIPTOR.fields_by_name
-_warned_history = False
-
 
 def split_messages(messages: list[ChatMessageIn]) -> tuple[str, list[ChatMessageIn]]:
     """(the last user message's text, the user/assistant turns before it). System messages are dropped:
@@ -46,15 +39,8 @@ def split_messages(messages: list[ChatMessageIn]) -> tuple[str, list[ChatMessage
 
 
 def _attach_history(req: canvas_pb.RunRequest, history: list[ChatMessageIn]) -> None:
-    global _warned_history
-    if not history:
-        return
-    if _HAS_HISTORY:
-        for m in history:
-            req.history.add(role=m.role, content=m.text())  # type: ignore[attr-defined]
-    elif not _warned_history:
-        _warned_history = True
-        log.warning("RunRequest has no `history` field yet: earlier messages of fresh OpenAI conversations are not passed")
+    for m in history:
+        req.history.add(role=m.role, content=m.text())
 
 
 async def run_chat(request: web.Request, agent_id: str, body: OpenAIChatBody) -> web.StreamResponse:

@@ -151,4 +151,5 @@ def run_spec_from_proto(request: canvas_pb.RunRequest) -> "RunSpec":
         agent_id=agent.agent_id if agent else "", version_id=agent.version_id if agent else "",
         draft=agent.draft if agent else False, session_id=request.session_id, query=request.query,
         inputs=loads_object(request.inputs_json, "inputs_json"), files=[_file(f) for f in request.files],
-        user_id=request.user_id, chat_template_kwargs=kwargs or None)
+        user_id=request.user_id, chat_template_kwargs=kwargs or None,
+        history=[(m.role, m.content) for m in request.history if m.role in ("user", "assistant")])

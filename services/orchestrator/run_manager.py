@@ -47,6 +47,7 @@ class RunSpec:
     files: list[Any] = field(default_factory=list)
     user_id: str = ""
     chat_template_kwargs: dict[str, Any] | None = None
+    history: list[tuple[str, str]] = field(default_factory=list)  # (role, content) of a new session
 
 
 class RunManager:
@@ -148,10 +149,19 @@ class RunManager:
             record = await self.sessions.get(spec.tenant_id, spec.session_id)
             if spec.agent_id and record.agent_id != spec.agent_id:
                 raise InvalidArgument(f"session {spec.session_id!r} belongs to another agent")
-            return record.id, record.state() or SessionState.fresh(canvas.variables)
-        record = await self.sessions.create(
-            spec.tenant_id, agent_id=spec.agent_id, user_id=spec.user_id, version_id=version_id, source="workflow")
-        return record.id, SessionState.fresh(canvas.variables)
+            state = record.state()
+            if state is not None:  # the session has run before: its own history wins
+                return record.id, state
+        else:
+            record = await self.sessions.create(
+                spec.tenant_id, agent_id=spec.agent_id, user_id=spec.user_id, version_id=version_id, source="workflow")
+        state = SessionState.fresh(canvas.variables)
+        if spec.history:
+            await self.sessions.save_turn(spec.tenant_id, record.id, [message(r, c) for r, c in spec.history], state)
+            for role, content in spec.history:
+                state.history.append([role, content])
+                state.globals["sys.history"].append(f"{role}: {content}")
+        return record.id, state
 
     async def _persist(self, spec: RunSpec, run_id: str, session_id: str, state: SessionState, answer: str,
                        reference: dict[str, Any], outcome: tuple[str, str]) -> None:

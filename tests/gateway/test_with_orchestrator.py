@@ -123,3 +123,20 @@ async def test_invalid_dsl_names_the_component(gateway):
     body = await (await gateway.post("/api/v1/agents", json={"title": "Bad", "dsl": bad}, headers=_h())).json()
     assert body["code"] == 101 and body["data"] is False
     assert "Message:Out" in body["message"] and "Nowhere:X" in body["message"], body["message"]
+
+
+async def test_openai_fresh_conversation_sees_earlier_messages(gateway):
+    body = await (await gateway.post("/api/v1/agents", headers=_h(),
+                                     json={"title": "Historian", "dsl": _dsl("{sys.history}")})).json()
+    agent_id = body["data"]["id"]
+    client = openai.AsyncOpenAI(api_key=KEY_A, base_url=_url(gateway) + "/v1")
+    reply = await client.chat.completions.create(model=agent_id, messages=[
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "my name is Ada"},
+        {"role": "assistant", "content": "Hello Ada"},
+        {"role": "user", "content": "who am I?"},
+    ])
+    answer = reply.choices[0].message.content
+    assert "user: my name is Ada" in answer and "assistant: Hello Ada" in answer and "user: who am I?" in answer
+    assert "be brief" not in answer
+    await client.close()

@@ -164,3 +164,14 @@ async def test_stored_agent_runs_latest_version_and_sessions_get_prologue(orches
         await canvas_grpc.CanvasServiceStub(orchestrator).Run(canvas_pb.RunRequest(
             tenant_id="t2", agent=canvas_pb.AgentTarget(agent_id=created.id), query="x")).read()
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_history_seeds_a_new_session(orchestrator):
+    history = [session_pb.ChatMessage(role="user", content="my name is Ada"),
+               session_pb.ChatMessage(role="assistant", content="Hello Ada")]
+    events = await _run(orchestrator, dsl_json=canvas(message="{sys.history}"), query="who am I?", history=history)
+    text = "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta")
+    assert "user: my name is Ada" in text and "assistant: Hello Ada" in text and "user: who am I?" in text
+    stub = session_grpc.SessionServiceStub(orchestrator)
+    session = (await stub.GetSession(session_pb.GetSessionRequest(tenant_id="t1", session_id=events[0].session_id))).session
+    assert [m.content for m in session.messages][:3] == ["my name is Ada", "Hello Ada", "who am I?"]
