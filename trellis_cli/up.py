@@ -18,6 +18,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from gateway.auth import ensure_api_key_file
+from gateway.config import API_KEY_FILE
 from services.common.config import env_float
 from trellis_cli.stack import Process, log_dir, plan_stack
 
@@ -117,6 +119,13 @@ class Stack:
             if pending:
                 time.sleep(0.1)
 
+    def api_key_line(self) -> str:
+        """The key to call the HTTP API with: configured keys are the operator's; otherwise the generated one."""
+        if self.env.get("TRELLIS_API_KEYS"):
+            return "  API keys: as configured in TRELLIS_API_KEYS"
+        path = Path(self.env["TRELLIS_DATA_DIR"]) / API_KEY_FILE
+        return f"  API key (tenant default): {ensure_api_key_file(path)}   (stored in {path})"
+
     def describe(self) -> str:
         rows = [f"  {'part':<14} {'listens on':<28} log"]
         for proc, child, log_path in self.running:
@@ -124,7 +133,8 @@ class Stack:
             rows.append(f"  {proc.name:<14} {where:<28} {log_path}")
         http = self.env["TRELLIS_HTTP_PORT"]
         return "\n".join(
-            ["trellis is up.", *rows, f"  HTTP API: http://127.0.0.1:{http}   health: http://127.0.0.1:{http}/healthz", "Ctrl-C stops everything."]
+            ["trellis is up.", *rows, f"  HTTP API: http://127.0.0.1:{http}   health: http://127.0.0.1:{http}/healthz",
+             self.api_key_line(), "Ctrl-C stops everything."]
         )
 
     def first_dead(self) -> tuple[Process, subprocess.Popen, Path] | None:

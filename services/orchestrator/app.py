@@ -12,13 +12,13 @@ from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
-from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc
 from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
 from trellis.sandbox.v1 import sandbox_service_pb2_grpc as sandbox_grpc
 
 from services.common.channels import open_channel
 
 from services.common.server import Binding
+from services.llm_gateway.client import LlmClient
 from services.orchestrator.config import OrchestratorConfig
 from services.orchestrator.engine_settings import Services
 from services.orchestrator.http_client import EgressPolicy, OutboundHttp
@@ -47,7 +47,7 @@ def build(cfg: OrchestratorConfig) -> Orchestrator:
     # Channels connect lazily: a peer that is down fails the component that calls it, not start-up.
     channels = [open_channel(addr) for addr in (cfg.llm_gateway_addr, cfg.retrieval_addr, cfg.sandbox_addr)]
     services = Services(
-        settings=cfg.engine, http=http, llm=llm_grpc.LlmServiceStub(channels[0]),
+        settings=cfg.engine, http=http, llm=LlmClient(channels[0]),
         retrieval=rr_grpc.RetrievalServiceStub(channels[1]), sandbox=sandbox_grpc.SandboxServiceStub(channels[2]))
     manager = RunManager(agents, sessions, runs, services)
     listener = CancelListener(redis, manager.cancel_local)

@@ -98,6 +98,7 @@ class NodePlan:
     on_error: str  # "", "comment" or "goto"
     default_value: Any
     exception_output: str  # which output receives the default value
+    has_thoughts: bool = False  # the class overrides thoughts() (skipped otherwise: hot path)
     body: BodyPlan | None = None
 
 
@@ -193,6 +194,7 @@ def _node(cid: str, name: str, params: dict[str, Any], display: str, succ: tuple
         on_error=method if method in ("comment", "goto") else "",
         default_value=params.get("exception_default_value"),
         exception_output=getattr(cls, "exception_output", "result"),
+        has_thoughts=cls.thoughts is not cbase.Component.thoughts,
     )
 
 

@@ -82,7 +82,8 @@ class RunManager:
             raise InvalidArgument(str(exc)) from None
         session_id, state = await self._session(spec, version_id, canvas)
         request = RunRequest(run_id=run_id, session_id=session_id, query=spec.query, inputs=spec.inputs,
-                             files=spec.files, user_id=spec.user_id, chat_template_kwargs=spec.chat_template_kwargs)
+                             files=spec.files, user_id=spec.user_id, chat_template_kwargs=spec.chat_template_kwargs,
+                             tenant_id=spec.tenant_id)
         ctxvars.run_id.set(run_id)
         await self.runs.start(spec.tenant_id, run_id, session_id)
         queue: asyncio.Queue = asyncio.Queue(_QUEUE_SIZE)

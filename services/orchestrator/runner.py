@@ -22,15 +22,18 @@ from typing import Any, AsyncIterator
 
 from .components.base import NodeContext, Route, RunEnv
 from .engine_settings import Services
-from .events import (MessageDelta, NodeFinished, NodeStarted, RunError, RunFinished, RunStarted)
+from .events import MessageDelta, NodeFinished, NodeStarted, RunError, RunFinished, RunStarted, make
 from .plan import BodyPlan, NodePlan, Plan
 from .state import RunRequest, SessionState
 from .validate import ValidationFailed, compile_plan
 from .variables import Scope, to_jsonable, to_text
+from ._scope_run import ScopeRun as _ScopeRun
+from .watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 perf = time.perf_counter
 now = time.time
+_new = object.__new__
 
 __all__ = ["NodeFailed", "RunRequest", "ValidationFailed", "compile_plan", "run"]
 
@@ -43,32 +46,6 @@ class NodeFailed(Exception):
         self.component_id = component_id
         self.message = message
         self.code = code
-
-
-class _ScopeRun:
-    """One execution of a scope (the top level, one Iteration item, one Loop pass)."""
-
-    __slots__ = ("body", "scope", "path", "counts", "taken", "active", "done", "error", "tasks", "top")
-
-    def __init__(self, body: BodyPlan, scope: Scope, path: tuple[str, ...], top: bool) -> None:
-        self.body = body
-        self.scope = scope
-        self.path = path
-        self.counts = body.indeg.copy()
-        self.taken: set[str] = set()
-        self.active = 0
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.error: BaseException | None = None
-        self.tasks: set[asyncio.Task[Any]] = set()
-        self.top = top
-
-    def fail(self, exc: BaseException) -> None:
-        if self.error is None:
-            self.error = exc
-            me = asyncio.current_task()
-            for t in self.tasks:
-                if t is not me:
-                    t.cancel()
 
 
 class _Execution:
@@ -89,12 +66,18 @@ class _Execution:
                           executor=self, display=plan.display, state=state)
         self.aux: set[asyncio.Task[Any]] = set()
         self._timeouts: dict[str, float | None] = {}
+        self.watchdog = Watchdog()
+        self.loop = asyncio.get_running_loop()
 
     # ------------------------------------------------------------------ events
     def emit(self, ev: Any) -> None:
         self.buf.append(ev)
-        if ev.__class__ is MessageDelta:
+        if ev.__class__ is MessageDelta and not ev.path:  # the turn's answer, for the history
             self.answer.append(ev.content)
+        if self.waiter is not None:
+            self.emit_wake()
+
+    def emit_wake(self) -> None:
         w = self.waiter
         if w is not None:
             self.waiter = None
@@ -136,12 +119,14 @@ class _Execution:
             error = f"internal error: {type(exc).__name__}"
             self._run_error(error, "", "internal")
         finally:
+            self.watchdog.close()
             await self._cancel_aux()
         if error is None:
             self.state.add_assistant_message("".join(self.answer))
         self.emit(RunFinished(run_id=req.run_id, session_id=req.session_id, node_id="",
                               timestamp=now(), outputs=to_jsonable(self.last_outputs),
-                              elapsed_s=perf() - t0, usage={}, error=error, cancelled=cancelled))
+                              elapsed_s=perf() - t0, usage=dict(self.env.usage), error=error,
+                              cancelled=cancelled))
 
     def _run_error(self, message: str, component_id: str, code: str) -> None:
         self.emit(RunError(run_id=self.request.run_id, session_id=self.request.session_id,
@@ -174,15 +159,21 @@ class _Execution:
             raise sr.error
 
     def _start_chain(self, sr: _ScopeRun, nid: str) -> None:
+        self._track(sr, self.loop.create_task(self._chain(sr, nid)))
+
+    @staticmethod
+    def _track(sr: _ScopeRun, task: asyncio.Task[Any]) -> None:
         sr.active += 1
-        t = asyncio.get_running_loop().create_task(self._chain(sr, nid))
-        sr.tasks.add(t)
+        sr.tasks.add(task)
+        task.add_done_callback(sr.task_done)
 
     async def _chain(self, sr: _ScopeRun, nid: str | None) -> None:
         """Run nid, then its first ready successor in this same task, and so on."""
+        task = asyncio.current_task()
+        assert task is not None
         try:
             while nid is not None and sr.error is None:
-                ready = await self._execute(sr, nid)
+                ready = await self._execute(sr, nid, task)
                 if not ready:
                     break
                 for extra in ready[1:]:
@@ -193,11 +184,6 @@ class _Execution:
                 raise
         except BaseException as exc:
             sr.fail(exc)
-        finally:
-            sr.tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
-            sr.active -= 1
-            if sr.active == 0 and not sr.done.done():
-                sr.done.set_result(None)
 
     # ------------------------------------------------------------------ one node
     def _timeout(self, name: str) -> float | None:
@@ -207,7 +193,7 @@ class _Execution:
             t = self._timeouts[name] = self.settings.timeout_for(name)
             return t
 
-    async def _execute(self, sr: _ScopeRun, nid: str) -> list[str]:
+    async def _execute(self, sr: _ScopeRun, nid: str, task: Any) -> list[str]:
         node = sr.body.nodes[nid]
         self.steps += 1
         if self.steps > self.settings.max_steps:
@@ -216,30 +202,40 @@ class _Execution:
         ctx = NodeContext(self.env, nid, node.name, node.params, sr.scope, sr.path)
         env = self.env
         comp = node.component
-        try:
-            thoughts = comp.thoughts(ctx)
-        except Exception:  # a description must never fail a node
-            thoughts = ""
-        self.emit(NodeStarted(run_id=env.run_id, session_id=env.session_id, node_id=nid,
-                              timestamp=now(), path=sr.path, component_name=node.display,
-                              component_type=node.name, thoughts=thoughts))
+        thoughts = ""
+        if node.has_thoughts:
+            try:
+                thoughts = comp.thoughts(ctx)
+            except Exception:  # a description must never fail a node
+                log.debug("thoughts() of %s failed", nid, exc_info=True)
+        ev = _new(NodeStarted)  # == NodeStarted(...) without the frozen __init__ (hot path)
+        ev.__dict__.update(run_id=env.run_id, session_id=env.session_id, node_id=nid, timestamp=now(),
+                           path=sr.path, component_name=node.display, component_type=node.name,
+                           thoughts=thoughts)
+        self.buf.append(ev)  # emit(), inlined (hot path; a NodeStarted is never a MessageDelta)
+        if self.waiter is not None:
+            self.emit_wake()
         t0 = perf()
         timeout = self._timeout(node.name)
+        wd = self.watchdog
         attempt = 0
         while True:
             try:
                 if timeout is None:
                     route = await comp.run(ctx)
                 else:
-                    async with asyncio.timeout(timeout):
+                    wd.arm(ctx, timeout, task)
+                    try:
                         route = await comp.run(ctx)
+                    finally:
+                        if wd.disarm(ctx):
+                            raise TimeoutError(f"timed out after {timeout} s")
                 err: BaseException | None = None
                 break
             except asyncio.CancelledError:
                 raise
             except TimeoutError as exc:
-                err = exc if str(exc) else TimeoutError(f"timed out after {timeout} s")
-                code = "timeout"
+                err, code = exc, "timeout"
             except NodeFailed as exc:  # a child of this container failed
                 err, code = exc, exc.code
             except Exception as exc:
@@ -273,8 +269,7 @@ class _Execution:
 
         if ctx._pending and fatal is None:
             # Streamed outputs: release downstream now, report the node when its streams end.
-            sr.active += 1
-            self._spawn_aux(self._finish_later(sr, node, ctx, t0, error))
+            self._track(sr, self.loop.create_task(self._finish_later(sr, node, ctx, t0, error)))
         else:
             self._finished(sr, node, ctx, t0, error)
         if fatal is not None:
@@ -293,11 +288,7 @@ class _Execution:
             error = str(exc) or type(exc).__name__
             ctx.outputs["_ERROR"] = error
             sr.fail(NodeFailed(node.id, error))
-        finally:
-            self._finished(sr, node, ctx, t0, error)
-            sr.active -= 1
-            if sr.active == 0 and not sr.done.done():
-                sr.done.set_result(None)
+        self._finished(sr, node, ctx, t0, error)
 
     def _finished(self, sr: _ScopeRun, node: NodePlan, ctx: NodeContext, t0: float, error: str | None) -> None:
         elapsed = perf() - t0
@@ -307,10 +298,13 @@ class _Execution:
         if sr.top:
             self.last_outputs = ctx.outputs
         env = self.env
-        self.emit(NodeFinished(run_id=env.run_id, session_id=env.session_id, node_id=node.id,
-                               timestamp=now(), path=sr.path, component_name=node.display,
-                               component_type=node.name, inputs=to_jsonable(ctx.inputs),
-                               outputs=outputs, error=error, elapsed_s=elapsed))
+        ev = _new(NodeFinished)
+        ev.__dict__.update(run_id=env.run_id, session_id=env.session_id, node_id=node.id,
+                           timestamp=now(), path=sr.path, component_name=node.display,
+                           component_type=node.name,
+                           inputs=to_jsonable(ctx.inputs) if ctx.inputs else {},
+                           outputs=outputs, error=error, elapsed_s=elapsed, skipped=False)
+        self.emit(ev)
 
     def _release(self, sr: _ScopeRun, node: NodePlan, taken: set[str] | None) -> list[str]:
         """Resolve node's out-edges; return the successors that are now ready to run."""
@@ -338,10 +332,10 @@ class _Execution:
         while stack:
             nid = stack.pop()
             node = nodes[nid]
-            self.emit(NodeFinished(run_id=env.run_id, session_id=env.session_id, node_id=nid,
-                                   timestamp=now(), path=sr.path, component_name=node.display,
-                                   component_type=node.name, inputs={}, outputs={}, error=None,
-                                   elapsed_s=0.0, skipped=True))
+            self.emit(make(NodeFinished, run_id=env.run_id, session_id=env.session_id, node_id=nid,
+                           timestamp=now(), path=sr.path, component_name=node.display,
+                           component_type=node.name, inputs={}, outputs={}, error=None,
+                           elapsed_s=0.0, skipped=True))
             for t in node.succ:
                 c = counts[t] - 1
                 counts[t] = c

@@ -118,12 +118,25 @@ def to_text(value: Any) -> str:
         return str(value)
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def to_jsonable(value: Any) -> Any:
     """A JSON-serialisable copy for events: streams become their text, unknown objects str()."""
-    if value is None or isinstance(value, (str, int, float, bool)):
+    t = type(value)
+    if t in _SCALARS:
         return value
+    if t is dict:
+        for v in value.values():  # fast path: a flat dict of scalars is copied as is
+            if type(v) not in _SCALARS:
+                break
+        else:
+            return dict(value)
+        return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, StreamValue):
         return value.text
+    if isinstance(value, (str, int, float, bool)):
+        return value
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set)):
@@ -139,13 +152,13 @@ class StreamValue:
     returns the full text; `stream.text` is the text so far (the full text once `done`).
     """
 
-    __slots__ = ("_chunks", "_done", "_error", "_waiter", "_full")
+    __slots__ = ("_chunks", "_done", "_error", "_waiters", "_full")
 
     def __init__(self) -> None:
         self._chunks: list[str] = []
         self._done = False
         self._error: BaseException | None = None
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiters: list[asyncio.Future[None]] = []  # one per waiting reader
         self._full: str | None = None
 
     @classmethod
@@ -173,11 +186,11 @@ class StreamValue:
         return text
 
     def _wake(self) -> None:
-        w = self._waiter
-        if w is not None:
-            self._waiter = None
-            if not w.done():
-                w.set_result(None)
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
 
     def push(self, chunk: str) -> None:
         if self._done:
@@ -196,9 +209,11 @@ class StreamValue:
         self._wake()
 
     async def _changed(self) -> None:
-        if self._waiter is None:
-            self._waiter = asyncio.get_running_loop().create_future()
-        await asyncio.shield(self._waiter)
+        # A future per reader (no shield hop): a cancelled reader cannot disturb the others, and a
+        # chunk reaches every reader on the next loop iteration.
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        await fut
 
     async def __aiter__(self) -> AsyncIterator[str]:
         i = 0

@@ -65,6 +65,8 @@ def test_up_healthy_then_sigterm_stops_everything_and_keeps_aof(tmp_path):
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
         assert "trellis is up." in out and f":{ports['HTTP']}" in out
+        key = (tmp_path / "data" / "api_key").read_text().split(":")[0].strip()
+        assert f"API key (tenant default): {key}" in out
         gone, alive = psutil.wait_procs(children, timeout=10)
         assert not alive, f"orphans left: {[c.pid for c in alive]}"
         aof_files = list((tmp_path / "data" / "redis").rglob("*.aof*"))

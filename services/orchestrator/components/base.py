@@ -40,6 +40,7 @@ Outputs:     ctx.set_output(name, value); ctx.output(name); ctx.outputs (this no
                                           readers get tokens live, NodeFinished waits for the end
 Events:      ctx.emit(MessageDelta, content="...")  run/session/node/path/timestamp filled in
              ctx.emit_delta(text), ctx.emit_message_end(reference=..., downloads=...)
+             ctx.add_usage(prompt_tokens=.., completion_tokens=.., total_tokens=.., calls=1)
 Services:    ctx.settings (EngineSettings), ctx.services (Services: llm, retrieval, sandbox),
              ctx.http (shared outbound HTTP client or None)
 Cancellation is plain asyncio cancellation: never swallow `asyncio.CancelledError`.
@@ -58,6 +59,7 @@ from typing import Any, AsyncIterable, Callable, ClassVar, Iterable
 from ..dsl.issues import ValidationIssue
 from ..engine_settings import EngineSettings, Services
 from ..events import MessageDelta, MessageEnd
+from ..events import make as make_event
 from ..state import RunRequest
 from ..variables import Resolver, Scope, StreamValue, find_refs, is_ref
 
@@ -149,6 +151,7 @@ class RunEnv:
     spawn: Callable[[Any], asyncio.Future[Any]] = asyncio.ensure_future
     executor: Any = None  # the runner's execution, for containers running their children
     display: dict[str, str] = field(default_factory=dict)  # component id -> display name
+    usage: dict[str, int] = field(default_factory=dict)  # run total, reported in RunFinished
     state: Any = None  # the SessionState (retrieval references, history)
     events: list[Any] | None = None  # filled only by for_test
 
@@ -244,6 +247,12 @@ class NodeContext:
     def set_input(self, name: str, value: Any) -> None:
         self.inputs[name] = value
 
+    def add_usage(self, **tokens: int) -> None:
+        """Add token counts (prompt_tokens, completion_tokens, total_tokens, calls) to the run total."""
+        usage = self.env.usage
+        for k, v in tokens.items():
+            usage[k] = usage.get(k, 0) + int(v)
+
     def stream(self, source: AsyncIterable[str]) -> StreamValue:
         """A StreamValue fed from `source` in the background (cancelled with the run)."""
         sv = StreamValue()
@@ -272,11 +281,14 @@ class NodeContext:
     # -- events
     def emit(self, event_cls: type, **fields: Any) -> None:
         env = self.env
-        env.emit(event_cls(run_id=env.run_id, session_id=env.session_id, node_id=self.component_id,
-                           timestamp=time.time(), path=self.path, **fields))
+        env.emit(make_event(event_cls, run_id=env.run_id, session_id=env.session_id,
+                            node_id=self.component_id, timestamp=time.time(), path=self.path, **fields))
 
     def emit_delta(self, content: str, *, start_to_think: bool = False, end_to_think: bool = False) -> None:
-        self.emit(MessageDelta, content=content, start_to_think=start_to_think, end_to_think=end_to_think)
+        env = self.env  # per token: keep it short
+        env.emit(make_event(MessageDelta, run_id=env.run_id, session_id=env.session_id,
+                            node_id=self.component_id, timestamp=time.time(), path=self.path,
+                            content=content, start_to_think=start_to_think, end_to_think=end_to_think))
 
     def emit_message_end(self, *, reference: dict[str, Any] | None = None,
                          attachment: dict[str, Any] | None = None,

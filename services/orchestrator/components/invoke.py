@@ -174,7 +174,9 @@ class Invoke(Component):
             field = "params.proxy" if proxy and exc.url == proxy else "params.url"
             raise FieldError(cid, field, str(exc)) from None
         except TimeoutError:
-            raise FieldError(cid, "params.timeout", f"no complete response from {url} within {timeout_s:g}s") from None
+            # A TimeoutError, so the runner reports it with code "timeout".
+            raise TimeoutError(f"{cid}: params.timeout: no complete response from {url} "
+                               f"within {timeout_s:g}s") from None
         except ValueError as exc:  # bad scheme, no host, invalid header value
             raise FieldError(cid, "params.url", str(exc)) from None
         except ResponseTooLarge as exc:

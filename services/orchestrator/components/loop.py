@@ -38,9 +38,13 @@ def evaluate(var: Any, op: str, value: Any) -> bool:
     elif isinstance(var, bool):
         table = {"is": lambda: var is _truthy(value), "is not": lambda: var is not _truthy(value)}
     elif isinstance(var, (int, float)):
-        n = float(value)
-        table = {"=": lambda: var == n, "≠": lambda: var != n, ">": lambda: var > n,
-                 "<": lambda: var < n, "≥": lambda: var >= n, "≤": lambda: var <= n}
+        def n() -> float:
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"cannot compare the number {var} with {value!r}") from None
+        table = {"=": lambda: var == n(), "≠": lambda: var != n(), ">": lambda: var > n(),
+                 "<": lambda: var < n(), "≥": lambda: var >= n(), "≤": lambda: var <= n()}
     elif isinstance(var, list):
         table = {"contains": lambda: value in var, "not contains": lambda: value not in var,
                  "is": lambda: var == value, "is not": lambda: var != value}

@@ -2,9 +2,10 @@
 
 Params: `groups=[{"group_name": "picked", "type": "string", "variables": [{"value": "<ref>"}]}]`.
 Typical use joins branches: each variable is the output of a different branch, and only the branch
-that ran has produced a value. As in RAGFlow, "first available" means first *truthy* (an empty string
-or 0 is skipped; a stream still being produced counts as a value and is passed on live). When no variable of a group has a value the output is None (RAGFlow leaves it
-unset, which downstream readers also see as None).
+that ran has produced a value. As in RAGFlow, "first available" means first *truthy* (an empty
+string or 0 is skipped). A stream still being produced counts as a value and is passed on as is, so
+a downstream Message keeps streaming it. When no variable of a group has a value the output is None
+(RAGFlow leaves it unset, which downstream readers also see as None).
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from ..state import SessionState
 from .issues import ValidationIssue
 from .model import Canvas, CanvasV2, ComponentV2
-from .v1 import DslError, is_template, v1_to_v2, v2_to_v1
+from .v1 import DslError, v1_to_v2, v2_to_v1
 
 __all__ = ["Canvas", "CanvasV2", "ComponentV2", "DslError", "ValidationIssue", "is_v2",
            "load_canvas", "load_with_state", "to_v1", "to_v2_dict"]

@@ -81,3 +81,10 @@ async def test_bad_method_and_delimiters_are_reported() -> None:
     assert [i.field for i in issues] == ["params.method", "params.delimiters"]
     with pytest.raises(FieldError, match="^StringTransform:T: params.method"):
         await transform({"method": "reverse"})
+
+
+async def test_jinja_names_used_only_in_statements_map_back_to_references() -> None:
+    script = "{% for r in Agent_Foo_rows %}{{ r.name }};{% endfor %}{% if env_flag %}on{% endif %}"
+    got = await transform({"method": "merge", "script": script},
+                          outputs={"Agent:Foo": {"rows": [{"name": "a"}, {"name": "b"}]}}, globals_={"env.flag": True})
+    assert got == "a;b;on"

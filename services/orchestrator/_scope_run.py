@@ -1,0 +1,42 @@
+"""Bookkeeping of one execution of a scope (the top level, one Iteration item, one Loop pass)."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from .plan import BodyPlan
+from .variables import Scope
+
+
+class ScopeRun:
+    """One execution of a scope (the top level, one Iteration item, one Loop pass)."""
+
+    __slots__ = ("body", "scope", "path", "counts", "taken", "active", "done", "error", "tasks", "top")
+
+    def __init__(self, body: BodyPlan, scope: Scope, path: tuple[str, ...], top: bool) -> None:
+        self.body = body
+        self.scope = scope
+        self.path = path
+        self.counts = body.indeg.copy()
+        self.taken: set[str] = set()
+        self.active = 0
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.error: BaseException | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.top = top
+
+    def task_done(self, task: asyncio.Task[Any]) -> None:
+        # A done-callback, not a `finally` in the coroutine: a task cancelled before its first
+        # step never runs its body, and must still be counted out. Finished tasks stay in `tasks`
+        # (cancelling a done task is a no-op; a scope run is short-lived).
+        self.active -= 1
+        if self.active == 0 and not self.done.done():
+            self.done.set_result(None)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.error is None:
+            self.error = exc
+            me = asyncio.current_task()
+            for t in self.tasks:
+                if t is not me:
+                    t.cancel()

@@ -1,0 +1,150 @@
+"""Shared helpers for the engine tests: canvas builders, test-only components, and a run collector."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Iterable
+
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.dsl import load_canvas
+from services.orchestrator.engine_settings import EngineSettings, Services
+from services.orchestrator.events import RunFinished
+from services.orchestrator.runner import run
+from services.orchestrator.state import RunRequest, SessionState
+from services.orchestrator.validate import compile_plan
+
+# (what, component id, monotonic time) appended by the test components below.
+TRACE: list[tuple[str, str, float]] = []
+_FAILS: dict[str, int] = {}
+
+
+def cpn(name: str, down: Iterable[str] = (), params: dict[str, Any] | None = None,
+        up: Iterable[str] = (), parent: str | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"obj": {"component_name": name, "params": params or {}},
+                             "downstream": list(down), "upstream": list(up)}
+    if parent:
+        entry["parent_id"] = parent
+    return entry
+
+
+def plan_of(components: dict[str, Any], **top: Any):
+    return compile_plan(load_canvas({"components": components, **top}))
+
+
+async def collect(plan: Any, *, query: str = "", inputs: dict[str, Any] | None = None,
+                  settings: EngineSettings | None = None, state: SessionState | None = None,
+                  run_id: str = "run-1") -> list[Any]:
+    events = []
+    svc = Services(settings=settings or EngineSettings())
+    async for ev in run(plan, RunRequest(run_id=run_id, session_id="s-1", query=query, inputs=inputs or {}),
+                        state, svc):
+        events.append(ev)
+    assert isinstance(events[-1], RunFinished)
+    return events
+
+
+def of(events: list[Any], cls: type, node: str | None = None) -> list[Any]:
+    return [e for e in events if isinstance(e, cls) and (node is None or e.node_id == node)]
+
+
+def index(events: list[Any], cls: type, node: str) -> int:
+    for i, e in enumerate(events):
+        if isinstance(e, cls) and e.node_id == node:
+            return i
+    raise AssertionError(f"no {cls.__name__} for {node}")
+
+
+def traced(what: str, cid: str) -> list[float]:
+    return [t for w, c, t in TRACE if w == what and c == cid]
+
+
+# ------------------------------------------------------------------ test-only components
+@register
+class TestNoop(Component):
+    component_name = "TestNoop"
+
+    async def run(self, ctx: NodeContext) -> None:
+        TRACE.append(("run", ctx.component_id, time.monotonic()))
+        ctx.set_output("result", self.params.get("value", ctx.component_id))
+
+
+@register
+class TestSleep(Component):
+    """Waits `seconds`; records start/end (or cancel) so tests can check overlap and cancellation."""
+
+    component_name = "TestSleep"
+
+    async def run(self, ctx: NodeContext) -> None:
+        TRACE.append(("start", ctx.component_id, time.monotonic()))
+        try:
+            await asyncio.sleep(float(self.params.get("seconds", 0.05)))
+        except asyncio.CancelledError:
+            TRACE.append(("cancelled", ctx.component_id, time.monotonic()))
+            raise
+        TRACE.append(("end", ctx.component_id, time.monotonic()))
+        ctx.set_output("result", self.params.get("value", ctx.component_id))
+
+
+@register
+class TestFail(Component):
+    """Fails its first `fail_times` executions (counted per `key`), then outputs "ok"."""
+
+    component_name = "TestFail"
+
+    async def run(self, ctx: NodeContext) -> None:
+        key = self.params.get("key", ctx.component_id)
+        n = _FAILS.get(key, 0)
+        _FAILS[key] = n + 1
+        TRACE.append(("attempt", ctx.component_id, time.monotonic()))
+        if n < int(self.params.get("fail_times", 10**9)):
+            raise RuntimeError(self.params.get("message", "boom"))
+        ctx.set_output("result", "ok")
+
+
+@register
+class TestEcho(Component):
+    """Renders `text` (references resolved) into `result`."""
+
+    component_name = "TestEcho"
+
+    async def run(self, ctx: NodeContext) -> None:
+        if "seconds" in self.params:
+            await asyncio.sleep(float(self.params["seconds"]))
+        ctx.set_output("result", await ctx.render(self.params.get("text", "")))
+
+
+@register
+class TestStream(Component):
+    """Streams `tokens` into `content`, one every `gap` seconds (like an LLM feeding a Message)."""
+
+    component_name = "TestStream"
+
+    async def run(self, ctx: NodeContext) -> None:
+        tokens = list(self.params.get("tokens", []))
+        gap = float(self.params.get("gap", 0.01))
+
+        async def gen():
+            for t in tokens:
+                await asyncio.sleep(gap)
+                TRACE.append(("token", ctx.component_id, time.monotonic()))
+                yield t
+            if self.params.get("fail_at_end"):
+                raise RuntimeError("stream broke")
+        ctx.set_output("content", ctx.stream(gen()))
+
+
+@register
+class TestIncr(Component):
+    """Adds `by` to the variable `target` (a ref such as Loop:X@count or env.n)."""
+
+    component_name = "TestIncr"
+
+    async def run(self, ctx: NodeContext) -> None:
+        target = self.params["target"]
+        ctx.assign(target, (await ctx.value(target) or 0) + self.params.get("by", 1))
+        TRACE.append(("incr", ctx.component_id, time.monotonic()))
+
+
+def reset() -> None:
+    TRACE.clear()
+    _FAILS.clear()
