@@ -30,6 +30,7 @@ test: install
 	$(BIN)/python -m pytest
 
 bench: install
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python scripts/run_benchmarks.py
 
 clean:

@@ -42,7 +42,8 @@ class NodeFailed(Exception):
     """A component failed and no exception policy absorbed it: the run (or its container) fails."""
 
     def __init__(self, component_id: str, message: str, code: str = "component_failed") -> None:
-        super().__init__(f"{component_id}: {message}")
+        # Component errors often name their component already ("Invoke:Call: params.url: ..."): say it once.
+        super().__init__(message if message.startswith(f"{component_id}:") else f"{component_id}: {message}")
         self.component_id = component_id
         self.message = message
         self.code = code
@@ -108,7 +109,7 @@ class _Execution:
             root = Scope(declared=self.plan.declared)
             await self.run_scope(self.plan.top, root, (), top=True)
         except NodeFailed as f:
-            error = f"{f.component_id}: {f.message}"
+            error = str(f)
             self._run_error(f.message, f.component_id, f.code)
         except asyncio.CancelledError:
             cancelled = True

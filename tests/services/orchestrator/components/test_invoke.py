@@ -242,3 +242,18 @@ async def test_bad_params_are_reported_per_field() -> None:
     with pytest.raises(FieldError, match="^Invoke:T: params.url: unsupported URL scheme 'file'"):
         await invoke({"url": "file:///etc/passwd"})
     assert Invoke.check("Invoke:T", {"url": "https://example.com/{begin@q}", "headers": ""}) == []
+
+
+async def test_blocked_url_error_names_the_component_once(tmp_path):
+    from services.orchestrator.dsl import load_canvas
+    from services.orchestrator.runner import run
+    from services.orchestrator.state import RunRequest
+    from services.orchestrator.validate import compile_plan
+
+    dsl = {"components": {
+        "begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": ["Invoke:Call"], "upstream": []},
+        "Invoke:Call": {"obj": {"component_name": "Invoke", "params": {"url": "http://127.0.0.1:9/x"}},
+                        "downstream": [], "upstream": ["begin"]}}}
+    events = [e async for e in run(compile_plan(load_canvas(dsl)), RunRequest(run_id="r"))]
+    error = events[-1].error
+    assert error and error.count("Invoke:Call") == 1, error
