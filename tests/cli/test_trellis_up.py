@@ -45,6 +45,35 @@ def _healthz(port: int) -> int:
         return 0
 
 
+SERVICES = {
+    "ORCHESTRATOR": "trellis.canvas.v1.CanvasService",
+    "LLM_GATEWAY": "trellis.llm.v1.LlmService",
+    "RETRIEVAL": "trellis.retrieval.v1.RetrievalService",
+    "SANDBOX": "trellis.sandbox.v1.SandboxService",
+}
+
+
+def _check_every_service_answers(ports: dict[str, int]) -> None:
+    """Each gRPC process: health SERVING, its service in reflection, Prometheus text on its metrics port."""
+    import asyncio
+
+    import grpc
+    from helpers import health_status, reflected_services
+
+    async def check(port: int, service: str) -> tuple[str, set[str]]:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            return await health_status(channel, service), await reflected_services(channel)
+
+    for key, service in SERVICES.items():
+        status, names = asyncio.run(check(ports[key], service))
+        assert status == "SERVING", key
+        assert service in names and "grpc.health.v1.Health" in names, (key, names)
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports[key + '_METRICS']}/metrics", timeout=5) as resp:
+            assert resp.status == 200 and b"trellis_grpc_request_seconds" in resp.read(), key
+    with urllib.request.urlopen(f"http://127.0.0.1:{ports['HTTP']}/metrics", timeout=5) as resp:
+        assert resp.status == 200 and b"trellis_http_requests_total" in resp.read()
+
+
 def test_up_healthy_then_sigterm_stops_everything_and_keeps_aof(tmp_path):
     env, ports = _env(tmp_path)
     proc = _start(env)
@@ -58,6 +87,7 @@ def test_up_healthy_then_sigterm_stops_everything_and_keeps_aof(tmp_path):
         names = " ".join(" ".join(c.cmdline()) for c in children)
         for part in ("redis-server", "services.orchestrator", "services.llm_gateway", "services.retrieval", "services.sandbox", "gateway"):
             assert part in names
+        _check_every_service_answers(ports)
         # state written through the private Redis must land in its AOF
         redis.Redis(port=ports["REDIS"]).set("trellis:e2e", "kept")
         time.sleep(1.2)  # appendfsync everysec
