@@ -60,6 +60,6 @@ def test_broken_json_is_one_clear_line(tmp_path):
 
 
 def test_shipped_template_with_unavailable_components_says_which(tmp_path):
-    result = _validate(SHARED / "ragflow" / "templates" / "deep_research.json")
+    result = _validate(SHARED / "ragflow" / "templates" / "user_interaction.json")
     assert result.returncode == 1
-    assert "not available yet" in result.stderr and "Agent" in result.stderr
+    assert "not available yet" in result.stderr and "UserFillUp" in result.stderr

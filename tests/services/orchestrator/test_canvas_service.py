@@ -98,9 +98,9 @@ async def test_validate_rpc_lists_issues(orchestrator):
     stub = canvas_grpc.CanvasServiceStub(orchestrator)
     ok = await stub.Validate(canvas_pb.ValidateRequest(dsl_json=canvas()))
     assert ok.valid and not ok.issues
-    bad = await stub.Validate(canvas_pb.ValidateRequest(dsl_json=canvas(("Agent:A", "Agent", {}))))
+    bad = await stub.Validate(canvas_pb.ValidateRequest(dsl_json=canvas(("DocGenerator:A", "DocGenerator", {}))))
     assert not bad.valid
-    assert any(i.component_id == "Agent:A" and "not available yet" in i.message for i in bad.issues)
+    assert any(i.component_id == "DocGenerator:A" and "not available yet" in i.message for i in bad.issues)
 
 
 async def test_cancel_stops_a_running_run_within_a_second(orchestrator):
@@ -175,3 +175,44 @@ async def test_history_seeds_a_new_session(orchestrator):
     stub = session_grpc.SessionServiceStub(orchestrator)
     session = (await stub.GetSession(session_pb.GetSessionRequest(tenant_id="t1", session_id=events[0].session_id))).session
     assert [m.content for m in session.messages][:3] == ["my name is Ada", "Hello Ada", "who am I?"]
+
+
+async def test_session_survives_an_orchestrator_restart(redis_server):
+    """Nothing lives in the orchestrator process: a fresh one (another replica, or after a crash) has it all."""
+    from helpers import free_port
+
+    from services.common.config import ServerConfig
+    from services.common.testing import start_server
+    from services.orchestrator.app import build
+    from services.orchestrator.config import OrchestratorConfig
+    from services.orchestrator.engine_settings import EngineSettings
+
+    async def boot():
+        nowhere = f"127.0.0.1:{free_port()}"
+        orch = build(OrchestratorConfig(
+            server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
+            redis_url=redis_server.url, llm_gateway_addr=nowhere, retrieval_addr=nowhere, sandbox_addr=nowhere))
+        for hook in orch.on_startup:
+            await hook()
+        server, port = await start_server(orch.bindings, service="orchestrator")
+        return orch, server, grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+
+    async def stop(orch, server, channel):
+        await channel.close()
+        await server.stop(None)
+        for hook in orch.on_shutdown:
+            await hook()
+
+    first = await boot()
+    events = await _run(first[2], dsl_json=canvas(message="turn {sys.conversation_turns}"), query="a")
+    sid = events[0].session_id
+    await stop(*first)
+    second = await boot()
+    try:
+        events = await _run(second[2], dsl_json=canvas(message="turn {sys.conversation_turns}"), query="b", session_id=sid)
+        assert "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta") == "turn 2"
+        session = (await session_grpc.SessionServiceStub(second[2]).GetSession(
+            session_pb.GetSessionRequest(tenant_id="t1", session_id=sid))).session
+        assert [m.content for m in session.messages] == ["a", "turn 1", "b", "turn 2"]
+    finally:
+        await stop(*second)
