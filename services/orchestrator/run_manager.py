@@ -93,6 +93,7 @@ class RunManager:
             task.cancel()
         answer: list[str] = []
         reference: dict[str, Any] = {}
+        tool_calls: dict[str, dict[str, Any]] = {}
         outcome = ("failed", "run ended without a result")
         started = time.time()
         try:
@@ -101,6 +102,8 @@ class RunManager:
                     answer.append(item.content)
                 elif isinstance(item, ev.MessageEnd) and not item.path and item.reference:
                     reference = item.reference
+                elif isinstance(item, (ev.ToolCallStarted, ev.ToolCallFinished)):
+                    _log_tool_call(tool_calls, item)
                 elif isinstance(item, ev.RunFinished):
                     outcome = ("cancelled", "") if item.cancelled else (("failed", item.error) if item.error else ("done", ""))
                 yield item
@@ -115,7 +118,8 @@ class RunManager:
             if not task.done():  # the client went away: stop the engine now
                 task.cancel()
                 outcome = ("cancelled", "client disconnected")
-            await asyncio.shield(self._persist(spec, run_id, session_id, state, "".join(answer), reference, outcome))
+            await asyncio.shield(self._persist(spec, run_id, session_id, state, "".join(answer), reference, outcome,
+                                               list(tool_calls.values())))
 
     async def _produce(self, plan, request: RunRequest, state: SessionState, queue: asyncio.Queue) -> None:
         try:
@@ -165,13 +169,24 @@ class RunManager:
         return record.id, state
 
     async def _persist(self, spec: RunSpec, run_id: str, session_id: str, state: SessionState, answer: str,
-                       reference: dict[str, Any], outcome: tuple[str, str]) -> None:
+                       reference: dict[str, Any], outcome: tuple[str, str], tool_calls: list[dict[str, Any]]) -> None:
         status, error = outcome
         try:
             turn = [message("user", spec.query)] if spec.query else []
             if answer:
                 turn.append(message("assistant", answer, reference, message_id=run_id))
             await self.sessions.save_turn(spec.tenant_id, session_id, turn, state)
+            await self.runs.save_tool_calls(spec.tenant_id, run_id, tool_calls)
             await self.runs.finish(spec.tenant_id, run_id, session_id, status=status, error=error)
         except Exception:
             log.exception("could not persist run %s of session %s", run_id, session_id)
+
+
+def _log_tool_call(log_by_call: dict[str, dict[str, Any]], event: ev.ToolCallStarted | ev.ToolCallFinished) -> None:
+    """One entry per call, RAGFlow's shape: {path, tool_name, arguments, result, elapsed_time} plus error."""
+    entry = log_by_call.setdefault(event.call_id, {"call_id": event.call_id, "component_id": event.node_id,
+                                                   "path": list(event.path), "tool_name": event.tool_name})
+    if isinstance(event, ev.ToolCallStarted):
+        entry["arguments"] = event.arguments
+    else:
+        entry.update(result=event.result, error=event.error, elapsed_time=event.elapsed_s)

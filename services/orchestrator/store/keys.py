@@ -47,6 +47,10 @@ def run(tenant: str, run_id: str) -> str:
     return f"t:{tenant}:run:{run_id}"
 
 
+def run_tool_calls(tenant: str, run_id: str) -> str:
+    return f"t:{tenant}:run:{run_id}:tool_calls"
+
+
 def session_active_run(tenant: str, session_id: str) -> str:
     return f"t:{tenant}:session:{session_id}:active_run"
 

@@ -7,6 +7,7 @@ so a running run stops within a round trip, not at its next poll.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from typing import Callable
@@ -43,6 +44,19 @@ class RunStore:
             # Only clear the pointer if it still names this run (a newer run may have replaced it).
             if (await self.redis.get(keys.session_active_run(tenant, session_id))) == run_id.encode():
                 await self.redis.delete(keys.session_active_run(tenant, session_id))
+
+    async def save_tool_calls(self, tenant: str, run_id: str, calls: list[dict]) -> None:
+        """The run's tool-call log (tool, arguments, result or error, elapsed), kept as long as the run record."""
+        if not calls:
+            return
+        key = keys.run_tool_calls(tenant, run_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(key, *(json.dumps(c, ensure_ascii=False, default=str) for c in calls))
+            pipe.expire(key, RUN_TTL_S)
+            await pipe.execute()
+
+    async def tool_calls(self, tenant: str, run_id: str) -> list[dict]:
+        return [json.loads(raw) for raw in await self.redis.lrange(keys.run_tool_calls(tenant, run_id), 0, -1)]
 
     async def status(self, tenant: str, run_id: str) -> dict[str, str]:
         raw = await self.redis.hgetall(keys.run(tenant, run_id))
