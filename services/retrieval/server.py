@@ -1,32 +1,119 @@
-"""RetrievalService: every RPC answers UNIMPLEMENTED, naming the issue that brings it, until it lands."""
+"""RetrievalServicer: the thin protobuf <-> domain adapter (the work is in ingest.py, search.py and backends/)."""
 
 from __future__ import annotations
 
+import grpc
+from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
 
-from services.common.errors import not_yet
+from services.common.errors import InvalidArgument, NotFound
+from services.common.server import Binding
+from services.retrieval import convert
+from services.retrieval.backends import open_backend
+from services.retrieval.backends.base import Backend
+from services.retrieval.config import RetrievalConfig
+from services.retrieval.ingest import Ingestor
+from services.retrieval.llm import LlmPeer
+from services.retrieval.models import Dataset, new_id
+from services.retrieval.search import Searcher
 
-_ISSUE = "issue 6 (retrieval service)"
+SERVICE_NAME = rr_pb.DESCRIPTOR.services_by_name["RetrievalService"].full_name
+_MAX_PAGE = 1000
+
+
+def _tenant(request) -> str:
+    if not request.tenant_id:
+        raise InvalidArgument("tenant_id is required")
+    return request.tenant_id
+
+
+def _page(page: int, size: int, default_size: int = 30) -> tuple[int, int]:
+    if page < 0 or size < 0:
+        raise InvalidArgument("page and page_size must not be negative")
+    size = min(size or default_size, _MAX_PAGE)
+    return (max(page, 1) - 1) * size, size
 
 
 class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
-    async def CreateDataset(self, request, context):
-        raise not_yet("RetrievalService.CreateDataset", _ISSUE)
+    def __init__(self, cfg: RetrievalConfig, backend: Backend, llm: LlmPeer) -> None:
+        self.cfg = cfg
+        self.backend = backend
+        self.llm = llm
+        self.ingestor = Ingestor(backend, llm, max_document_bytes=int(cfg.max_document_mb * 1024 * 1024))
+        self.searcher = Searcher(backend, llm, max_candidates=cfg.max_candidates, rerank_limit=cfg.rerank_limit)
 
-    async def ListDatasets(self, request, context):
-        raise not_yet("RetrievalService.ListDatasets", _ISSUE)
+    @classmethod
+    def from_config(cls, cfg: RetrievalConfig) -> "RetrievalServicer":
+        """Nothing is opened yet: `start()` (a start-up hook) opens the backend; the channel connects lazily."""
+        llm = LlmPeer.connect(cfg.llm_gateway_addr, batch=cfg.embed_batch, concurrency=cfg.embed_concurrency,
+                              timeout_s=cfg.llm_timeout_s)
+        return cls(cfg, open_backend(cfg), llm)
 
-    async def DeleteDataset(self, request, context):
-        raise not_yet("RetrievalService.DeleteDataset", _ISSUE)
+    async def start(self) -> None:
+        await self.backend.open()
 
-    async def IngestDocument(self, request, context):
-        raise not_yet("RetrievalService.IngestDocument", _ISSUE)
+    def binding(self) -> Binding:
+        return Binding(rr_grpc.add_RetrievalServiceServicer_to_server, self, SERVICE_NAME)
 
-    async def ListDocuments(self, request, context):
-        raise not_yet("RetrievalService.ListDocuments", _ISSUE)
+    async def aclose(self) -> None:
+        await self.llm.close()
+        await self.backend.aclose()
 
-    async def DeleteDocument(self, request, context):
-        raise not_yet("RetrievalService.DeleteDocument", _ISSUE)
+    # ------------------------------------------------------------------------------------ datasets
+    async def CreateDataset(self, request: rr_pb.CreateDatasetRequest, context: grpc.aio.ServicerContext) -> rr_pb.CreateDatasetResponse:
+        tenant = _tenant(request)
+        name = request.name.strip()
+        if not name:
+            raise InvalidArgument("name is required (the dataset's name)")
+        if len(name) > 128:
+            raise InvalidArgument("name is longer than 128 characters")
+        size = request.chunk_size or self.cfg.chunk_size
+        overlap = request.chunk_overlap or min(self.cfg.chunk_overlap, size // 2)
+        if not 16 <= size <= 8192:
+            raise InvalidArgument(f"chunk_size must be between 16 and 8192 tokens, got {size}")
+        if not 0 <= overlap <= size // 2:
+            raise InvalidArgument(f"chunk_overlap must be between 0 and half of chunk_size ({size // 2}), got {overlap}")
+        ds = Dataset(new_id(), tenant, name, request.description, request.embedding_model.strip(), size, overlap)
+        await self.backend.create_dataset(ds)
+        return rr_pb.CreateDatasetResponse(dataset=convert.dataset_to_proto(ds))
 
-    async def Search(self, request, context):
-        raise not_yet("RetrievalService.Search", _ISSUE)
+    async def ListDatasets(self, request: rr_pb.ListDatasetsRequest, context: grpc.aio.ServicerContext) -> rr_pb.ListDatasetsResponse:
+        offset, limit = _page(request.page, request.page_size)
+        items, total = await self.backend.list_datasets(_tenant(request), name=request.name, offset=offset, limit=limit)
+        return rr_pb.ListDatasetsResponse(datasets=[convert.dataset_to_proto(d) for d in items], total=total)
+
+    async def DeleteDataset(self, request: rr_pb.DeleteDatasetRequest, context: grpc.aio.ServicerContext) -> rr_pb.DeleteDatasetResponse:
+        if not await self.backend.delete_dataset(_tenant(request), request.dataset_id):
+            raise NotFound(f"dataset {request.dataset_id!r} not found")
+        return rr_pb.DeleteDatasetResponse()
+
+    # ------------------------------------------------------------------------------------ documents
+    async def IngestDocument(self, request: rr_pb.IngestDocumentRequest, context: grpc.aio.ServicerContext) -> rr_pb.IngestDocumentResponse:
+        tenant = _tenant(request)
+        if not request.dataset_id:
+            raise InvalidArgument("dataset_id is required")
+        doc = await self.ingestor.ingest(
+            tenant, request.dataset_id, document_id=request.document_id, name=request.name,
+            mime_type=request.mime_type, content=request.content, metadata_json=request.metadata_json)
+        return rr_pb.IngestDocumentResponse(document=convert.document_to_proto(doc))
+
+    async def ListDocuments(self, request: rr_pb.ListDocumentsRequest, context: grpc.aio.ServicerContext) -> rr_pb.ListDocumentsResponse:
+        tenant = _tenant(request)
+        if await self.backend.get_dataset(tenant, request.dataset_id) is None:
+            raise NotFound(f"dataset {request.dataset_id!r} not found")
+        offset, limit = _page(request.page, request.page_size)
+        docs, total = await self.backend.list_documents(tenant, request.dataset_id, offset=offset, limit=limit)
+        return rr_pb.ListDocumentsResponse(documents=[convert.document_to_proto(d) for d in docs], total=total)
+
+    async def DeleteDocument(self, request: rr_pb.DeleteDocumentRequest, context: grpc.aio.ServicerContext) -> rr_pb.DeleteDocumentResponse:
+        tenant = _tenant(request)
+        if await self.backend.get_dataset(tenant, request.dataset_id) is None:
+            raise NotFound(f"dataset {request.dataset_id!r} not found")
+        if not await self.backend.delete_document(tenant, request.dataset_id, request.document_id):
+            raise NotFound(f"document {request.document_id!r} not found in dataset {request.dataset_id!r}")
+        return rr_pb.DeleteDocumentResponse()
+
+    # ------------------------------------------------------------------------------------ search
+    async def Search(self, request: rr_pb.SearchRequest, context: grpc.aio.ServicerContext) -> rr_pb.SearchResponse:
+        result = await self.searcher.search(convert.search_params(_tenant(request), request))
+        return rr_pb.SearchResponse(chunks=[convert.hit_to_proto(h) for h in result.hits], total=result.total)

@@ -1,37 +1,64 @@
-"""Every servicer starts on port 0 through the common helper, answers health and reflection, and an RPC that a
-later issue implements says so with UNIMPLEMENTED and a message naming it."""
+"""Every service's real servicers start on port 0 through the common test helper and answer health and
+reflection for their own service names (the processes themselves are covered by the `trellis up` test)."""
 
 from __future__ import annotations
 
 import grpc
-import pytest
 from helpers import health_status, reflected_services
-from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
-from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
 
-from services.common.server import Binding
 from services.common.testing import start_server
-from services.retrieval.server import RetrievalServicer
-
-CASES = [
-    (
-        Binding(rr_grpc.add_RetrievalServiceServicer_to_server, RetrievalServicer(), "trellis.retrieval.v1.RetrievalService"),
-        lambda ch: rr_grpc.RetrievalServiceStub(ch).Search(rr_pb.SearchRequest(query="q"), timeout=5),
-        "RetrievalService.Search",
-    ),
-]
 
 
-@pytest.mark.parametrize("binding,call,rpc", CASES, ids=[c[2] for c in CASES])
-async def test_servicer_serves_health_reflection_and_clear_unimplemented(binding, call, rpc):
-    server, port = await start_server([binding])
+async def _check(bindings, *expected: str) -> None:
+    server, port = await start_server(bindings)
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
-            assert await health_status(ch, binding.service_name) == "SERVING"
-            assert binding.service_name in await reflected_services(ch)
-            with pytest.raises(grpc.aio.AioRpcError) as err:
-                await call(ch)
-            assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
-            assert rpc in err.value.details() and "issue" in err.value.details()
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            names = await reflected_services(channel)
+            for service in expected:
+                assert await health_status(channel, service) == "SERVING"
+                assert service in names
+            assert "grpc.health.v1.Health" in names
     finally:
         await server.stop(None)
+
+
+async def test_orchestrator_servicers(orchestrator_addr):
+    async with grpc.aio.insecure_channel(orchestrator_addr) as channel:
+        names = await reflected_services(channel)
+        for service in ("trellis.canvas.v1.CanvasService", "trellis.canvas.v1.AgentService", "trellis.canvas.v1.SessionService"):
+            assert service in names
+            assert await health_status(channel, service) == "SERVING"
+
+
+async def test_llm_gateway_servicer():
+    from services.llm_gateway.config import LlmGatewayConfig
+    from services.llm_gateway.gateway import LlmGateway
+    from services.llm_gateway.server import LlmServicer
+
+    gateway = LlmGateway.create(LlmGatewayConfig.for_tests())
+    try:
+        await _check([LlmServicer(gateway).binding()], "trellis.llm.v1.LlmService")
+    finally:
+        await gateway.aclose()
+
+
+async def test_sandbox_servicer():
+    from services.sandbox.config import SandboxConfig
+    from services.sandbox.server import SandboxServicer
+
+    servicer = SandboxServicer(SandboxConfig.from_env())
+    await servicer.start()
+    await _check([servicer.binding()], "trellis.sandbox.v1.SandboxService")
+
+
+async def test_retrieval_servicer(tmp_path, monkeypatch):
+    from services.retrieval.config import RetrievalConfig
+    from services.retrieval.server import RetrievalServicer
+
+    monkeypatch.setenv("TRELLIS_DATA_DIR", str(tmp_path))
+    servicer = RetrievalServicer.from_config(RetrievalConfig.from_env())
+    await servicer.start()
+    try:
+        await _check([servicer.binding()], "trellis.retrieval.v1.RetrievalService")
+    finally:
+        await servicer.aclose()

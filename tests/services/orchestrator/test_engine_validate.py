@@ -34,10 +34,10 @@ def test_unknown_component_name_lists_the_known_ones() -> None:
 
 
 def test_a_component_whose_issue_has_not_landed_is_not_available_yet() -> None:
-    comps = base(**{"Agent:A": cpn("Agent", ["Message:M"], {"llm_id": ""}, ["begin"])})
-    assert issues(comps) == [("Agent:A", "obj.component_name", "component Agent is not available yet")]
+    comps = base(**{"UserFillUp:A": cpn("UserFillUp", ["Message:M"], {}, ["begin"])})
+    assert issues(comps) == [("UserFillUp:A", "obj.component_name", "component UserFillUp is not available yet")]
     assert issues(comps, require_available=False) == []  # the structure is fine
-    with pytest.raises(ValidationFailed, match="component Agent is not available yet"):
+    with pytest.raises(ValidationFailed, match="component UserFillUp is not available yet"):
         compile_plan(load_canvas({"components": comps}))
 
 
@@ -178,4 +178,4 @@ def test_validate_file(tmp_path: Path) -> None:
     assert "cannot read" in issue.message
     fixture = Path(__file__).resolve().parents[3].parent / "shared/ragflow/dsl_examples/go_fixture_all_components.json"
     assert validate_file(fixture, require_available=False) == []
-    assert any(i.message == "component Categorize is not available yet" for i in validate_file(fixture))
+    assert any(i.message == "component UserFillUp is not available yet" for i in validate_file(fixture))

@@ -1,0 +1,349 @@
+"""What the components that call a chat model share (LLM, Agent, Categorize).
+
+- `ModelConf.of(ctx, params)`: the model id (run override first) and RAGFlow's `gen_conf()` sampling:
+  a value is sent only when its UI flag (`temperatureEnabled`...) is on and the value is > 0.
+- `Prompt` (`_memory.py`): the messages in parts, trimmed to the model's context.
+- `stream(ctx, conf, messages, ...)`: the gateway's deltas, with token usage added to the run.
+- Runtime overrides (seed 004) come from `RunRequest.overrides` (`overrides(ctx)`): "llm_id",
+  "system_prompt", "enabled_tools", "attachments".
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Sequence
+
+import json_repair
+
+from services.llm_gateway.types import ChatDelta, Message, ResponseFormat, Sampling, Tool, ToolChoice
+
+from ..variables import StreamValue, to_text
+from ._fields import as_bool
+from ._memory import Prompt, message_tokens, prompt_budget
+from .base import NodeContext, ValidationIssue
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ModelConf", "Prompt", "message_tokens", "prompt_budget", "overrides", "stream", "complete"]
+
+DEFAULT_WINDOW = 13  # RAGFlow ComponentParamBase.message_history_window_size
+_SAMPLING = (("temperature", "temperatureEnabled"), ("top_p", "topPEnabled"),
+             ("presence_penalty", "presencePenaltyEnabled"), ("frequency_penalty", "frequencyPenaltyEnabled"))
+_ROLES = ("system", "user", "assistant")
+
+STRUCTURED_PROMPT = """
+# Output format
+Reply with ONE JSON value that follows this JSON schema, and nothing else (no markdown fence, no comment):
+{schema}
+"""
+
+CITATION_PROMPT = """
+# Citations
+- The retrieved content carries chunk ids. After a sentence that uses a chunk, add its id as [ID:i].
+- At most 4 citations per sentence; cite only ids that appear in the retrieved content; never invent one.
+- When the retrieved content does not support a statement, do not cite it.
+"""
+
+ATTACHMENTS_PROMPT = ("The user provided the following attachments. Answer with both these files and the "
+                      "new question in mind; ignore an attachment that has nothing to do with the question.\n\n")
+
+
+class LlmUnavailable(RuntimeError):
+    pass
+
+
+# ------------------------------------------------------------------------------------ params
+def overrides(ctx: NodeContext) -> dict[str, Any]:
+    req = ctx.request
+    o = getattr(req, "overrides", None) if req is not None else None
+    return o if isinstance(o, dict) else {}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConf:
+    model_id: str
+    sampling: Sampling
+    max_tokens: int
+    timeout_s: float | None
+
+    @classmethod
+    def of(cls, ctx: NodeContext, params: dict[str, Any]) -> ModelConf:
+        model = overrides(ctx).get("llm_id") or params.get("llm_id") or ""
+        values: dict[str, float] = {}
+        for key, flag in _SAMPLING:
+            v = _positive(params.get(key)) if as_bool(params.get(flag)) else None
+            if v is not None:
+                values[key] = v
+        max_tokens = 0
+        if as_bool(params.get("maxTokensEnabled")):
+            max_tokens = int(_positive(params.get("max_tokens")) or 0)
+        return cls(str(model), Sampling(**values), max_tokens, ctx.settings.timeout_for(ctx.component_name))
+
+
+def _positive(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if f > 0 else None
+
+
+def window_size(params: dict[str, Any], default: int = DEFAULT_WINDOW) -> int:
+    try:
+        return max(0, int(params.get("message_history_window_size", default)))
+    except (TypeError, ValueError):
+        return default
+
+
+def check_llm_params(cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
+    """Checks shared by LLM, Agent and Categorize (types only: RAGFlow fills defaults)."""
+    issues = []
+    prompts = params.get("prompts")
+    if prompts is not None and not isinstance(prompts, (str, list)):
+        issues.append(ValidationIssue(cpn_id, "params.prompts", "must be a list of {role, content} or a string"))
+    elif isinstance(prompts, list):
+        for i, p in enumerate(prompts):
+            if not isinstance(p, dict) or not isinstance(p.get("content", ""), str):
+                issues.append(ValidationIssue(cpn_id, f"params.prompts[{i}]", "must be {\"role\", \"content\": str}"))
+            elif p.get("role", "user") not in _ROLES:
+                issues.append(ValidationIssue(cpn_id, f"params.prompts[{i}].role",
+                                              f"must be one of {', '.join(_ROLES)}, got {p.get('role')!r}"))
+    for key in ("max_tokens", "message_history_window_size"):
+        v = params.get(key)
+        if v is not None and (isinstance(v, bool) or not _is_int(v) or int(v) < 0):
+            issues.append(ValidationIssue(cpn_id, f"params.{key}", f"must be a non-negative integer, got {v!r}"))
+    for key, _ in _SAMPLING:
+        v = params.get(key)
+        if v not in (None, "") and _positive(v) is None and not _is_zero(v):
+            issues.append(ValidationIssue(cpn_id, f"params.{key}", f"must be a number, got {v!r}"))
+    if not isinstance(params.get("sys_prompt", ""), str):
+        issues.append(ValidationIssue(cpn_id, "params.sys_prompt", "must be a string"))
+    return issues
+
+
+def _is_int(v: Any) -> bool:
+    try:
+        int(v)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _is_zero(v: Any) -> bool:
+    try:
+        return float(v) == 0
+    except (TypeError, ValueError):
+        return False
+
+
+# ------------------------------------------------------------------------------------ prompt parts
+async def render_recorded(ctx: NodeContext, text: str) -> str:
+    """`text` with its references resolved; each reference is recorded as a NodeFinished input."""
+    out = await ctx.render(text)
+    for ref in ctx.refs(text):
+        v = ctx.get(ref)
+        ctx.set_input(ref, v.text if isinstance(v, StreamValue) else to_text(v))
+    return out
+
+
+def prompt_list(params: dict[str, Any]) -> list[dict[str, str]]:
+    prompts = params.get("prompts")
+    if prompts is None:
+        prompts = [{"role": "user", "content": "{sys.query}"}]
+    if isinstance(prompts, str):
+        prompts = [{"role": "user", "content": prompts}]
+    return [p for p in prompts if isinstance(p, dict) and isinstance(p.get("content", ""), str)]
+
+
+async def render_prompts(ctx: NodeContext, prompts: list[dict[str, str]], *, literal: bool = False) -> list[Message]:
+    """Each prompt with references resolved; neighbours with the same role are joined."""
+    out: list[Message] = []
+    for p in prompts:
+        role = p.get("role") or "user"
+        role = role if role in _ROLES else "user"
+        content = p.get("content") or ""
+        if not literal:
+            content = await render_recorded(ctx, content)
+        if out and out[-1].role == role:
+            out[-1] = Message(role, f"{out[-1].content}\n\n{content}")  # type: ignore[arg-type]
+        else:
+            out.append(Message(role, content))  # type: ignore[arg-type]
+    return out
+
+
+def history(ctx: NodeContext, window: int, *, include_current: bool = False) -> list[Message]:
+    """The last `window` turns of the session (RAGFlow `get_history`), oldest first.
+
+    The run's own query (appended to the history at run start) is left out unless `include_current`:
+    the component's prompts carry the current turn.
+    """
+    raw = list(getattr(ctx.env.state, "history", None) or [])
+    if not include_current and raw:
+        last = raw[-1]
+        if _role_of(last) == "user" and _content_of(last) == to_text(ctx.get_global("sys.query")):
+            raw.pop()
+    if window <= 0:
+        return []
+    out = []
+    for entry in raw[-2 * window:]:
+        role = _role_of(entry)
+        if role in ("user", "assistant"):
+            out.append(Message(role, _content_of(entry)))  # type: ignore[arg-type]
+    return out
+
+
+def _role_of(entry: Any) -> str:
+    if isinstance(entry, dict):
+        return str(entry.get("role", ""))
+    return str(entry[0]) if isinstance(entry, (list, tuple)) and entry else ""
+
+
+def _content_of(entry: Any) -> str:
+    if isinstance(entry, dict):
+        obj = entry.get("content")
+    else:
+        obj = entry[1] if isinstance(entry, (list, tuple)) and len(entry) > 1 else ""
+    if isinstance(obj, dict):
+        obj = obj.get("content", "")
+    return to_text(obj)
+
+
+def attachments_message(ctx: NodeContext) -> Message | None:
+    """The run's attachments (override `attachments`) as one system message (seed 004 middleware)."""
+    items = overrides(ctx).get("attachments") or []
+    if not isinstance(items, list):
+        items = [items]
+    chunks = []
+    for i, item in enumerate(items, 1):
+        if isinstance(item, dict):
+            name = item.get("file_name") or item.get("name") or f"Attachment {i}"
+            text = item.get("content") or item.get("markdown") or item.get("text") or ""
+        else:
+            name, text = f"Attachment {i}", item
+        text = to_text(text).strip()
+        if text:
+            chunks.append(f"### Attachment {i}: {name}\n\n{text}")
+    return Message("system", ATTACHMENTS_PROMPT + "\n\n".join(chunks)) if chunks else None
+
+
+def needs_citation(ctx: NodeContext, params: dict[str, Any]) -> bool:
+    """RAGFlow: `cite` on and chunks retrieved in this run (never for a sub-agent)."""
+    if not as_bool(params.get("cite", True)) or "-->" in ctx.component_id:
+        return False
+    retrieval = getattr(ctx.env.state, "retrieval", None)
+    return bool(isinstance(retrieval, list) and retrieval and isinstance(retrieval[-1], dict)
+                and retrieval[-1].get("chunks"))
+
+
+def sync_preview(ctx: NodeContext, text: str) -> str:
+    """`text` with the references that are already known filled in (for `thoughts()`, which is sync)."""
+    out = []
+    for part in ctx.parts(text):
+        if isinstance(part, StreamValue):
+            out.append(part.text if part.done else "…")
+        else:
+            out.append(part)
+    return "".join(out)
+
+
+def thinking_text(ctx: NodeContext, params: dict[str, Any]) -> str:
+    prompts = prompt_list(params)
+    start = sync_preview(ctx, prompts[-1].get("content", "")) if prompts else ""
+    start = re.sub(r"(User's query:|[\\]+)", "", start)
+    return f"⌛Give me a moment—starting from: \n\n{start}\n\nI’ll figure out our best next move."
+
+
+# ------------------------------------------------------------------------------------ structured output
+def output_schema(params: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema declared in `outputs.structured` (RAGFlow `_get_output_schema`), or None."""
+    outputs = params.get("outputs")
+    cand = outputs.get("structured") if isinstance(outputs, dict) else None
+    if isinstance(cand, dict):
+        if isinstance(cand.get("properties"), dict) and cand["properties"]:
+            return cand
+        for k in ("schema", "structured", "value"):
+            sub = cand.get(k)
+            if isinstance(sub, dict) and isinstance(sub.get("properties"), dict) and sub["properties"]:
+                return sub
+    return None
+
+
+def structured_prompt(schema: dict[str, Any]) -> str:
+    return STRUCTURED_PROMPT.format(schema=json.dumps(schema, ensure_ascii=False, indent=2))
+
+
+def parse_structured(text: str) -> Any:
+    """The JSON value in a model's answer, repaired tolerantly; ValueError when there is none."""
+    cleaned = re.sub(r"^.*</think>", "", text, flags=re.DOTALL)
+    cleaned = re.sub(r"^.*?```(?:json)?", "", cleaned, count=1, flags=re.DOTALL) if "```" in cleaned else cleaned
+    cleaned = re.sub(r"```\s*$", "", cleaned).strip()
+    try:
+        value = json.loads(cleaned)
+    except ValueError:
+        value = json_repair.loads(cleaned) if cleaned else ""
+    if not isinstance(value, (dict, list)):
+        raise ValueError("the answer cannot be parsed as JSON")
+    return value
+
+
+# ------------------------------------------------------------------------------------ calls
+def client(ctx: NodeContext) -> Any:
+    llm = ctx.services.llm
+    if llm is None:
+        raise LlmUnavailable(f"{ctx.component_id}: no LLM service is configured (llm_gateway)")
+    return llm
+
+
+async def stream(ctx: NodeContext, conf: ModelConf, messages: Sequence[Message], *,
+                 tools: Sequence[Tool] = (), tool_choice: ToolChoice | None = None,
+                 response_format: ResponseFormat | None = None) -> AsyncIterator[ChatDelta]:
+    """One model turn's deltas; its token usage is added to the run's total."""
+    usage = None
+    deltas = client(ctx).stream_chat(conf.model_id, list(messages), tools=list(tools), tool_choice=tool_choice,
+                                     response_format=response_format, sampling=conf.sampling,
+                                     max_tokens=conf.max_tokens, timeout=conf.timeout_s)
+    try:
+        async for d in deltas:
+            if d.usage is not None:
+                usage = d.usage
+            yield d
+    finally:
+        await deltas.aclose()
+        if usage is not None:
+            ctx.add_usage(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                          total_tokens=usage.total_tokens, calls=1)
+        else:
+            ctx.add_usage(calls=1)
+
+
+async def complete(ctx: NodeContext, conf: ModelConf, messages: Sequence[Message], **kw: Any) -> str:
+    """A whole turn's text."""
+    return "".join([d.content async for d in stream(ctx, conf, messages, **kw) if d.content])
+
+
+async def primed(chunks: AsyncIterator[str]) -> AsyncIterator[str] | None:
+    """Wait for the first chunk, then hand over the rest as a stream.
+
+    A failure before any text (unknown model, provider down) surfaces here, inside the component's
+    run(), where the runner's retries and exception_method apply; only a failure mid-answer has to
+    fail the stream. None when the stream is empty.
+    """
+    try:
+        first = await chunks.__anext__()
+    except StopAsyncIteration:
+        return None
+
+    async def rest() -> AsyncIterator[str]:
+        yield first
+        async for c in chunks:
+            yield c
+
+    return rest()
+
+
+def should_stream(params: dict[str, Any], schema: dict[str, Any] | None) -> bool:
+    """RAGFlow streams into a downstream Message unless an exception policy or a schema needs the whole
+    answer first (here `comment` too: its default value must replace a failed answer, not follow it)."""
+    return schema is None and (params.get("exception_method") or "") not in ("comment", "goto")

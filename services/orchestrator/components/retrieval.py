@@ -1,0 +1,229 @@
+"""Retrieval: search the tenant's datasets and hand the chunks on, as RAGFlow's `agent/tools/retrieval.py`.
+
+Params (RAGFlow defaults): `kb_ids` (or `dataset_ids`): dataset ids, or references containing "@" whose
+value is a dataset name or id (or a list of them); `query` (a bare ref, a template with {refs}, or absent:
+`sys.query`); `top_n` 8, `top_k` 1024, `similarity_threshold` 0.2, `keywords_similarity_weight` 0.5,
+`rerank_id` (a rerank model, "" for none), `empty_response` (the text when nothing is found),
+`meta_data_filter` ({"method": "manual", "manual": [{"key", "op", "value"}], "logic"}; "auto" needs an
+LLM to write the filter and is not supported: it is ignored with a warning). `use_kg`, `toc_enhance`,
+`cross_languages`, `memory_ids`, `retrieval_from` are accepted and have no effect here.
+
+Outputs: `formalized_content` (RAGFlow's kb_prompt: "ID: n / Title / metadata / Content" blocks whose n is
+the citation id), `json` (the chunks). The chunks also go into the run's references (`state.retrieval[-1]`
+as {"chunks": {id: chunk}, "doc_aggs": {name: {doc_name, doc_id, count}}}), which Message sends with
+`message_end`. As an Agent tool it is `search_my_dateset` (sic) with one argument, `query`: see `TOOL`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from typing import Any
+
+import grpc
+from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
+
+from ._fields import FieldError
+from .base import Component, NodeContext, ValidationIssue, register
+
+log = logging.getLogger(__name__)
+
+TOOL_NAME = "search_my_dateset"  # RAGFlow's spelling: Agents and prompts refer to it by this name
+TOOL_DESCRIPTION = "This tool can be utilized for relevant content searching in the datasets."
+TOOL_PARAMETERS = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": (
+        "The keywords to search the dataset. The keywords should be the most important words/terms"
+        "(includes synonyms) from the original request.")}},
+    "required": ["query"],
+}
+DEFAULTS = {"top_n": 8, "top_k": 1024, "similarity_threshold": 0.2, "keywords_similarity_weight": 0.5}
+_RPC_TIMEOUT_S = 60.0
+_USER_PREFIX = re.compile(r"^user[:：\s]*", re.IGNORECASE)
+
+
+def hash_str2int(text: str, mod: int = 500) -> int:
+    """RAGFlow's citation id of a chunk (`common/misc_utils.py`), so [ID:n] markers match its references."""
+    return int(hashlib.sha1(text.encode("utf-8")).hexdigest(), 16) % mod
+
+
+def _number(cid: str, params: dict[str, Any], name: str, kind: type) -> Any:
+    raw = params.get(name, DEFAULTS[name])
+    if raw is None or raw == "":
+        return DEFAULTS[name]
+    try:
+        value = kind(raw)
+    except (TypeError, ValueError):
+        raise FieldError(cid, f"params.{name}", f"must be a number, got {raw!r}") from None
+    if value < 0 or (name == "keywords_similarity_weight" and value > 1):
+        raise FieldError(cid, f"params.{name}", f"is out of range: {raw!r}")
+    return value
+
+
+def _draw(key: str, value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False) if value is not None else ""
+    return f"\n├── {key}: " + re.sub(r"\n+", " ", text) if text else ""
+
+
+def chunk_view(c: rr_pb.Chunk) -> dict[str, Any]:
+    """A chunk as RAGFlow's `chunks_format` writes it into references and the `json` output."""
+    meta = json.loads(c.metadata_json) if c.metadata_json else {}
+    view = {"id": c.id, "content": c.content, "document_id": c.document_id, "document_name": c.document_name,
+            "dataset_id": c.dataset_id, "image_id": "", "positions": list(c.positions), "url": None,
+            "similarity": c.similarity, "vector_similarity": c.vector_similarity,
+            "term_similarity": c.term_similarity, "doc_type": ""}
+    if meta:
+        view["document_metadata"] = meta
+    return view
+
+
+def formalize(chunks: list[dict[str, Any]]) -> str:
+    """RAGFlow's `kb_prompt(..., hash_id=True)` joined by newlines: one block per chunk, citable by its ID."""
+    blocks = []
+    for ck in chunks:
+        text = f"\nID: {hash_str2int(ck['id'])}" + _draw("Title", ck["document_name"])
+        for key, value in (ck.get("document_metadata") or {}).items():
+            text += _draw(key, value)
+        blocks.append(text + "\n└── Content:\n" + ck["content"])
+    return "\n".join(blocks)
+
+
+def add_reference(ctx: NodeContext, chunks: list[dict[str, Any]]) -> None:
+    """Record the chunks in the run's references (RAGFlow `Canvas.add_reference`), for message_end."""
+    state = ctx.env.state
+    if state is None:
+        return
+    if not isinstance(state.retrieval, list) or not state.retrieval or not isinstance(state.retrieval[-1], dict):
+        state.retrieval = [*(state.retrieval if isinstance(state.retrieval, list) else []), {"chunks": {}, "doc_aggs": {}}]
+    ref = state.retrieval[-1]
+    ref_chunks = ref.setdefault("chunks", {})
+    doc_aggs = ref.setdefault("doc_aggs", {})
+    for ck in chunks:
+        ref_chunks.setdefault(str(hash_str2int(ck["id"])), ck)
+        agg = doc_aggs.setdefault(ck["document_name"], {"doc_name": ck["document_name"], "doc_id": ck["document_id"], "count": 0})
+        agg["count"] += 1
+
+
+@register
+class Retrieval(Component):
+    component_name = "Retrieval"
+    exception_output = "formalized_content"
+
+    @classmethod
+    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
+        issues = []
+        for key in ("kb_ids", "dataset_ids"):
+            value = params.get(key)
+            if value is not None and not isinstance(value, (list, str)):
+                issues.append(ValidationIssue(cpn_id, f"params.{key}", "must be a list of dataset ids or references"))
+        for name, kind in (("top_n", int), ("top_k", int), ("similarity_threshold", float), ("keywords_similarity_weight", float)):
+            try:
+                _number(cpn_id, params, name, kind)
+            except FieldError as exc:
+                issues.append(ValidationIssue(cpn_id, exc.field, str(exc).split(": ", 2)[-1]))
+        return issues
+
+    @classmethod
+    def tool_meta(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """The function an Agent offers its model for this tool (OpenAI `function` shape)."""
+        return {"name": TOOL_NAME, "description": str(params.get("description") or TOOL_DESCRIPTION),
+                "parameters": TOOL_PARAMETERS}
+
+    def thoughts(self, ctx: NodeContext) -> str:
+        return "Searching the datasets..."
+
+    async def run(self, ctx: NodeContext) -> None:
+        raw = self.params.get("query")
+        if not isinstance(raw, str) or not raw.strip():
+            raw = "sys.query"
+        query = await ctx.value(raw) if ctx.is_ref(raw) else await ctx.render(raw)
+        await self.retrieve(ctx, "" if query is None else str(query))
+
+    async def call_tool(self, ctx: NodeContext, arguments: dict[str, Any]) -> str:
+        """The Agent's `search_my_dateset(query)`: same search, references recorded; returns the text."""
+        await self.retrieve(ctx, str(arguments.get("query") or ""))
+        return str(ctx.output("formalized_content", ""))
+
+    async def retrieve(self, ctx: NodeContext, query: str) -> None:
+        cid, p = ctx.component_id, self.params
+        empty = str(p.get("empty_response") or "")
+        query = _USER_PREFIX.sub("", query.strip())
+        ctx.set_input("query", query)
+        ctx.set_output("json", [])
+        if not query:
+            ctx.set_output("formalized_content", empty)
+            return
+        stub = ctx.services.retrieval
+        if stub is None:
+            raise RuntimeError(f"{cid}: no retrieval service is configured")
+        tenant = (ctx.request.tenant_id if ctx.request else "") or ""
+        dataset_ids = await self._dataset_ids(ctx, stub, tenant)
+        conditions, logic = await self._metadata_filter(ctx)
+        req = rr_pb.SearchRequest(
+            tenant_id=tenant, query=query, dataset_ids=dataset_ids,
+            top_n=_number(cid, p, "top_n", int), top_k=_number(cid, p, "top_k", int),
+            similarity_threshold=_number(cid, p, "similarity_threshold", float),
+            keywords_similarity_weight=_number(cid, p, "keywords_similarity_weight", float),
+            rerank_model=str(p.get("rerank_id") or ""), metadata_filter=conditions, metadata_logic=logic)
+        resp = await self._call(cid, stub.Search, req)
+        chunks = [chunk_view(c) for c in resp.chunks]
+        if not chunks:
+            ctx.set_output("formalized_content", empty)
+            return
+        add_reference(ctx, chunks)
+        ctx.set_output("json", chunks)
+        ctx.set_output("formalized_content", formalize(chunks))
+
+    async def _dataset_ids(self, ctx: NodeContext, stub: Any, tenant: str) -> list[str]:
+        cid = ctx.component_id
+        raw = self.params.get("kb_ids") or self.params.get("dataset_ids") or []
+        out: list[str] = []
+        for item in [raw] if isinstance(raw, str) else raw:
+            item = str(item).strip()
+            if "@" not in item:
+                if item:
+                    out.append(item)
+                continue
+            value = await ctx.value(item)  # a reference: dataset names or ids, one or a list
+            for name_or_id in value if isinstance(value, list) else [value]:
+                name_or_id = str(name_or_id or "").strip()
+                if not name_or_id:
+                    continue
+                found = await self._call(cid, stub.ListDatasets, rr_pb.ListDatasetsRequest(tenant_id=tenant, name=name_or_id))
+                out.append(found.datasets[0].id if found.datasets else name_or_id)
+        out = list(dict.fromkeys(out))
+        if not out:
+            raise FieldError(cid, "params.kb_ids", "No dataset is selected.")
+        return out
+
+    async def _metadata_filter(self, ctx: NodeContext) -> tuple[list[rr_pb.MetadataCondition], str]:
+        spec = self.params.get("meta_data_filter") or {}
+        if not isinstance(spec, dict) or not spec:
+            return [], "and"
+        method = spec.get("method")
+        if method != "manual":
+            log.warning("%s: meta_data_filter method %r is not supported (only 'manual'); searching without it",
+                        ctx.component_id, method)
+            return [], "and"
+        conditions = []
+        for flt in spec.get("manual") or []:
+            if isinstance(flt, dict) and flt.get("key"):
+                value = await ctx.render(str(flt.get("value", "")))
+                conditions.append(rr_pb.MetadataCondition(key=str(flt["key"]), operator=str(flt.get("op") or flt.get("operator") or "="),
+                                                          value=value))
+        return conditions, str(spec.get("logic") or "and")
+
+    @staticmethod
+    async def _call(cid: str, rpc: Any, req: Any) -> Any:
+        try:
+            return await rpc(req, timeout=_RPC_TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+            if code == grpc.StatusCode.NOT_FOUND:
+                raise FieldError(cid, "params.kb_ids", exc.details() or "dataset not found") from None
+            if code == grpc.StatusCode.INVALID_ARGUMENT:
+                raise FieldError(cid, "params", exc.details() or "invalid search") from None
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise TimeoutError(f"{cid}: the retrieval service did not answer in {_RPC_TIMEOUT_S:g}s") from None
+            raise RuntimeError(f"{cid}: retrieval service: {exc.details() or code.name}") from None

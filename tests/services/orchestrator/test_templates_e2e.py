@@ -1,0 +1,150 @@
+"""RAGFlow agent templates end to end through the engine: the real llm_gateway (scripted models) on port 0,
+the real sandbox for code, and test doubles for the tools that would need the internet (Tavily).
+
+The templates run as shipped except for their `llm_id`s, which point at scripted models.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+from thinking_kit import llm_gateway, of, registered, run_canvas, sandbox_service, services
+
+from services.orchestrator.components._fields import resolve_operand
+from services.orchestrator.components.base import Component, NodeContext
+from services.orchestrator.events import MessageDelta, NodeFinished, RunFinished, ToolCallFinished, ToolCallStarted
+
+TEMPLATES = Path(__file__).resolve().parents[3].parent / "shared" / "ragflow" / "templates"
+SEARCHED: list[str] = []
+
+
+def template(name: str, models: dict[str, str]) -> dict[str, Any]:
+    """The template's DSL with each `llm_id` mapped to a scripted model."""
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: (models.get(v, v) if k == "llm_id" else walk(v)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+    return walk(json.loads((TEMPLATES / name).read_text(encoding="utf-8")))
+
+
+class FakeTavilySearch(Component):
+    """Stands in for TavilySearch (no internet in tests): two fixed results for any query."""
+
+    component_name = "TavilySearch"
+
+    async def run(self, ctx: NodeContext) -> None:
+        query = str(await resolve_operand(ctx, self.params.get("query", "sys.query")))
+        SEARCHED.append(query)
+        results = [{"url": f"https://example.org/{i}", "title": f"{query} source {i}"} for i in (1, 2)]
+        ctx.set_output("json", results)
+        ctx.set_output("formalized_content", "\n".join(f"{r['title']}: {r['url']}" for r in results))
+
+
+class FakeTavilyExtract(Component):
+    component_name = "TavilyExtract"
+
+    async def run(self, ctx: NodeContext) -> None:
+        urls = self.params.get("urls") or []
+        ctx.set_output("json", [{"url": u, "raw_content": f"content of {u}"} for u in urls])
+
+
+async def test_data_analysis_assistant_runs_the_models_code_in_the_sandbox():
+    code = ("import statistics\n"
+            "def main():\n"
+            "    sales = [120, 95, 143, 88, 170, 132]\n"
+            "    print('rows:', len(sales))\n"
+            "    return {'mean': round(statistics.mean(sales), 2), 'median': statistics.median(sales),\n"
+            "            'stdev': round(statistics.stdev(sales), 3)}\n")
+    scripts = {"chat": {"analyst": [
+        {"tool_calls": [{"name": "execute_code_0", "arguments": {"lang": "python", "script": code}}]},
+        {"reply": "Here is the analysis: {last_tool}", "chunk_chars": 12}]}}
+    dsl = template("data_analysis_beginner_assistant.json", {"kimi-k2.5@Moonshot": "analyst@Scripted"})
+    async with llm_gateway(scripts) as llm, sandbox_service() as sandbox:
+        events = await run_canvas(dsl, services(llm, sandbox), query="Analyse my monthly sales.")
+        first, second = llm.calls_to("analyst")
+    assert events[-1].error is None
+    [done] = of(events, ToolCallFinished, "Agent:SillyStatesRun")
+    # Values only a real Python run can produce (statistics.stdev of the model's data).
+    stdev = round(statistics.stdev([120, 95, 143, 88, 170, 132]), 3)
+    assert f'"stdev": {stdev}' in done.result and '"median": 126.0' in done.result and "rows: 6" in done.result
+    assert done.error is None and done.tool_name == "execute_code_0"
+    assert [t.name for t in first.tools] == ["execute_code_0"]
+    assert first.sampling.temperature == pytest.approx(0.2) and first.sampling.top_p == pytest.approx(0.75)
+    assert second.tool_choice == "none"  # max_rounds 1: the second turn is the forced answer
+    assert second.messages[-1].content.startswith("Exceed max rounds: 1.")
+    text = "".join(d.content for d in of(events, MessageDelta, "Message:VastWaspsBrush"))
+    assert text.startswith("Here is the analysis: {") and '"mean": 124.67' in text
+    assert len(of(events, MessageDelta, "Message:VastWaspsBrush")) > 3  # streamed, not one block
+
+
+async def test_deep_research_lead_runs_sub_agents_with_their_own_tools():
+    SEARCHED.clear()
+    models = {"qwen-max@Tongyi-Qianwen": "lead@Scripted", "qwen-plus@Tongyi-Qianwen": "searcher@Scripted",
+              "moonshot-v1-auto@Moonshot": "reader@Scripted", "moonshot-v1-128k@Moonshot": "writer@Scripted"}
+    order = {"user_prompt": "find sources on {q}", "reasoning": "stage 1", "context": "none yet"}
+    scripts = {"chat": {
+        "lead": [
+            {"tool_calls": [
+                {"name": "Web_Search_Specialist_0", "arguments": {**order, "user_prompt": "find sources on EV batteries"}},
+                {"name": "Content_Deep_Reader_1", "arguments": {**order, "user_prompt": "read https://example.org/1"}}]},
+            {"tool_calls": [{"name": "Research_Synthesizer_2", "arguments": {
+                "user_prompt": "write the report", "reasoning": "stage 3", "context": "{last_tool}"}}]},
+            "FINAL REPORT\n{last_tool}"],
+        "searcher": [{"tool_calls": [{"name": "tavily_search_0", "arguments": {"query": "EV battery market"}}]},
+                     "URLs found: {last_tool}"],
+        "reader": [{"tool_calls": [{"name": "tavily_extract_0", "arguments": {"urls": ["https://example.org/1"]}}]},
+                   "Extracted: {last_tool}"],
+        "writer": ["Report: EV batteries are growing fast."],
+    }}
+    dsl = template("deep_research.json", models)
+    with registered(FakeTavilySearch, FakeTavilyExtract):
+        async with llm_gateway(scripts) as llm:
+            events = await run_canvas(dsl, services(llm), query="EV battery market outlook")
+            lead_calls = llm.calls_to("lead")
+            searcher_first = llm.calls_to("searcher")[0]
+    assert events[-1].error is None, events[-1].error
+    lead = "Agent:NewPumasLick"
+    assert [e.tool_name for e in of(events, ToolCallStarted, lead)] == [
+        "Web_Search_Specialist_0", "Content_Deep_Reader_1", "Research_Synthesizer_2"]
+    nested = {e.node_id: e.tool_name for e in of(events, ToolCallStarted) if e.node_id != lead}
+    assert nested == {f"{lead}-->Web_Search_Specialist": "tavily_search_0",
+                      f"{lead}-->Content_Deep_Reader": "tavily_extract_0"}
+    assert SEARCHED == ["EV battery market"]  # the model's query, not the template's sys.query default
+    assert [t.name for t in lead_calls[0].tools] == ["Web_Search_Specialist_0", "Content_Deep_Reader_1",
+                                                     "Research_Synthesizer_2"]
+    observed = {m.content for m in lead_calls[1].messages if m.role == "tool"}
+    assert any(o.startswith("URLs found: EV battery market source 1") for o in observed)
+    assert any("content of https://example.org/1" in o for o in observed)
+    assert "QUERY:\nfind sources on EV batteries" in searcher_first.messages[-1].content
+    assert searcher_first.messages[0].content.startswith("You are a Web Search Specialist")
+    [msg] = of(events, NodeFinished, "Message:OrangeYearsShine")
+    assert msg.outputs["content"] == "FINAL REPORT\nReport: EV batteries are growing fast."
+    assert isinstance(events[-1], RunFinished) and events[-1].usage["calls"] == 3 + 2 + 2 + 1
+
+
+@pytest.mark.parametrize("review, path, category", [
+    ("The parcel came three weeks late and nobody could tell me where it was.",
+     ["Categorize:RottenWallsObey", "Categorize:FourTeamsFold", "VariableAggregator:FlatBerriesRest",
+      "Message:LongSquidsShare"], "Transportation issue"),
+    ("I love it, it makes my work easier.", ["Categorize:RottenWallsObey", "Message:SevenPlanetsPeel"],
+     "Positive review"),
+], ids=["negative-transport", "positive"])
+async def test_customer_feedback_dispatcher_routes_through_two_categorizes(review, path, category):
+    scripts = {"chat": {"classifier": {"rules": [
+        {"when": {"system_contains": "Transportation issue", "contains": "late"}, "reply": "Transportation issue"},
+        {"when": {"system_contains": "Transportation issue"}, "reply": "After-sales issues"},
+        {"when": {"contains": "late"}, "reply": "Negative review"},
+        {"reply": "Positive review"}]}}}
+    dsl = template("customer_feedback_dispatcher.json", {})
+    async with llm_gateway(scripts, default_chat_model="classifier@Scripted") as llm:  # the template's llm_id is ""
+        events = await run_canvas(dsl, services(llm), inputs={"customer_review": {"type": "line", "value": review}})
+    assert events[-1].error is None
+    ran = [e.node_id for e in of(events, NodeFinished) if not e.skipped and e.node_id != "begin"]
+    assert ran == path
+    final = of(events, NodeFinished, path[-1])[0].outputs["content"]
+    assert final.startswith(f"Customer's original review: {review}") and final.rstrip().endswith(category)
