@@ -152,4 +152,19 @@ def run_spec_from_proto(request: canvas_pb.RunRequest) -> "RunSpec":
         draft=agent.draft if agent else False, session_id=request.session_id, query=request.query,
         inputs=loads_object(request.inputs_json, "inputs_json"), files=[_file(f) for f in request.files],
         user_id=request.user_id, chat_template_kwargs=kwargs or None,
-        history=[(m.role, m.content) for m in request.history if m.role in ("user", "assistant")])
+        history=[(m.role, m.content) for m in request.history if m.role in ("user", "assistant")],
+        overrides=_overrides(request.overrides) if request.HasField("overrides") else {})
+
+
+def _overrides(o: canvas_pb.RunOverrides) -> dict[str, Any]:
+    """Only what the request sets: an empty field means "keep the DSL's value"."""
+    out: dict[str, Any] = {}
+    if o.llm_id:
+        out["llm_id"] = o.llm_id
+    if o.system_prompt:
+        out["system_prompt"] = o.system_prompt
+    if o.enabled_tools:
+        out["enabled_tools"] = list(o.enabled_tools)
+    if o.attachments:
+        out["attachments"] = [{"name": f.name, "content": _file(f).get("content", "")} for f in o.attachments]
+    return out

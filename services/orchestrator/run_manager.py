@@ -48,6 +48,7 @@ class RunSpec:
     user_id: str = ""
     chat_template_kwargs: dict[str, Any] | None = None
     history: list[tuple[str, str]] = field(default_factory=list)  # (role, content) of a new session
+    overrides: dict[str, Any] = field(default_factory=dict)  # llm_id, system_prompt, enabled_tools, attachments
 
 
 class RunManager:
@@ -83,7 +84,7 @@ class RunManager:
         session_id, state = await self._session(spec, version_id, canvas)
         request = RunRequest(run_id=run_id, session_id=session_id, query=spec.query, inputs=spec.inputs,
                              files=spec.files, user_id=spec.user_id, chat_template_kwargs=spec.chat_template_kwargs,
-                             tenant_id=spec.tenant_id)
+                             tenant_id=spec.tenant_id, overrides=spec.overrides)
         ctxvars.run_id.set(run_id)
         await self.runs.start(spec.tenant_id, run_id, session_id)
         queue: asyncio.Queue = asyncio.Queue(_QUEUE_SIZE)
