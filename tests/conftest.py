@@ -10,6 +10,7 @@ import redis
 import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/helpers.py, tests/fakes/
+sys.path.insert(0, str(Path(__file__).resolve().parent / "services" / "orchestrator"))  # thinking_kit
 
 from helpers import free_port  # noqa: E402
 

@@ -164,3 +164,17 @@ class EchoTool(Component):
 
     async def run(self, ctx: NodeContext) -> None:
         ctx.set_output("formalized_content", f"echo: {self.params.get('query', '')}")
+
+
+class WeatherTool(Component):
+    """get_weather(city): a fixed forecast (the local-model test's one tool)."""
+
+    component_name = "TestWeatherTool"
+
+    @classmethod
+    def tool_meta(cls, params: dict) -> dict:
+        return {"name": "get_weather", "description": "Get the current weather for a city",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+
+    async def run(self, ctx: NodeContext) -> None:
+        ctx.set_output("result", f"Sunny, 21 degrees in {self.params.get('city', '?')}")

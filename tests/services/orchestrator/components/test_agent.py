@@ -4,11 +4,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from thinking_kit import SPANS, EchoTool, FailTool, SlowTool, cpn, llm_gateway, node_ctx, of, registered, run_canvas, services
+from thinking_kit import (SPANS, EchoTool, FailTool, SlowTool, WeatherTool, cpn, llm_gateway, node_ctx, of, registered,
+                          run_canvas, services)
 
 from services.orchestrator.components import _react, _tools
 from services.orchestrator.components.agent import Agent
-from services.orchestrator.components.base import Component, NodeContext
 from services.orchestrator.engine_settings import EngineSettings
 from services.orchestrator.events import MessageDelta, NodeFinished, NodeStarted, ToolCallFinished, ToolCallStarted
 from services.orchestrator.validate import ValidationFailed
@@ -225,20 +225,6 @@ async def test_validation_names_bad_tools_and_rounds():
     assert ("Agent:a", "params.max_rounds") in fields
     assert ("Agent:a", "params.tools[0].component_name") in fields
     assert ("Agent:a", "params.tools[1].params.tools[0].params.lang") in fields
-
-
-class WeatherTool(Component):
-    """get_weather(city): a fixed forecast (the local-model test's one tool)."""
-
-    component_name = "TestWeatherTool"
-
-    @classmethod
-    def tool_meta(cls, params: dict) -> dict:
-        return {"name": "get_weather", "description": "Get the current weather for a city",
-                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
-
-    async def run(self, ctx: NodeContext) -> None:
-        ctx.set_output("result", f"Sunny, 21 degrees in {self.params.get('city', '?')}")
 
 
 async def test_a_one_tool_agent_canvas_answers_with_the_local_model():

@@ -1,0 +1,116 @@
+"""The whole chain in one process, each part on its own port: HTTP gateway -> orchestrator (Redis) ->
+llm_gateway -> a model. A client that hangs up closes the model's stream upstream; the bundled local model
+answers a one-tool Agent through every layer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from contextlib import asynccontextmanager
+
+import openai
+from aiohttp.test_utils import TestClient, TestServer
+from fakes.openai_server import FakeOpenAI, Reply, text_chunks
+from helpers import free_port
+from thinking_kit import WeatherTool, registered
+
+from gateway.app import create_app
+from gateway.config import GatewayConfig
+from services.common.config import ServerConfig
+from services.common.testing import start_server
+from services.llm_gateway.config import LlmGatewayConfig
+from services.llm_gateway.gateway import LlmGateway
+from services.llm_gateway.server import LlmServicer
+from services.orchestrator.app import build
+from services.orchestrator.config import OrchestratorConfig
+from services.orchestrator.engine_settings import EngineSettings
+
+KEY = "chain-key"
+HEADERS = {"Authorization": f"Bearer {KEY}"}
+
+
+@asynccontextmanager
+async def chain(redis_url: str, **llm_cfg):
+    """Yields an HTTP test client in front of real llm_gateway and orchestrator servers."""
+    gateway = LlmGateway.create(LlmGatewayConfig.for_tests(**llm_cfg))
+    llm_server, llm_port = await start_server([LlmServicer(gateway).binding()], service="llm_gateway")
+    nowhere = f"127.0.0.1:{free_port()}"
+    orch = build(OrchestratorConfig(
+        server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
+        redis_url=redis_url, llm_gateway_addr=f"127.0.0.1:{llm_port}", retrieval_addr=nowhere, sandbox_addr=nowhere))
+    for hook in orch.on_startup:
+        await hook()
+    orch_server, orch_port = await start_server(orch.bindings, service="orchestrator")
+    upstreams = {"orchestrator": f"127.0.0.1:{orch_port}", "llm_gateway": f"127.0.0.1:{llm_port}",
+                 "retrieval": nowhere, "sandbox": nowhere}
+    cfg = GatewayConfig(host="127.0.0.1", port=0, upstreams=upstreams, health_timeout_s=1.0,
+                        api_keys={KEY: f"chain-{time.monotonic_ns()}"})
+    client = TestClient(TestServer(create_app(cfg)))
+    await client.start_server()
+    try:
+        yield client
+    finally:
+        await client.close()
+        await orch_server.stop(None)
+        for hook in orch.on_shutdown:
+            await hook()
+        await llm_server.stop(None)
+        await gateway.aclose()
+
+
+def _canvas(model_cpn: dict) -> dict:
+    def cpn(name, down, params, up):
+        return {"obj": {"component_name": name, "params": params}, "downstream": down, "upstream": up}
+
+    return {"components": {
+        "begin": cpn("Begin", ["Agent:a"], {}, []),
+        "Agent:a": cpn("Agent", ["Message:m"], model_cpn, ["begin"]),
+        "Message:m": cpn("Message", [], {"content": ["{Agent:a@content}"]}, ["Agent:a"]),
+    }}
+
+
+async def _create_agent(client: TestClient, dsl: dict) -> str:
+    body = await (await client.post("/api/v1/agents", headers=HEADERS, json={"title": f"a{time.monotonic_ns()}", "dsl": dsl})).json()
+    assert body["code"] == 0, body
+    return body["data"]["id"]
+
+
+async def test_client_hang_up_closes_the_model_stream_upstream_within_a_second(redis_server):
+    fake = FakeOpenAI()
+    base_url = await fake.start()
+    fake.chat(Reply.stream(text_chunks("word " * 200), delay_s=0.05))
+    try:
+        async with chain(redis_server.url, openai_base_url=base_url, openai_api_key="k") as client:
+            agent_id = await _create_agent(client, _canvas({"llm_id": "gpt-test", "sys_prompt": "Talk.", "max_rounds": 1}))
+            resp = await client.post("/api/v1/agents/chat/completions", headers=HEADERS,
+                                     json={"agent_id": agent_id, "query": "talk a lot", "stream": True})
+            async for line in resp.content:
+                if line.startswith(b"data:") and b'"event": "message"' in line:
+                    break
+            assert not fake.disconnected.is_set()
+            started = time.monotonic()
+            resp.close()  # the client hangs up mid-answer
+            await asyncio.wait_for(fake.disconnected.wait(), 1.0)
+            assert time.monotonic() - started < 1.0
+    finally:
+        await fake.stop()
+
+
+async def test_one_tool_agent_answers_through_every_layer_with_the_local_model(redis_server):
+    dsl = _canvas({"llm_id": "", "sys_prompt": "You are a helpful assistant.", "max_rounds": 1,
+                   "max_tokens": 32, "maxTokensEnabled": True, "top_p": 0.01, "topPEnabled": True,
+                   "tools": [{"component_name": "TestWeatherTool", "name": "Weather", "params": {}}]})
+    with registered(WeatherTool):
+        async with chain(redis_server.url, local_enabled=True, local_context=2048) as client:
+            agent_id = await _create_agent(client, dsl)
+            async with openai.AsyncOpenAI(api_key=KEY, base_url=str(client.server.make_url("/v1")), max_retries=0) as oai:
+                reply = await oai.chat.completions.create(
+                    model=agent_id, messages=[{"role": "user", "content": "What's the weather in Paris?"}])
+            assert reply.choices[0].message.content.strip()
+            resp = await client.post("/api/v1/agents/chat/completions", headers=HEADERS,
+                                     json={"agent_id": agent_id, "query": "Weather in Oslo?", "return_trace": True})
+            body = await resp.json()
+            assert body["code"] == 0, body
+            trace = json.dumps(body["data"]["data"].get("trace", []))
+            assert "Sunny, 21 degrees in" in trace  # the tool really ran, and its result is in the Agent's trace
