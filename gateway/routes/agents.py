@@ -1,4 +1,4 @@
-"""RAGFlow's agent CRUD and versions: /api/v1/agents[/{agent_id}[/versions[/{version_id}]]].
+"""RAGFlow's agent CRUD, versions and run logs: /api/v1/agents[/{agent_id}[/versions[/{version_id}]|/logs/{message_id}]].
 
 An invalid DSL on create or update comes back from the orchestrator as INVALID_ARGUMENT naming each
 component, and is answered as code 101 with that message. `release: true` on create or update also
@@ -7,8 +7,11 @@ publishes an immutable version.
 
 from __future__ import annotations
 
+import json
+
 from aiohttp import web
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
+from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 
 from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.orchestrator import ORCHESTRATOR, Orchestrator
@@ -127,6 +130,18 @@ async def delete_version(request: web.Request) -> web.Response:
     return ok(True)
 
 
+@endpoint(Dialect.RAGFLOW)
+async def run_log(request: web.Request) -> web.Response:
+    """RAGFlow's /agents/{id}/logs/{message_id}: the run's tool calls (its shape) plus status and Agent thoughts."""
+    orch, tenant = request.app[ORCHESTRATOR], request[TENANT]
+    req = canvas_pb.GetRunLogRequest(tenant_id=tenant, run_id=request.match_info["message_id"],
+                                     agent_id=request.match_info["agent_id"])
+    log = await orch.unary(orch.canvas.GetRunLog, req)
+    return ok({"message_id": log.run_id, "session_id": log.session_id, "status": log.status, "error": log.error or None,
+               "started_at": log.started_at, "finished_at": log.finished_at or None,
+               "logs": json.loads(log.tool_calls_json or "[]"), "thoughts": json.loads(log.thoughts_json or "[]")})
+
+
 def add_routes(app: web.Application) -> None:
     r = app.router
     r.add_get("/api/v1/agents", list_agents)
@@ -138,3 +153,4 @@ def add_routes(app: web.Application) -> None:
     r.add_post("/api/v1/agents/{agent_id}/versions", publish_version)
     r.add_get("/api/v1/agents/{agent_id}/versions/{version_id}", get_version)
     r.add_delete("/api/v1/agents/{agent_id}/versions/{version_id}", delete_version)
+    r.add_get("/api/v1/agents/{agent_id}/logs/{message_id}", run_log)

@@ -168,3 +168,10 @@ def _overrides(o: canvas_pb.RunOverrides) -> dict[str, Any]:
     if o.attachments:
         out["attachments"] = [{"name": f.name, "content": _file(f).get("content", "")} for f in o.attachments]
     return out
+
+
+def run_log_to_proto(run_id: str, info: dict[str, str], tool_calls: list[dict], thoughts: list[dict]) -> canvas_pb.GetRunLogResponse:
+    return canvas_pb.GetRunLogResponse(
+        run_id=run_id, session_id=info.get("session_id", ""), agent_id=info.get("agent_id", ""),
+        status=info.get("status", ""), error=info.get("error", ""), started_at=float(info.get("started_at") or 0),
+        finished_at=float(info.get("finished_at") or 0), tool_calls_json=dumps(tool_calls), thoughts_json=dumps(thoughts))

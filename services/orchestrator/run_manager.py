@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from services.common import context as ctxvars
-from services.common.errors import InvalidArgument
+from services.common.errors import InvalidArgument, NotFound
 from services.orchestrator import canvases
 from services.orchestrator import events as ev
 from services.orchestrator.engine_settings import Services
@@ -23,6 +23,7 @@ from services.orchestrator.runner import run as run_engine
 from services.orchestrator.state import RunRequest, SessionState
 from services.orchestrator.store import AgentStore, RunStore, SessionStore
 from services.orchestrator.store.sessions import message
+from services.orchestrator.turn_record import TurnRecord
 from services.orchestrator.validate import ValidationFailed, compile_plan
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,14 @@ class RunManager:
     async def cancel(self, tenant: str, *, run_id: str = "", session_id: str = "") -> bool:
         return await self.runs.request_cancel(tenant, run_id=run_id, session_id=session_id)
 
+    async def run_log(self, tenant: str, run_id: str, agent_id: str = "") -> tuple[dict[str, str], list[dict], list[dict]]:
+        """(status record, tool calls, thoughts) of a run of this tenant (and of `agent_id`, when given)."""
+        info = await self.runs.status(tenant, run_id)
+        if not info or (agent_id and info.get("agent_id") != agent_id):
+            raise NotFound(f"run {run_id!r} not found" + (f" for agent {agent_id!r}" if agent_id else ""))
+        return (info, await self.runs.read_log(tenant, run_id, "tool_calls"),
+                await self.runs.read_log(tenant, run_id, "thoughts"))
+
     async def execute(self, spec: RunSpec) -> AsyncIterator[ev.Event]:
         if not spec.tenant_id:
             raise InvalidArgument("tenant_id is required")
@@ -86,41 +95,28 @@ class RunManager:
                              files=spec.files, user_id=spec.user_id, chat_template_kwargs=spec.chat_template_kwargs,
                              tenant_id=spec.tenant_id, overrides=spec.overrides)
         ctxvars.run_id.set(run_id)
-        await self.runs.start(spec.tenant_id, run_id, session_id)
+        await self.runs.start(spec.tenant_id, run_id, session_id, spec.agent_id)
         queue: asyncio.Queue = asyncio.Queue(_QUEUE_SIZE)
         task = asyncio.create_task(self._produce(plan, request, state, queue), name=f"run-{run_id}")
         self._active[run_id] = task
         if await self.runs.is_cancelled(run_id):  # cancelled before we subscribed
             task.cancel()
-        answer: list[str] = []
-        reference: dict[str, Any] = {}
-        tool_calls: dict[str, dict[str, Any]] = {}
-        outcome = ("failed", "run ended without a result")
+        record = TurnRecord()
         started = time.time()
         try:
             while (item := await queue.get()) is not _DONE:
-                if isinstance(item, ev.MessageDelta) and not item.path:
-                    answer.append(item.content)
-                elif isinstance(item, ev.MessageEnd) and not item.path and item.reference:
-                    reference = item.reference
-                elif isinstance(item, (ev.ToolCallStarted, ev.ToolCallFinished)):
-                    _log_tool_call(tool_calls, item)
-                elif isinstance(item, ev.RunFinished):
-                    outcome = ("cancelled", "") if item.cancelled else (("failed", item.error) if item.error else ("done", ""))
+                record.observe(item)
                 yield item
             await asyncio.wait([task])
-            closing = self._closing_events(task, run_id, session_id, started)
-            if closing:
-                outcome = ("cancelled", "") if task.cancelled() else ("failed", closing[-1].error or "")
-            for item in closing:
+            for item in self._closing_events(task, run_id, session_id, started):
+                record.observe(item)
                 yield item
         finally:
             self._active.pop(run_id, None)
             if not task.done():  # the client went away: stop the engine now
                 task.cancel()
-                outcome = ("cancelled", "client disconnected")
-            await asyncio.shield(self._persist(spec, run_id, session_id, state, "".join(answer), reference, outcome,
-                                               list(tool_calls.values())))
+                record.ended("cancelled", "client disconnected")
+            await asyncio.shield(self._persist(spec, run_id, session_id, state, record))
 
     async def _produce(self, plan, request: RunRequest, state: SessionState, queue: asyncio.Queue) -> None:
         try:
@@ -169,25 +165,14 @@ class RunManager:
                 state.globals["sys.history"].append(f"{role}: {content}")
         return record.id, state
 
-    async def _persist(self, spec: RunSpec, run_id: str, session_id: str, state: SessionState, answer: str,
-                       reference: dict[str, Any], outcome: tuple[str, str], tool_calls: list[dict[str, Any]]) -> None:
-        status, error = outcome
+    async def _persist(self, spec: RunSpec, run_id: str, session_id: str, state: SessionState, record: TurnRecord) -> None:
         try:
             turn = [message("user", spec.query)] if spec.query else []
-            if answer:
-                turn.append(message("assistant", answer, reference, message_id=run_id))
+            if record.answer:
+                turn.append(message("assistant", record.text(), record.reference, message_id=run_id))
             await self.sessions.save_turn(spec.tenant_id, session_id, turn, state)
-            await self.runs.save_tool_calls(spec.tenant_id, run_id, tool_calls)
-            await self.runs.finish(spec.tenant_id, run_id, session_id, status=status, error=error)
+            await self.runs.append_log(spec.tenant_id, run_id, "tool_calls", list(record.tool_calls.values()))
+            await self.runs.append_log(spec.tenant_id, run_id, "thoughts", record.thoughts)
+            await self.runs.finish(spec.tenant_id, run_id, session_id, status=record.status, error=record.error)
         except Exception:
             log.exception("could not persist run %s of session %s", run_id, session_id)
-
-
-def _log_tool_call(log_by_call: dict[str, dict[str, Any]], event: ev.ToolCallStarted | ev.ToolCallFinished) -> None:
-    """One entry per call, RAGFlow's shape: {path, tool_name, arguments, result, elapsed_time} plus error."""
-    entry = log_by_call.setdefault(event.call_id, {"call_id": event.call_id, "component_id": event.node_id,
-                                                   "path": list(event.path), "tool_name": event.tool_name})
-    if isinstance(event, ev.ToolCallStarted):
-        entry["arguments"] = event.arguments
-    else:
-        entry.update(result=event.result, error=event.error, elapsed_time=event.elapsed_s)

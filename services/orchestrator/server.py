@@ -15,6 +15,7 @@ from services.orchestrator.convert import (
     agent_to_proto,
     event_to_proto,
     issues_to_proto,
+    run_log_to_proto,
     run_spec_from_proto,
     session_to_proto,
     version_to_proto,
@@ -126,6 +127,12 @@ class CanvasServicer(canvas_grpc.CanvasServiceServicer):
             raise InvalidArgument("run_id or session_id is required")
         cancelled = await self.runs.cancel(_tenant(request), run_id=request.run_id, session_id=request.session_id)
         return canvas_pb.CancelResponse(cancelled=cancelled)
+
+    async def GetRunLog(self, request, context):
+        if not request.run_id:
+            raise InvalidArgument("run_id is required")
+        info, tool_calls, thoughts = await self.runs.run_log(_tenant(request), request.run_id, request.agent_id)
+        return run_log_to_proto(request.run_id, info, tool_calls, thoughts)
 
     async def Validate(self, request, context):
         if not request.dsl_json.strip():

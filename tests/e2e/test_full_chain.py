@@ -114,3 +114,20 @@ async def test_one_tool_agent_answers_through_every_layer_with_the_local_model(r
             assert body["code"] == 0, body
             trace = json.dumps(body["data"]["data"].get("trace", []))
             assert "Sunny, 21 degrees in" in trace  # the tool really ran, and its result is in the Agent's trace
+
+
+async def test_run_log_endpoint_shows_the_agents_tool_calls(redis_server):
+    with registered(WeatherTool):
+        async with chain(redis_server.url, local_enabled=True, local_context=2048) as client:
+            agent_id = await _create_agent(client, _canvas({
+                "llm_id": "", "sys_prompt": "You are a helpful assistant.", "max_rounds": 1, "max_tokens": 32,
+                "maxTokensEnabled": True, "tools": [{"component_name": "TestWeatherTool", "name": "Weather", "params": {}}]}))
+            body = await (await client.post("/api/v1/agents/chat/completions", headers=HEADERS,
+                                            json={"agent_id": agent_id, "query": "Weather in Rome?"})).json()
+            run_id = body["data"]["message_id"]
+            log = await (await client.get(f"/api/v1/agents/{agent_id}/logs/{run_id}", headers=HEADERS)).json()
+            assert log["code"] == 0 and log["data"]["status"] == "done"
+            assert any(c["tool_name"].startswith("get_weather") and "Sunny" in c["result"] for c in log["data"]["logs"])
+            assert log["data"]["thoughts"]
+            other = await (await client.get(f"/api/v1/agents/not-this-agent/logs/{run_id}", headers=HEADERS)).json()
+            assert other["code"] != 0 and "not found" in other["message"]

@@ -47,8 +47,8 @@ def run(tenant: str, run_id: str) -> str:
     return f"t:{tenant}:run:{run_id}"
 
 
-def run_tool_calls(tenant: str, run_id: str) -> str:
-    return f"t:{tenant}:run:{run_id}:tool_calls"
+def run_log(tenant: str, run_id: str, kind: str) -> str:
+    return f"t:{tenant}:run:{run_id}:{kind}"
 
 
 def session_active_run(tenant: str, session_id: str) -> str:

@@ -19,6 +19,9 @@ from services.orchestrator.store import keys
 log = logging.getLogger(__name__)
 
 RUN_TTL_S = 7 * 24 * 3600
+# What a run's trace keeps: every tool call (tool, arguments, result, error, elapsed) and every Agent
+# reasoning step (thought, tool, input, observation, position).
+LOG_KINDS = ("tool_calls", "thoughts")
 CANCEL_TTL_S = 600
 
 
@@ -26,9 +29,9 @@ class RunStore:
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
 
-    async def start(self, tenant: str, run_id: str, session_id: str) -> None:
+    async def start(self, tenant: str, run_id: str, session_id: str, agent_id: str = "") -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(keys.run(tenant, run_id), mapping={"status": "running", "session_id": session_id,
+            pipe.hset(keys.run(tenant, run_id), mapping={"status": "running", "session_id": session_id, "agent_id": agent_id,
                                                          "started_at": time.time(), "finished_at": "", "error": ""})
             pipe.expire(keys.run(tenant, run_id), RUN_TTL_S)
             if session_id:
@@ -45,18 +48,18 @@ class RunStore:
             if (await self.redis.get(keys.session_active_run(tenant, session_id))) == run_id.encode():
                 await self.redis.delete(keys.session_active_run(tenant, session_id))
 
-    async def save_tool_calls(self, tenant: str, run_id: str, calls: list[dict]) -> None:
-        """The run's tool-call log (tool, arguments, result or error, elapsed), kept as long as the run record."""
-        if not calls:
+    async def append_log(self, tenant: str, run_id: str, kind: str, entries: list[dict]) -> None:
+        """A run's trace of one `kind` (LOG_KINDS), kept as long as the run record."""
+        if not entries:
             return
-        key = keys.run_tool_calls(tenant, run_id)
+        key = keys.run_log(tenant, run_id, kind)
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.rpush(key, *(json.dumps(c, ensure_ascii=False, default=str) for c in calls))
+            pipe.rpush(key, *(json.dumps(e, ensure_ascii=False, default=str) for e in entries))
             pipe.expire(key, RUN_TTL_S)
             await pipe.execute()
 
-    async def tool_calls(self, tenant: str, run_id: str) -> list[dict]:
-        return [json.loads(raw) for raw in await self.redis.lrange(keys.run_tool_calls(tenant, run_id), 0, -1)]
+    async def read_log(self, tenant: str, run_id: str, kind: str) -> list[dict]:
+        return [json.loads(raw) for raw in await self.redis.lrange(keys.run_log(tenant, run_id, kind), 0, -1)]
 
     async def status(self, tenant: str, run_id: str) -> dict[str, str]:
         raw = await self.redis.hgetall(keys.run(tenant, run_id))

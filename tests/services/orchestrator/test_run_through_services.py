@@ -77,7 +77,7 @@ async def test_agent_tool_calls_are_logged_per_run(stack, redis_server):
     assert answer == "from m"
     client = aioredis.from_url(redis_server.url)
     try:
-        [entry] = await RunStore(client).tool_calls("t1", events[0].run_id)
+        [entry] = await RunStore(client).read_log("t1", events[0].run_id, "tool_calls")
     finally:
         await client.aclose()
     assert entry["tool_name"] == "echo_0" and entry["arguments"] == {"query": "weather"}
@@ -97,3 +97,20 @@ async def test_run_overrides_reach_the_model_and_leave_the_dsl_alone(stack):
     answer, _ = await _answer(channel, overrides=canvas_pb.RunOverrides(enabled_tools=["nothing_matches"]))
     name, call = scripted.calls[-1]
     assert name == "m" and not call.tools  # the model id and tools of the DSL, minus the disabled tool
+
+
+async def test_run_log_rpc_returns_status_tool_calls_and_thoughts(stack):
+    channel, _ = stack
+    _, events = await _answer(channel)
+    stub = canvas_grpc.CanvasServiceStub(channel)
+    log = await stub.GetRunLog(canvas_pb.GetRunLogRequest(tenant_id="t1", run_id=events[0].run_id))
+    assert log.status == "done" and log.session_id == events[0].session_id and log.finished_at >= log.started_at > 0
+    [call] = json.loads(log.tool_calls_json)
+    assert call["tool_name"] == "echo_0" and call["result"] == "echo: weather"
+    thoughts = json.loads(log.thoughts_json)
+    assert thoughts and thoughts[0]["component_id"] == "Agent:a" and thoughts[0]["tool"] == "echo_0"
+    for bad in (canvas_pb.GetRunLogRequest(tenant_id="t2", run_id=events[0].run_id),
+                canvas_pb.GetRunLogRequest(tenant_id="t1", run_id=events[0].run_id, agent_id="someone-else")):
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.GetRunLog(bad)
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND

@@ -146,7 +146,8 @@ async def test_cancel_reaches_a_listener_and_sets_the_flag(redis_client, tenant)
 
 async def test_tool_call_log_is_kept_per_run(redis_client, tenant):
     runs = RunStore(redis_client)
-    await runs.save_tool_calls(tenant, "run-9", [{"tool_name": "execute_code_0", "result": "42"}])
-    await runs.save_tool_calls(tenant, "run-9", [])
-    assert await runs.tool_calls(tenant, "run-9") == [{"tool_name": "execute_code_0", "result": "42"}]
-    assert await runs.tool_calls(tenant + "-other", "run-9") == []
+    await runs.append_log(tenant, "run-9", "tool_calls", [{"tool_name": "execute_code_0", "result": "42"}])
+    await runs.append_log(tenant, "run-9", "tool_calls", [])
+    assert await runs.read_log(tenant, "run-9", "tool_calls") == [{"tool_name": "execute_code_0", "result": "42"}]
+    assert await runs.read_log(tenant + "-other", "run-9", "tool_calls") == []
+    assert await runs.read_log(tenant, "run-9", "thoughts") == []

@@ -1,0 +1,47 @@
+"""What one run leaves behind, gathered from its event stream: the answer, its references, how it ended, and
+its trace (tool calls and Agent thoughts). The run manager feeds it every event and persists it at the end."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.orchestrator import events as ev
+
+
+@dataclass
+class TurnRecord:
+    answer: list[str] = field(default_factory=list)
+    reference: dict[str, Any] = field(default_factory=dict)
+    status: str = "failed"
+    error: str = "run ended without a result"
+    tool_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    thoughts: list[dict[str, Any]] = field(default_factory=list)
+
+    def observe(self, event: ev.Event) -> None:
+        if isinstance(event, ev.MessageDelta) and not event.path:
+            self.answer.append(event.content)
+        elif isinstance(event, ev.MessageEnd) and not event.path and event.reference:
+            self.reference = event.reference
+        elif isinstance(event, (ev.ToolCallStarted, ev.ToolCallFinished)):
+            self._tool_call(event)
+        elif isinstance(event, ev.NodeFinished) and isinstance(event.outputs.get("agent_thoughts"), list):
+            self.thoughts.extend({"component_id": event.node_id, "path": list(event.path), **t}
+                                 for t in event.outputs["agent_thoughts"] if isinstance(t, dict))
+        elif isinstance(event, ev.RunFinished):
+            self.ended("cancelled" if event.cancelled else "failed" if event.error else "done", event.error or "")
+
+    def ended(self, status: str, error: str = "") -> None:
+        self.status, self.error = status, error
+
+    def text(self) -> str:
+        return "".join(self.answer)
+
+    def _tool_call(self, event: ev.ToolCallStarted | ev.ToolCallFinished) -> None:
+        """One entry per call, RAGFlow's shape: {path, tool_name, arguments, result, elapsed_time} plus error."""
+        entry = self.tool_calls.setdefault(event.call_id, {"call_id": event.call_id, "component_id": event.node_id,
+                                                           "path": list(event.path), "tool_name": event.tool_name})
+        if isinstance(event, ev.ToolCallStarted):
+            entry["arguments"] = event.arguments
+        else:
+            entry.update(result=event.result, error=event.error, elapsed_time=event.elapsed_s)
