@@ -63,3 +63,9 @@ def test_shipped_template_with_unavailable_components_says_which(tmp_path):
     result = _validate(SHARED / "ragflow" / "templates" / "user_interaction.json")
     assert result.returncode == 1
     assert "not available yet" in result.stderr and "UserFillUp" in result.stderr
+
+
+def test_every_example_canvas_is_valid():
+    for path in sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json")):
+        result = _validate(path)
+        assert result.returncode == 0, (path.name, result.stderr)
