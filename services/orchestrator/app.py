@@ -16,7 +16,6 @@ from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
 from trellis.sandbox.v1 import sandbox_service_pb2_grpc as sandbox_grpc
 
 from services.common.channels import open_channel
-
 from services.common.server import Binding
 from services.llm_gateway.client import LlmClient
 from services.orchestrator.config import OrchestratorConfig

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -13,6 +14,7 @@ from trellis.canvas.v1 import session_service_pb2 as session_pb
 
 from services.common.errors import InvalidArgument
 from services.orchestrator import events as ev
+from services.orchestrator.run_manager import RunSpec
 from services.orchestrator.store import AgentRecord, SessionRecord, VersionRecord
 
 
@@ -125,8 +127,6 @@ def session_to_proto(s: SessionRecord) -> session_pb.Session:
 
 def _file(f: Any) -> dict[str, Any]:
     """sys.files entry: the text of a text file, else a base64 data URI (what RAGFlow passes for images)."""
-    import base64
-
     entry: dict[str, Any] = {"name": f.name, "mime_type": f.mime_type, "url": f.url}
     if f.content:
         try:
@@ -136,9 +136,7 @@ def _file(f: Any) -> dict[str, Any]:
     return entry
 
 
-def run_spec_from_proto(request: canvas_pb.RunRequest) -> "RunSpec":
-    from services.orchestrator.run_manager import RunSpec
-
+def run_spec_from_proto(request: canvas_pb.RunRequest) -> RunSpec:
     target = request.WhichOneof("target")
     if target is None:
         raise InvalidArgument("either dsl_json or agent is required")
