@@ -49,13 +49,14 @@ def build(cfg: OrchestratorConfig) -> Orchestrator:
         settings=cfg.engine, http=http, llm=LlmClient(channels[0]),
         retrieval=rr_grpc.RetrievalServiceStub(channels[1]), sandbox=sandbox_grpc.SandboxServiceStub(channels[2]))
     manager = RunManager(agents, sessions, runs, services)
-    listener = CancelListener(redis, manager.cancel_local)
+    listener = CancelListener(redis, manager.cancel_local, manager.recheck_cancels)
 
     async def start() -> None:
         await wait_until_ready(redis, cfg.redis_url)
         await listener.start()
 
     async def stop() -> None:
+        await manager.aclose()
         await listener.stop()
         await http.aclose()
         for channel in channels:

@@ -123,16 +123,6 @@ class Plan:
     def variables(self) -> Any:
         return self.canvas.variables
 
-    @property
-    def prologue(self) -> str:
-        begin = self.canvas.components.get("begin")
-        if begin is None:
-            return ""
-        p = begin.params
-        if p.get("enablePrologue") is False:
-            return ""
-        return str(p.get("prologue") or "")
-
 
 def build_plan(canvas: CanvasV2) -> Plan:
     """Compile a canvas that passed validation (all classes registered)."""

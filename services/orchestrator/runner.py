@@ -112,9 +112,9 @@ class _Execution:
             error = str(f)
             self._run_error(f.message, f.component_id, f.code)
         except asyncio.CancelledError:
+            # Not an error event: RunFinished(cancelled=True) says it, as RAGFlow's workflow_finished does.
             cancelled = True
             error = "Task has been canceled"
-            self._run_error(error, "", "cancelled")
         except Exception as exc:  # an engine bug must still end the stream cleanly
             log.exception("run %s: engine failure", req.run_id)
             error = f"internal error: {type(exc).__name__}"
@@ -352,8 +352,7 @@ async def run(plan: Plan, request: RunRequest, state: SessionState | None = None
               cancel_event: asyncio.Event | None = None) -> AsyncIterator[Any]:
     """Run `plan` and yield its events; RunFinished is always the last one.
 
-    `cancel_event`, when set, cancels the run and still delivers RunError("cancelled") and
-    RunFinished(cancelled=True). Closing the generator or cancelling its consumer cancels the run.
+    `cancel_event`, when set, cancels the run and still delivers RunFinished(cancelled=True). Closing the generator or cancelling its consumer cancels the run.
     """
     state = state if state is not None else SessionState.fresh(plan.variables)
     ex = _Execution(plan, request, state, services or Services())
