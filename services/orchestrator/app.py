@@ -41,7 +41,7 @@ class Orchestrator:
 
 def build(cfg: OrchestratorConfig) -> Orchestrator:
     redis = aioredis.from_url(cfg.redis_url)  # lazy: nothing connects until start-up
-    agents, sessions, runs = AgentStore(redis), SessionStore(redis), RunStore(redis)
+    agents, sessions, runs = AgentStore(redis), SessionStore(redis, cfg.session_ttl_s), RunStore(redis)
     http = OutboundHttp(EgressPolicy.from_entries(cfg.engine.ssrf_allowlist))
     # Channels connect lazily: a peer that is down fails the component that calls it, not start-up.
     channels = [open_channel(addr) for addr in (cfg.llm_gateway_addr, cfg.retrieval_addr, cfg.sandbox_addr)]
@@ -65,7 +65,7 @@ def build(cfg: OrchestratorConfig) -> Orchestrator:
 
     bindings = [
         Binding(canvas_grpc.add_CanvasServiceServicer_to_server, CanvasServicer(manager), _name(canvas_pb, "CanvasService")),
-        Binding(agent_grpc.add_AgentServiceServicer_to_server, AgentServicer(agents), _name(agent_pb, "AgentService")),
+        Binding(agent_grpc.add_AgentServiceServicer_to_server, AgentServicer(agents, sessions), _name(agent_pb, "AgentService")),
         Binding(session_grpc.add_SessionServiceServicer_to_server, SessionServicer(agents, sessions), _name(session_pb, "SessionService")),
     ]
     return Orchestrator(bindings, on_startup=[start], on_shutdown=[stop])

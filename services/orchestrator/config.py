@@ -33,6 +33,7 @@ class OrchestratorConfig:
     llm_gateway_addr: str  # TRELLIS_LLM_GATEWAY_ADDR
     retrieval_addr: str  # TRELLIS_RETRIEVAL_ADDR
     sandbox_addr: str  # TRELLIS_SANDBOX_ADDR
+    session_ttl_s: int = 30 * 24 * 3600  # TRELLIS_SESSION_TTL_S: an unused session expires (0: never)
 
     @classmethod
     def from_env(cls) -> "OrchestratorConfig":
@@ -44,4 +45,5 @@ class OrchestratorConfig:
             llm_gateway_addr=peer_address("llm_gateway"),
             retrieval_addr=peer_address("retrieval"),
             sandbox_addr=peer_address("sandbox"),
+            session_ttl_s=env_int("TRELLIS_SESSION_TTL_S", 30 * 24 * 3600),
         )

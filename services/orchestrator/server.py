@@ -34,8 +34,9 @@ def _tenant(request) -> str:
 
 
 class AgentServicer(agent_grpc.AgentServiceServicer):
-    def __init__(self, agents: AgentStore) -> None:
+    def __init__(self, agents: AgentStore, sessions: SessionStore) -> None:
         self.agents = agents
+        self.sessions = sessions
 
     async def CreateAgent(self, request, context):
         canvases.parse(request.dsl_json, require_available=False)
@@ -64,6 +65,7 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
 
     async def DeleteAgent(self, request, context):
         await self.agents.delete(_tenant(request), request.agent_id)
+        await self.sessions.delete_for_agent(request.tenant_id, request.agent_id)  # no orphans left behind
         return agent_pb.DeleteAgentResponse()
 
     async def PublishVersion(self, request, context):

@@ -39,12 +39,24 @@ Reply with ONE JSON value that follows this JSON schema, and nothing else (no ma
 {schema}
 """
 
+# RAGFlow's `citation_prompt()` (rag/prompts/citation_prompt.md), in our words: the rules that make the
+# model write [ID:n] markers whose n is a key of the run's reference chunks (Retrieval's "ID: n" blocks).
 CITATION_PROMPT = """
 # Citations
-- The retrieved content carries chunk ids. After a sentence that uses a chunk, add its id as [ID:i].
-- At most 4 citations per sentence; cite only ids that appear in the retrieved content; never invent one.
-- When the retrieved content does not support a statement, do not cite it.
+The retrieved content comes in blocks that start with "ID: i". Cite the blocks your answer relies on.
+- Format: [ID:i], with i the block's ID; several sources as [ID:i] [ID:j], never [ID:i, ID:j].
+- Put the citations at the end of the sentence they support, before its final punctuation.
+- At most 4 citations per sentence; cite only IDs that appear in the retrieved content, never invent one.
+- Cite facts taken from the retrieved content: numbers, dates, definitions, causes, comparisons, quotes,
+  predictions and disputed claims. Do not cite common knowledge, transitions, or your own reasoning.
+- Do not change the wording of what you write to fit a citation, and use no other markup (no ~~).
 """
+# Sections a system prompt may carry in tags (RAGFlow `LLM._extract_prompts`): taken out of the system
+# prompt; `<CITATION_GUIDELINES>` replaces CITATION_PROMPT. The others tune RAGFlow's text-protocol
+# agent prompts, which native tool calling does not use.
+PROMPT_TAGS = ("TASK_ANALYSIS", "PLAN_GENERATION", "REFLECTION", "CONTEXT_SUMMARY", "CONTEXT_RANKING",
+               "CITATION_GUIDELINES")
+CITATION_MARK = re.compile(r"\[ID:\s*(\d+)\]")
 
 ATTACHMENTS_PROMPT = ("The user provided the following attachments. Answer with both these files and the "
                       "new question in mind; ignore an attachment that has nothing to do with the question.\n\n")
@@ -226,6 +238,29 @@ def attachments_message(ctx: NodeContext) -> Message | None:
         if text:
             chunks.append(f"### Attachment {i}: {name}\n\n{text}")
     return Message("system", ATTACHMENTS_PROMPT + "\n\n".join(chunks)) if chunks else None
+
+
+def extract_prompts(sys_prompt: str) -> tuple[dict[str, str], str]:
+    """({tag in lower case: text}, the system prompt without those tagged sections)."""
+    found: dict[str, str] = {}
+    for tag in PROMPT_TAGS:
+        pattern = re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL | re.IGNORECASE)
+        m = pattern.search(sys_prompt)
+        if m:
+            found[tag.lower()] = m.group(1)
+            sys_prompt = pattern.sub("", sys_prompt)
+    return found, sys_prompt
+
+
+def citation_prompt(user_defined: dict[str, str] | None = None) -> str:
+    """The citation instructions: the canvas author's `<CITATION_GUIDELINES>`, else CITATION_PROMPT."""
+    custom = (user_defined or {}).get("citation_guidelines", "")
+    return custom if custom.strip() else CITATION_PROMPT
+
+
+def cited_ids(text: str) -> list[str]:
+    """The ids of the [ID:n] markers in an answer, in order, once each: keys of the reference's chunks."""
+    return list(dict.fromkeys(CITATION_MARK.findall(text)))
 
 
 def needs_citation(ctx: NodeContext, params: dict[str, Any]) -> bool:

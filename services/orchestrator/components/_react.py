@@ -12,6 +12,11 @@ tools for the model; a native turn whose text is such a JSON call is also unders
 tolerantly with json-repair). Each tool call is one agent thought (seed 001: position, thought, tool,
 tool_input, observation) and a ToolCallStarted / ToolCallFinished event pair, whose `call_id` is the
 model's id plus a random suffix (unique in the run).
+
+Citations (`cite`, default on): from the first turn that starts with chunks in the run's references
+(from an upstream Retrieval, or this Agent's own `search_my_dateset` calls), the citation prompt is part
+of the system prompt, so the final answer carries [ID:n] markers as RAGFlow's does. RAGFlow's second
+"gen_citations" pass for long conversations is not done.
 """
 from __future__ import annotations
 
@@ -150,17 +155,29 @@ class React:
         self.budget = _llm.prompt_budget(ctx, conf)
         self.steps: list[dict[str, Any]] = []  # agent thoughts
         self.use_tools: list[dict[str, Any]] = []  # RAGFlow's `use_tools` output
+        # build_prompt added the citation prompt when chunks were there from the start.
+        self.cited = _llm.needs_citation(ctx, ctx.params)
         if text_mode and tools:
             self._to_text_mode()
 
     def _to_text_mode(self) -> None:
         self.text_mode = True
-        protocol = text_protocol(self.tools)
+        self._add_system(text_protocol(self.tools))
+
+    def _add_system(self, text: str) -> None:
         head = self.prompt.head
         if head and head[0].role == "system":
-            head[0] = Message("system", head[0].content + "\n" + protocol)
+            head[0] = Message("system", head[0].content + "\n" + text)
         else:
-            head.insert(0, Message("system", protocol.strip()))
+            head.insert(0, Message("system", text.strip()))
+
+    def _cite_when_chunks_arrive(self) -> None:
+        """RAGFlow adds the citation prompt to the system prompt of the final answer once the run holds
+        chunks; here they often come from this Agent's own Retrieval tool, so check before every turn."""
+        if not self.cited and _llm.needs_citation(self.ctx, self.ctx.params):
+            user_defined, _ = _llm.extract_prompts(str(self.ctx.params.get("sys_prompt") or ""))
+            self._add_system(_llm.citation_prompt(user_defined))
+            self.cited = True
 
     async def answer(self) -> AsyncIterator[str]:
         rounds = 0
@@ -170,6 +187,7 @@ class React:
             if final and rounds:
                 self.prompt.tail.append(Message("user", f"Exceed max rounds: {self.max_rounds}. Do not call tools "
                                                 "any more; give your final answer now with the information you have."))
+            self._cite_when_chunks_arrive()
             kwargs: dict[str, Any] = {}
             if self.tools and not self.text_mode:
                 kwargs = {"tools": [t.schema for t in self.tools], "tool_choice": "none" if final else None}

@@ -5,6 +5,10 @@ string, `{refs}` resolved), sampling values sent only with their UI flag (`tempe
 `max_tokens` (with `maxTokensEnabled`), `message_history_window_size` (turns of session history,
 then trimmed to the model's context by `_llm.Prompt.fit`), `cite`, and `outputs.structured` (a JSON
 schema: the answer is requested as JSON and parsed tolerantly into the `structured` output).
+`cite` (default on): when the run's references hold chunks (an upstream Retrieval), the citation
+prompt is added to the system prompt (or the author's `<CITATION_GUIDELINES>...</CITATION_GUIDELINES>`
+section of `sys_prompt`), so the answer's [ID:n] markers name keys of the reference that Message sends
+with `message_end`. Tagged sections (RAGFlow `_extract_prompts`) never reach the model as such.
 Outputs: `content` (a stream while it is generated), `structured` when a schema is declared.
 Run overrides: `llm_id`, `attachments` (see `_llm`).
 """
@@ -26,8 +30,9 @@ async def build_prompt(ctx: NodeContext, params: dict[str, Any], *, sys_prompt: 
                        extra_system: tuple[str, ...] = (), attachments: bool = True) -> _llm.Prompt:
     """System prompt (+ citation, schema and `extra_system` instructions), attachments, history, prompts."""
     system = await _llm.render_recorded(ctx, (params.get("sys_prompt") or "") if sys_prompt is None else sys_prompt)
-    if _llm.needs_citation(ctx, params):
-        system += "\n" + _llm.CITATION_PROMPT
+    user_defined, system = _llm.extract_prompts(system)
+    if _llm.needs_citation(ctx, params):  # RAGFlow: cite on and chunks already in the run's references
+        system += "\n" + _llm.citation_prompt(user_defined)
     for extra in extra_system:
         if extra:
             system += "\n" + extra

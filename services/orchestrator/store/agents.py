@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 
 from services.common.errors import AlreadyExists, InvalidArgument, NotFound
 from services.orchestrator.store import keys
+from services.orchestrator.store._tx import write_if_exists
 
 
 @dataclass(frozen=True)
@@ -109,10 +110,13 @@ class AgentStore:
                 raise AlreadyExists(f"{new_title} already exists.")
             await self.redis.hdel(keys.agent_titles(tenant), current.title)
         now = time.time()
-        async with self.redis.pipeline(transaction=True) as pipe:
+
+        async def fill(pipe) -> None:
+            pipe.multi()
             pipe.hset(keys.agent(tenant, agent_id), mapping={**fields, "updated_at": now})
             pipe.zadd(keys.agents_by_update(tenant), {agent_id: now})
-            await pipe.execute()
+
+        await write_if_exists(self.redis, keys.agent(tenant, agent_id), f"agent {agent_id!r} not found", fill)
         return await self.get(tenant, agent_id)
 
     async def delete(self, tenant: str, agent_id: str) -> None:
@@ -129,25 +133,22 @@ class AgentStore:
 
     async def publish(self, tenant: str, agent_id: str, title: str = "") -> VersionRecord:
         """Snapshot the current DSL as a new immutable version; never overwrites an earlier one."""
-        agent = await self.get(tenant, agent_id)
         version_id = uuid.uuid4().hex
-        # INCR-style numbering from the sorted set's size inside a transaction keeps numbers unique.
-        async with self.redis.pipeline(transaction=True) as pipe:
-            while True:
-                try:
-                    await pipe.watch(keys.versions(tenant, agent_id))
-                    last = await pipe.zrange(keys.versions(tenant, agent_id), -1, -1, withscores=True)
-                    number = int(last[0][1]) + 1 if last else 1
-                    pipe.multi()
-                    pipe.hset(keys.version(tenant, version_id), mapping={
-                        "agent_id": agent_id, "number": number, "title": title or f"v{number}",
-                        "dsl_json": agent.dsl_json, "created_at": time.time()})
-                    pipe.zadd(keys.versions(tenant, agent_id), {version_id: number})
-                    pipe.hset(keys.agent(tenant, agent_id), "latest_version_id", version_id)
-                    await pipe.execute()
-                    break
-                except aioredis.WatchError:
-                    continue
+
+        async def fill(pipe) -> None:
+            # Read under WATCH: two publishes never share a number, and the snapshot is the DSL of this moment.
+            last = await pipe.zrange(keys.versions(tenant, agent_id), -1, -1, withscores=True)
+            number = int(last[0][1]) + 1 if last else 1
+            dsl_json = await pipe.hget(keys.agent(tenant, agent_id), "dsl_json")
+            pipe.multi()
+            pipe.hset(keys.version(tenant, version_id), mapping={
+                "agent_id": agent_id, "number": number, "title": title or f"v{number}",
+                "dsl_json": dsl_json or b"", "created_at": time.time()})
+            pipe.zadd(keys.versions(tenant, agent_id), {version_id: number})
+            pipe.hset(keys.agent(tenant, agent_id), "latest_version_id", version_id)
+
+        await write_if_exists(self.redis, keys.agent(tenant, agent_id), f"agent {agent_id!r} not found", fill,
+                              also_watch=(keys.versions(tenant, agent_id),))
         return await self.get_version(tenant, agent_id, version_id)
 
     async def list_versions(self, tenant: str, agent_id: str) -> list[VersionRecord]:
@@ -167,12 +168,16 @@ class AgentStore:
 
     async def delete_version(self, tenant: str, agent_id: str, version_id: str) -> None:
         await self.get_version(tenant, agent_id, version_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
+
+        async def fill(pipe) -> None:
+            remaining = [v for v in await pipe.zrange(keys.versions(tenant, agent_id), 0, -1) if v.decode() != version_id]
+            pipe.multi()
             pipe.delete(keys.version(tenant, version_id))
             pipe.zrem(keys.versions(tenant, agent_id), version_id)
-            await pipe.execute()
-        remaining = await self.redis.zrange(keys.versions(tenant, agent_id), -1, -1)
-        await self.redis.hset(keys.agent(tenant, agent_id), "latest_version_id", remaining[0].decode() if remaining else "")
+            pipe.hset(keys.agent(tenant, agent_id), "latest_version_id", remaining[-1].decode() if remaining else "")
+
+        await write_if_exists(self.redis, keys.agent(tenant, agent_id), f"agent {agent_id!r} not found", fill,
+                              also_watch=(keys.versions(tenant, agent_id),))
 
     async def resolve_dsl(self, tenant: str, agent_id: str, *, version_id: str = "", draft: bool = False) -> tuple[str, str]:
         """(dsl_json, version_id) to run: a named version, the draft, or the latest published (else the draft)."""

@@ -3,6 +3,7 @@ MULTI/EXEC, so a crash never leaves a reply without its state (or the other way 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -14,6 +15,7 @@ import redis.asyncio as aioredis
 from services.common.errors import NotFound
 from services.orchestrator.state import SessionState
 from services.orchestrator.store import keys
+from services.orchestrator.store._tx import write_if_exists
 
 _STATE_FIELDS = ("globals", "history", "path", "retrieval", "memory")
 
@@ -57,8 +59,14 @@ def message(role: str, content: str, reference: dict[str, Any] | None = None, me
 
 
 class SessionStore:
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis, ttl_s: int = 0) -> None:
         self.redis = redis
+        self.ttl_s = ttl_s  # a session unused this long expires (0: never); every turn renews it
+
+    def _expire(self, pipe, tenant: str, session_id: str) -> None:
+        if self.ttl_s:
+            pipe.expire(keys.session(tenant, session_id), self.ttl_s)
+            pipe.expire(keys.session_messages(tenant, session_id), self.ttl_s)
 
     async def create(self, tenant: str, *, agent_id: str, user_id: str = "", name: str = "", version_id: str = "",
                      source: str = "agent", messages: list[dict[str, Any]] | None = None,
@@ -73,6 +81,7 @@ class SessionStore:
                 pipe.rpush(keys.session_messages(tenant, session_id), json.dumps(m, ensure_ascii=False))
             pipe.zadd(keys.agent_sessions(tenant, agent_id), {session_id: now})
             pipe.zadd(keys.user_sessions(tenant, agent_id, user_id), {session_id: now})
+            self._expire(pipe, tenant, session_id)
             await pipe.execute()
         return await self.get(tenant, session_id)
 
@@ -97,21 +106,28 @@ class SessionStore:
         page, page_size = max(page, 1), max(page_size, 1)
         start = (page - 1) * page_size
         ids = await self.redis.zrange(index, start, start + page_size - 1, desc=desc)
-        sessions = []
+        sessions, gone = [], []
         for sid in ids:
             try:
                 sessions.append(await self.get(tenant, sid.decode()))
-            except NotFound:  # deleted between the index read and the get
-                continue
-        return sessions, total
+            except NotFound:  # expired, or deleted between the index read and the get
+                gone.append(sid)
+        if gone:
+            await self.redis.zrem(index, *gone)
+        return sessions, total - len(gone)
 
     async def save_turn(self, tenant: str, session_id: str, new_messages: list[dict[str, Any]], state: SessionState) -> None:
-        """Append this turn's messages and replace the run state, atomically."""
-        async with self.redis.pipeline(transaction=True) as pipe:
+        """Append this turn's messages and replace the run state, atomically; NotFound if the session was
+        deleted meanwhile (a deleted session never comes back half-written)."""
+
+        async def fill(pipe) -> None:
+            pipe.multi()
             for m in new_messages:
                 pipe.rpush(keys.session_messages(tenant, session_id), json.dumps(m, ensure_ascii=False))
             pipe.hset(keys.session(tenant, session_id), mapping={"state_json": state_to_json(state), "updated_at": time.time()})
-            await pipe.execute()
+            self._expire(pipe, tenant, session_id)
+
+        await write_if_exists(self.redis, keys.session(tenant, session_id), f"session {session_id!r} not found", fill)
 
     async def delete(self, tenant: str, session_id: str) -> None:
         current = await self.get(tenant, session_id)
@@ -120,3 +136,16 @@ class SessionStore:
             pipe.zrem(keys.agent_sessions(tenant, current.agent_id), session_id)
             pipe.zrem(keys.user_sessions(tenant, current.agent_id, current.user_id), session_id)
             await pipe.execute()
+
+    async def delete_for_agent(self, tenant: str, agent_id: str) -> int:
+        """Delete every session of an agent (when the agent goes): their messages and indexes too."""
+        ids = [sid.decode() for sid in await self.redis.zrange(keys.agent_sessions(tenant, agent_id), 0, -1)]
+        users = await asyncio.gather(*(self.redis.hget(keys.session(tenant, sid), "user_id") for sid in ids))
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for sid in ids:
+                pipe.delete(keys.session(tenant, sid), keys.session_messages(tenant, sid))
+            for user in {u.decode() for u in users if u is not None}:
+                pipe.delete(keys.user_sessions(tenant, agent_id, user))
+            pipe.delete(keys.agent_sessions(tenant, agent_id))
+            await pipe.execute()
+        return len(ids)

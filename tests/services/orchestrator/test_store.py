@@ -151,3 +151,43 @@ async def test_tool_call_log_is_kept_per_run(redis_client, tenant):
     assert await runs.read_log(tenant, "run-9", "tool_calls") == [{"tool_name": "execute_code_0", "result": "42"}]
     assert await runs.read_log(tenant + "-other", "run-9", "tool_calls") == []
     assert await runs.read_log(tenant, "run-9", "thoughts") == []
+
+
+async def test_a_turn_saved_after_its_session_was_deleted_does_not_resurrect_it(redis_client, tenant):
+    sessions = SessionStore(redis_client)
+    s = await sessions.create(tenant, agent_id="ag", user_id="u")
+    await sessions.delete(tenant, s.id)
+    with pytest.raises(NotFound):
+        await sessions.save_turn(tenant, s.id, [message("user", "late")], SessionState.fresh())
+    assert not await redis_client.exists(f"t:{tenant}:session:{s.id}", f"t:{tenant}:session:{s.id}:messages")
+
+
+async def test_updates_racing_a_delete_do_not_recreate_the_agent(redis_client, tenant):
+    agents = AgentStore(redis_client)
+    a = await agents.create(tenant, title="Gone soon", dsl_json=DSL)
+    await agents.delete(tenant, a.id)
+    for write in (agents.update(tenant, a.id, description="x"), agents.publish(tenant, a.id)):
+        with pytest.raises(NotFound):
+            await write
+    assert not await redis_client.exists(f"t:{tenant}:agent:{a.id}")
+
+
+async def test_sessions_expire_when_unused_and_leave_the_list(redis_client, tenant):
+    sessions = SessionStore(redis_client, ttl_s=1)
+    s = await sessions.create(tenant, agent_id="ag", user_id="u", messages=[message("assistant", "hi")])
+    assert 0 < await redis_client.ttl(f"t:{tenant}:session:{s.id}:messages") <= 1
+    await asyncio.sleep(1.2)
+    assert (await sessions.list(tenant, "ag")) == ([], 0)
+    assert (await sessions.list(tenant, "ag")) == ([], 0)  # the stale index entry was pruned
+
+
+async def test_deleting_an_agents_sessions_leaves_nothing_behind(redis_client, tenant):
+    sessions = SessionStore(redis_client)
+    for user in ("a", "b", "a"):
+        s = await sessions.create(tenant, agent_id="ag", user_id=user, messages=[message("assistant", "hi")])
+    other = await sessions.create(tenant, agent_id="other", user_id="a")
+    assert await sessions.delete_for_agent(tenant, "ag") == 3
+    assert not [k async for k in redis_client.scan_iter(f"t:{tenant}:*ag*") if b"agent:other" not in k]
+    assert (await sessions.get(tenant, other.id)).agent_id == "other"
+    with pytest.raises(NotFound):
+        await sessions.get(tenant, s.id)

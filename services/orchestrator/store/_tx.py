@@ -1,0 +1,30 @@
+"""Writes that must not resurrect a record deleted in the meantime (a run finishing after its session was
+deleted, an update racing a delete): WATCH the record, check it still exists, then MULTI/EXEC."""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable
+
+import redis.asyncio as aioredis
+
+from services.common.errors import NotFound
+
+Fill = Callable[[aioredis.client.Pipeline], Awaitable[None]]
+
+
+async def write_if_exists(redis: aioredis.Redis, key: str, missing: str, fill: Fill, *,
+                          also_watch: tuple[str, ...] = ()) -> list:
+    """Run the transaction `fill` builds, only while `key` exists; NotFound(missing) otherwise.
+
+    `fill(pipe)` may first read (the pipe is in immediate mode while watching), then must call
+    `pipe.multi()` and queue its writes. A concurrent change to a watched key retries the whole thing."""
+    async with redis.pipeline(transaction=True) as pipe:
+        while True:
+            try:
+                await pipe.watch(key, *also_watch)
+                if not await pipe.exists(key):
+                    raise NotFound(missing)
+                await fill(pipe)
+                return await pipe.execute()
+            except aioredis.WatchError:
+                continue
