@@ -1,63 +1,86 @@
-"""Redis key layout. Every key starts with the tenant, so one tenant can never address another's data."""
+"""Redis key layout. Every key starts with the tenant, so one tenant can never address another's data.
+
+Every id that goes into a key is checked here, once: an id with a `:` (or any other odd character) could
+otherwise name another record's key, e.g. session "abc:messages" is the message list of session "abc"."""
 
 from __future__ import annotations
 
+import re
+
+from services.common.errors import InvalidArgument
+
+_ID = re.compile(r"[A-Za-z0-9_.@-]{1,128}")
+
+
+def _id(value: str, what: str, *, allow_empty: bool = False) -> str:
+    if not (value == "" and allow_empty) and not _ID.fullmatch(value):
+        raise InvalidArgument(f"invalid {what} {value!r}: use 1-128 letters, digits, '_', '-', '.' or '@'")
+    return value
+
 
 def agent(tenant: str, agent_id: str) -> str:
-    return f"t:{tenant}:agent:{agent_id}"
+    return f"t:{_id(tenant, 'tenant id')}:agent:{_id(agent_id, 'agent id')}"
 
 
 def agents_by_update(tenant: str) -> str:
-    return f"t:{tenant}:agents:by_update"
+    return f"t:{_id(tenant, 'tenant id')}:agents:by_update"
 
 
 def agents_by_create(tenant: str) -> str:
-    return f"t:{tenant}:agents:by_create"
+    return f"t:{_id(tenant, 'tenant id')}:agents:by_create"
 
 
 def agent_titles(tenant: str) -> str:
-    return f"t:{tenant}:agents:titles"
+    return f"t:{_id(tenant, 'tenant id')}:agents:titles"
 
 
 def versions(tenant: str, agent_id: str) -> str:
-    return f"t:{tenant}:agent:{agent_id}:versions"
+    return f"{agent(tenant, agent_id)}:versions"
 
 
 def version(tenant: str, version_id: str) -> str:
-    return f"t:{tenant}:version:{version_id}"
+    return f"t:{_id(tenant, 'tenant id')}:version:{_id(version_id, 'version id')}"
 
 
 def session(tenant: str, session_id: str) -> str:
-    return f"t:{tenant}:session:{session_id}"
+    return f"t:{_id(tenant, 'tenant id')}:session:{_id(session_id, 'session id')}"
 
 
 def session_messages(tenant: str, session_id: str) -> str:
-    return f"t:{tenant}:session:{session_id}:messages"
+    return f"{session(tenant, session_id)}:messages"
+
+
+def _agent_scope(tenant: str, agent_id: str) -> str:
+    """Sessions of inline-DSL runs have no agent (""): they share one index per tenant."""
+    return f"t:{_id(tenant, 'tenant id')}:agent:{_id(agent_id, 'agent id', allow_empty=True)}"
 
 
 def agent_sessions(tenant: str, agent_id: str) -> str:
-    return f"t:{tenant}:agent:{agent_id}:sessions"
+    return f"{_agent_scope(tenant, agent_id)}:sessions"
 
 
 def user_sessions(tenant: str, agent_id: str, user_id: str) -> str:
-    return f"t:{tenant}:agent:{agent_id}:user:{user_id}:sessions"
+    # user ids are the caller's own strings (e-mail addresses, ...): only the key separator is refused
+    if ":" in user_id:
+        raise InvalidArgument(f"invalid user id {user_id!r}: it must not contain ':'")
+    return f"{_agent_scope(tenant, agent_id)}:user:{user_id}:sessions"
 
 
 def run(tenant: str, run_id: str) -> str:
-    return f"t:{tenant}:run:{run_id}"
+    return f"t:{_id(tenant, 'tenant id')}:run:{_id(run_id, 'run id')}"
 
 
 def run_log(tenant: str, run_id: str, kind: str) -> str:
-    return f"t:{tenant}:run:{run_id}:{kind}"
+    return f"{run(tenant, run_id)}:{kind}"
 
 
 def session_active_run(tenant: str, session_id: str) -> str:
-    return f"t:{tenant}:session:{session_id}:active_run"
+    return f"{session(tenant, session_id)}:active_run"
 
 
 def cancel_flag(run_id: str) -> str:
     # Not tenant-scoped: run ids are unguessable uuids and replicas check the flag without a tenant at hand.
-    return f"run:{run_id}:cancel"
+    return f"run:{_id(run_id, 'run id')}:cancel"
 
 
 CANCEL_CHANNEL = "trellis:cancel"

@@ -191,3 +191,17 @@ async def test_deleting_an_agents_sessions_leaves_nothing_behind(redis_client, t
     assert (await sessions.get(tenant, other.id)).agent_id == "other"
     with pytest.raises(NotFound):
         await sessions.get(tenant, s.id)
+
+
+async def test_ids_that_could_name_other_keys_are_refused(redis_client, tenant):
+    from services.common.errors import InvalidArgument
+
+    sessions = SessionStore(redis_client)
+    s = await sessions.create(tenant, agent_id="ag", user_id="u")
+    for bad in (f"{s.id}:messages", "", "a b", "x" * 200):
+        with pytest.raises(InvalidArgument, match="invalid session id"):
+            await sessions.get(tenant, bad)
+    with pytest.raises(InvalidArgument, match="invalid user id"):
+        await sessions.create(tenant, agent_id="ag", user_id="evil:user")
+    with pytest.raises(InvalidArgument, match="invalid tenant id"):
+        await AgentStore(redis_client).list("a:b")
