@@ -9,10 +9,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_
 
 from gateway import routes
 from gateway.config import GatewayConfig
+from services.common import context as ctxvars
 from gateway.upstreams import Upstreams
 
 UPSTREAMS = web.AppKey("upstreams", Upstreams)
 CONFIG = web.AppKey("config", GatewayConfig)
+REQUEST_ID = web.RequestKey("request_id", str)
 
 HTTP_TOTAL = Counter("trellis_http_requests_total", "HTTP requests, by route and status", ["route", "method", "status"])
 HTTP_LATENCY = Histogram("trellis_http_request_seconds", "HTTP request latency until the handler returns", ["route", "method"])
@@ -38,6 +40,21 @@ async def _metrics_middleware(request: web.Request, handler):
         HTTP_LATENCY.labels(route, request.method).observe(time.perf_counter() - start)
 
 
+@web.middleware
+async def _request_id_middleware(request: web.Request, handler):
+    """Take the caller's X-Request-Id (or make one): it rides every gRPC call this request makes and comes
+    back on the response, so one id follows a request through every service's logs."""
+    rid = request.headers.get("X-Request-Id", "")[:128] or ctxvars.new_request_id()
+    ctxvars.request_id.set(rid)
+    request[REQUEST_ID] = rid
+    return await handler(request)
+
+
+async def _echo_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    if REQUEST_ID in request:  # set for every routed request; streams get it before their first byte
+        response.headers["X-Request-Id"] = request[REQUEST_ID]
+
+
 async def healthz(request: web.Request) -> web.Response:
     """200 when every upstream says SERVING, else 503 naming the ones that do not."""
     cfg = request.app[CONFIG]
@@ -55,7 +72,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 def create_app(cfg: GatewayConfig) -> web.Application:
     # client_max_size: a larger body makes request.read() raise, which the routes answer with a 413.
-    app = web.Application(middlewares=[_metrics_middleware], client_max_size=cfg.max_body_bytes)
+    app = web.Application(middlewares=[_request_id_middleware, _metrics_middleware], client_max_size=cfg.max_body_bytes)
     app[CONFIG] = cfg
 
     async def upstreams_ctx(app: web.Application):
@@ -63,6 +80,7 @@ def create_app(cfg: GatewayConfig) -> web.Application:
         yield
         await app[UPSTREAMS].close()
 
+    app.on_response_prepare.append(_echo_request_id)
     app.cleanup_ctx.append(upstreams_ctx)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)

@@ -34,12 +34,12 @@ MESSAGE_SIZE_OPTIONS = [
 ]
 # Spread calls over every replica behind a headless Service (k8s DNS lists each pod).
 CHANNEL_OPTIONS = [*MESSAGE_SIZE_OPTIONS, ("grpc.lb_policy_name", "round_robin")]
-# Servers end connections after a while so clients re-resolve and find new pods (HPA scale-out);
-# in-flight streams get the grace period to finish.
+# Servers end connections after a while so clients re-resolve and find new pods (HPA scale-out). Streams
+# already open keep going for the grace: longer than any run may last (gateway 15 min, Agent 20 min).
 SERVER_OPTIONS = [
     *MESSAGE_SIZE_OPTIONS,
     ("grpc.max_connection_age_ms", 5 * 60 * 1000),
-    ("grpc.max_connection_age_grace_ms", 10 * 60 * 1000),
+    ("grpc.max_connection_age_grace_ms", 60 * 60 * 1000),
 ]
 
 

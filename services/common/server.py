@@ -84,7 +84,13 @@ async def serve(
                 # One line naming the service and the cause, for `trellis up` and for pod logs.
                 log.error("%s: start-up failed: %s", cfg.name, exc.message)
                 raise SystemExit(f"{cfg.name}: start-up failed: {exc.message}") from None
-        metrics.start_exporter(cfg.metrics_port)
+            except Exception as exc:
+                log.exception("%s: start-up failed", cfg.name)
+                raise SystemExit(f"{cfg.name}: start-up failed: {type(exc).__name__}: {exc}") from None
+        try:
+            metrics.start_exporter(cfg.metrics_port)
+        except OSError as exc:
+            raise SystemExit(f"{cfg.name}: cannot serve metrics on port {cfg.metrics_port}: {exc.strerror}") from None
         await set_health(health, bindings, health_pb2.HealthCheckResponse.SERVING)
         log.info("%s serving on %s (metrics on :%s)", cfg.name, address, cfg.metrics_port or "off")
         await stop.wait()

@@ -97,11 +97,17 @@ def _as_ip(host: str) -> IPAddress | None:
     return None
 
 
+_NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+
+
 def blocked_reason(ip: IPAddress) -> str | None:
     """Why ``ip`` must not be reached by default, or None when it is public."""
     if isinstance(ip, ipaddress.IPv6Address):
         # ::ffff:127.0.0.1 and friends reach the IPv4 address they embed.
         embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
+        if embedded is None and any(ip in net for net in _NAT64):
+            # NAT64 gateways translate 64:ff9b::a.b.c.d to a.b.c.d (e.g. the cloud metadata address).
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
         if embedded is not None:
             return blocked_reason(embedded)
     if ip.is_loopback:

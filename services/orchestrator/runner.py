@@ -20,6 +20,8 @@ import time
 from collections import deque
 from typing import Any, AsyncIterator
 
+from services.common import context as ctxvars
+
 from .components.base import NodeContext, Route, RunEnv
 from .engine_settings import Services
 from .events import MessageDelta, NodeFinished, NodeStarted, RunError, RunFinished, RunStarted, make
@@ -201,6 +203,7 @@ class _Execution:
             raise NodeFailed(nid, f"run exceeded max_steps={self.settings.max_steps} "
                              "(a runaway Loop?)", "max_steps")
         ctx = NodeContext(self.env, nid, node.name, node.params, sr.scope, sr.path)
+        ctxvars.node_id.set(nid)  # every log line the component writes names it
         env = self.env
         comp = node.component
         thoughts = ""

@@ -16,6 +16,7 @@ from services.orchestrator.http_client import (EgressBlocked, EgressPolicy, Outb
     ("224.0.0.251", "multicast"), ("ff02::1", "multicast"), ("0.0.0.0", "unspecified"), ("::", "unspecified"),
     ("240.0.0.1", "reserved"), ("100.64.0.1", "non-public"), ("::ffff:10.0.0.1", "private"),
     ("fc00::1", "private"), ("8.8.8.8", None), ("2606:4700:4700::1111", None),
+    ("64:ff9b::a9fe:a9fe", "link-local"), ("64:ff9b::a00:1", "private"), ("64:ff9b::808:808", None),
 ])
 def test_blocked_reason(ip: str, reason: str | None) -> None:
     assert blocked_reason(ipaddress.ip_address(ip)) == reason
