@@ -37,12 +37,32 @@ class Exit:
         return os.WEXITSTATUS(self.status)
 
 
+class _OutputBudget:
+    """Bytes of stdout + stderr taken in so far. Past the cap (plus one chunk, so the reader can see the cap
+    was crossed) the pipes stop being read: a run writing faster than its consumer can never make the
+    service buffer more than its output limit."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.taken = cap, 0
+
+    def exhausted(self) -> bool:
+        return self.taken > self.cap
+
+
 class _Reader(asyncio.Protocol):
-    def __init__(self, tag: str, queue: asyncio.Queue[tuple[str, bytes | None]]) -> None:
-        self.tag, self.queue = tag, queue
+    def __init__(self, tag: str, queue: asyncio.Queue[tuple[str, bytes | None]], budget: _OutputBudget | None = None) -> None:
+        self.tag, self.queue, self.budget = tag, queue, budget
+        self.transport: asyncio.ReadTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         self.queue.put_nowait((self.tag, data))
+        if self.budget is not None:
+            self.budget.taken += len(data)
+            if self.budget.exhausted() and self.transport is not None:
+                self.transport.pause_reading()  # the executor kills the run when it reaches this chunk
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.queue.put_nowait((self.tag, None))
@@ -95,6 +115,7 @@ class SandboxProcess:
         control: tuple[int, int],
         info: tuple[int, int] | None = None,
         keep_fds: tuple[int, ...] = (),
+        max_output_bytes: int = 0,
     ) -> "SandboxProcess":
         """Start the process. `control` and `info` are pipes (r, w): w goes to the child, r is read here.
 
@@ -132,8 +153,10 @@ class SandboxProcess:
             w_transport.write(stdin_data)  # buffered by the transport: the code may be larger than a pipe
             w_transport.close()  # closes once flushed, so the code reads EOF after its input
             pipes = ((STDOUT, proc.stdout), (STDERR, proc.stderr), (CONTROL, os.fdopen(control[0], "rb", 0)))
+            budget = _OutputBudget(max_output_bytes) if max_output_bytes else None
             for tag, pipe in pipes:
-                transport, _ = await loop.connect_read_pipe(lambda tag=tag: _Reader(tag, self.events), pipe)
+                transport, _ = await loop.connect_read_pipe(
+                    lambda tag=tag: _Reader(tag, self.events, budget if tag != CONTROL else None), pipe)
                 self._transports.append(transport)
             if info:
                 await self._track_init(os.fdopen(info[0], "rb", 0))

@@ -89,6 +89,7 @@ class Executor:
                 control=control,
                 info=info,
                 keep_fds=(seccomp_fd,) if seccomp_fd >= 0 else (),
+                max_output_bytes=req.limits.max_output_bytes,
             )
             watch = _Watch(limits, self.max_result_bytes)
             async for chunk in watch.pump(proc, deadline):

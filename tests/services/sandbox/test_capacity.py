@@ -64,7 +64,7 @@ async def test_cancelled_call_kills_its_sandbox(client: Client, servicer: Sandbo
     )
     call = client.call(code, args={"marker": marker})
     assert (await call.read()).output.data.startswith(b"started")
-    assert host_processes_with(marker=marker)  # the child really runs
+    await _wait_for(lambda: host_processes_with(marker=marker), timeout=5)  # the child really runs
     call.cancel()
     pool = servicer._executor.pool  # type: ignore[union-attr]
     await _wait_for(lambda: pool.busy == 0)
