@@ -38,6 +38,17 @@ def epoch_s(event: events_pb2.RunEvent) -> float:
     return ts.seconds + ts.nanos / 1e9
 
 
+def sse_frame(obj: dict[str, Any]) -> bytes:
+    """An SSE event as OpenAI and the standard envelope write it: `data: ` with a space, then a blank line.
+    (RAGFlow's own dialect has no space: see ragflow.frame.)"""
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+def delta_text(m: events_pb2.MessageDelta) -> str:
+    """A message delta as inline text: reasoning blocks are marked with <think> / </think>."""
+    return "<think>" if m.start_to_think else "</think>" if m.end_to_think else m.content
+
+
 def loads(text: str, default: Any) -> Any:
     """A `*_json` field: `default` when empty; the raw text when it is not JSON (never a crash mid-stream)."""
     if not text:

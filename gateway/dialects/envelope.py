@@ -14,21 +14,19 @@ Types and their `data`:
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, AsyncIterator
 
 from trellis.canvas.v1 import events_pb2
 
-from gateway.dialects._common import epoch_s, loads, run_failed, unexpected
+from gateway.dialects._common import delta_text, epoch_s, loads, run_failed, sse_frame, unexpected
 from gateway.dialects.ragflow import usage_dict
 from gateway.errors import GatewayError
 
 SYSTEM = "system"
 
 
-def frame(obj: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+frame = sse_frame
 
 
 class EnvelopeRun:
@@ -71,7 +69,7 @@ class EnvelopeRun:
                                              "error": n.error or None, "path": list(ev.path)}, node_name=node, ev=ev)]
         if kind == "message_delta":
             m = ev.message_delta
-            text = "<think>" if m.start_to_think else "</think>" if m.end_to_think else m.content
+            text = delta_text(m)
             return [self.envelope("content", {"delta": text}, node_name=node, ev=ev)] if text else []
         if kind == "message_end":
             m = ev.message_end

@@ -10,20 +10,18 @@ A mid-stream failure is one `{"error": {...}}` chunk, which the official client 
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, AsyncIterator
 
 from trellis.canvas.v1 import events_pb2
 
-from gateway.dialects._common import loads, run_failed, unexpected
+from gateway.dialects._common import delta_text, loads, run_failed, sse_frame, unexpected
 from gateway.errors import GatewayError, openai_body
 
 DONE = b"data: [DONE]\n\n"
 
 
-def frame(obj: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+frame = sse_frame
 
 
 class OpenAIRun:
@@ -63,7 +61,7 @@ class OpenAIRun:
             raise run_failed(ev.error)
         if kind == "message_delta":
             m = ev.message_delta
-            text = "<think>" if m.start_to_think else "</think>" if m.end_to_think else m.content
+            text = delta_text(m)
             if not text:
                 return None
             self._content.append(text)

@@ -10,7 +10,8 @@ import redis.asyncio as aioredis
 
 from services.common.errors import AlreadyExists, InvalidArgument, NotFound
 from services.orchestrator.store import keys
-from services.orchestrator.store._tx import write_if_exists
+from services.orchestrator.store._records import field as _s
+from services.orchestrator.store._records import write_if_exists
 
 
 @dataclass(frozen=True)
@@ -35,10 +36,6 @@ class VersionRecord:
     title: str
     dsl_json: str
     created_at: float
-
-
-def _s(raw: dict[bytes, bytes], key: str) -> str:
-    return raw.get(key.encode(), b"").decode()
 
 
 def _agent(tenant: str, agent_id: str, raw: dict[bytes, bytes]) -> AgentRecord:

@@ -15,7 +15,8 @@ import redis.asyncio as aioredis
 from services.common.errors import NotFound
 from services.orchestrator.state import SessionState
 from services.orchestrator.store import keys
-from services.orchestrator.store._tx import write_if_exists
+from services.orchestrator.store._records import field as _s
+from services.orchestrator.store._records import write_if_exists
 
 _STATE_FIELDS = ("globals", "history", "path", "retrieval", "memory")
 
@@ -47,10 +48,6 @@ class SessionRecord:
 
     def state(self) -> SessionState | None:
         return state_from_json(self.state_json)
-
-
-def _s(raw: dict[bytes, bytes], key: str) -> str:
-    return raw.get(key.encode(), b"").decode()
 
 
 def message(role: str, content: str, reference: dict[str, Any] | None = None, message_id: str = "") -> dict[str, Any]:

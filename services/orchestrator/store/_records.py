@@ -1,5 +1,6 @@
-"""Writes that must not resurrect a record deleted in the meantime (a run finishing after its session was
-deleted, an update racing a delete): WATCH the record, check it still exists, then MULTI/EXEC."""
+"""Redis hash records: reading a field, and writes that must not resurrect a record deleted in the meantime
+(a run finishing after its session was deleted, an update racing a delete): WATCH the record, check it
+still exists, then MULTI/EXEC."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ from typing import Awaitable, Callable
 import redis.asyncio as aioredis
 
 from services.common.errors import NotFound
+
+def field(raw: dict[bytes, bytes], key: str) -> str:
+    """A field of a HGETALL result as text ("" when absent)."""
+    return raw.get(key.encode(), b"").decode()
+
 
 Fill = Callable[[aioredis.client.Pipeline], Awaitable[None]]
 
