@@ -1,0 +1,308 @@
+"""Canvases that answer from a dataset, end to end through the real services.
+
+Every test ingests a small handbook into a REAL retrieval service (SQLite backend, bag-of-words embeddings
+from a real llm_gateway), then runs a canvas whose models are scripted in a second real llm_gateway:
+- Begin -> Retrieval -> LLM -> Message through the real orchestrator over gRPC: the answer cites the
+  document's chunk as [ID:n] and `message_end` carries that chunk under key n, in RAGFlow's shape.
+- LLM `cite` as RAGFlow: the citation prompt only with chunks and `cite` on; `<CITATION_GUIDELINES>`.
+- The RAGFlow templates `your_starter_dataset_chatbot.json` and `reflective_academic_paper_generator.json`
+  as shipped, except two things the shipped file cannot know: each Retrieval tool's `kb_ids` (empty in
+  the templates) becomes the test's dataset id (`with_dataset`, on the DSL params), and each `llm_id`
+  names a scripted model (`with_models`; "" resolves to the gateway's default chat model).
+
+The scripted answers cite chunk ids computed from the ingested chunks (`hash_str2int`, RAGFlow's
+citation id), which is why the chat gateway is started after ingestion.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import grpc
+import pytest
+from thinking_kit import cpn, of
+from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
+from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
+from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
+
+from services.common.testing import start_server
+from services.llm_gateway.client import LlmClient
+from services.llm_gateway.config import LlmGatewayConfig
+from services.llm_gateway.gateway import LlmGateway
+from services.llm_gateway.server import LlmServicer
+from services.orchestrator.components import _llm
+from services.orchestrator.components.retrieval import hash_str2int
+from services.orchestrator.dsl import load_canvas
+from services.orchestrator.engine_settings import Services
+from services.orchestrator.events import MessageDelta, MessageEnd, RunFinished, ToolCallFinished, ToolCallStarted
+from services.orchestrator.runner import run
+from services.orchestrator.state import RunRequest
+from services.orchestrator.validate import compile_plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "retrieval"))
+from retrieval_helpers import llm_gateway as embedding_gateway  # noqa: E402
+from retrieval_helpers import running_stack  # noqa: E402
+
+TEMPLATES = Path(__file__).resolve().parents[3].parent / "shared" / "ragflow" / "templates"
+HANDBOOK = """# Trellis operations handbook
+
+## Ports
+The gateway listens on port 8080. The orchestrator listens on port 50051.
+
+## Backups
+Redis writes its append-only file every second. Snapshots are kept for fourteen days.
+
+## Escalation
+Page the on-call engineer when the error rate stays above two percent for ten minutes.
+"""
+CHUNK_KEYS = {"id", "content", "document_id", "document_name", "dataset_id", "image_id", "positions", "url",
+              "similarity", "vector_similarity", "term_similarity", "doc_type"}
+
+
+@pytest.fixture
+async def kb(tmp_path):
+    """A retrieval service holding handbook.md in a dataset, one chunk per section, with distinct citation ids."""
+    async with embedding_gateway() as addr, running_stack("sqlite", tmp_path, addr) as stack:
+        ds = await stack.dataset("handbook", size=32, overlap=0)
+        for _ in range(5):  # citation ids are chunk ids mod 500: make sure the three differ
+            doc = await stack.ingest(ds.id, "handbook.md", HANDBOOK)
+            assert doc.status == rr_pb.DOCUMENT_STATUS_DONE, doc.error
+            found = (await stack.search("gateway port backups snapshots escalation error", [ds.id], top_n=10,
+                                        keywords_similarity_weight=0.0)).chunks
+            if len({hash_str2int(c.id) for c in found}) == len(found) == doc.chunk_count:
+                break
+            await stack.stub.DeleteDocument(rr_pb.DeleteDocumentRequest(tenant_id=stack.tenant, dataset_id=ds.id,
+                                                                        document_id=doc.id), timeout=30)
+        else:
+            pytest.fail("could not get distinct citation ids")
+        assert doc.chunk_count == 3
+        stack.dataset_id, stack.document_id = ds.id, doc.id
+        stack.cite = {key: hash_str2int(next(c.id for c in found if key in c.content))
+                      for key in ("8080", "fourteen days", "two percent")}
+        yield stack
+
+
+@asynccontextmanager
+async def chat_gateway(scripts: dict[str, Any], **cfg: Any) -> AsyncIterator[tuple[str, LlmClient, Any]]:
+    """A real llm_gateway serving scripted chat models: (address, client, the scripted provider)."""
+    gateway = LlmGateway.create(LlmGatewayConfig.for_tests(**cfg), scripts={"chat": scripts})
+    server, port = await start_server([LlmServicer(gateway).binding()], service="llm_gateway")
+    client = LlmClient.connect(f"127.0.0.1:{port}")
+    try:
+        yield f"127.0.0.1:{port}", client, gateway.scripted()
+    finally:
+        await client.close()
+        await server.stop(None)
+        await gateway.aclose()
+
+
+async def run_in_engine(dsl: dict[str, Any], svc: Services, *, query: str, tenant: str) -> list[Any]:
+    plan = compile_plan(load_canvas(dsl))
+    req = RunRequest(run_id="run-1", session_id="s-1", query=query, tenant_id=tenant)
+    events = [ev async for ev in run(plan, req, None, svc)]
+    assert isinstance(events[-1], RunFinished)
+    assert events[-1].error is None, events[-1].error
+    return events
+
+
+def retrieval_llm_canvas(dataset_id: str, **llm_params: Any) -> dict[str, Any]:
+    return {"components": {
+        "begin": cpn("Begin", ["Retrieval:Find"]),
+        "Retrieval:Find": cpn("Retrieval", ["LLM:Answer"], {
+            "kb_ids": [dataset_id], "top_n": 3, "similarity_threshold": 0.1, "keywords_similarity_weight": 0.7,
+            "empty_response": "Nothing found."}, up=["begin"]),
+        "LLM:Answer": cpn("LLM", ["Message:Reply"], {
+            "llm_id": "answerer@Scripted", "prompts": [{"role": "user", "content": "{sys.query}"}],
+            "sys_prompt": "Answer from the knowledge base only.\n{Retrieval:Find@formalized_content}", **llm_params},
+            up=["Retrieval:Find"]),
+        "Message:Reply": cpn("Message", [], {"content": ["{LLM:Answer@content}"]}, up=["LLM:Answer"]),
+    }, "history": [], "path": [], "retrieval": []}
+
+
+def check_reference(reference: dict[str, Any], answer: str, kb: Any, cited: list[int]) -> None:
+    """RAGFlow's shape, and every [ID:n] of the answer is a chunk of the reference from the document."""
+    assert [int(i) for i in _llm.cited_ids(answer)] == cited
+    assert set(reference) == {"chunks", "doc_aggs"}
+    for key, chunk in reference["chunks"].items():
+        assert set(chunk) >= CHUNK_KEYS and key == str(hash_str2int(chunk["id"]))
+        assert chunk["document_id"] == kb.document_id and chunk["dataset_id"] == kb.dataset_id
+        assert chunk["document_name"] == "handbook.md" and 0 < chunk["similarity"] <= 1
+    for n in cited:
+        assert str(n) in reference["chunks"]
+    assert reference["doc_aggs"] == {"handbook.md": {"doc_name": "handbook.md", "doc_id": kb.document_id,
+                                                     "count": len(reference["chunks"])}}
+
+
+# ------------------------------------------------------------------------------------ Retrieval -> LLM
+async def test_retrieval_llm_message_through_the_orchestrator_cites_the_chunk(kb, redis_server):
+    from helpers import free_port
+
+    from services.common.config import ServerConfig
+    from services.orchestrator.app import build
+    from services.orchestrator.config import OrchestratorConfig
+    from services.orchestrator.engine_settings import EngineSettings
+
+    n = kb.cite["8080"]
+    reply = f"The gateway listens on port 8080 [ID:{n}]."
+    async with chat_gateway({"answerer": [reply]}) as (chat_addr, _, provider):
+        cfg = OrchestratorConfig(server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0),
+                                 engine=EngineSettings(), redis_url=redis_server.url, llm_gateway_addr=chat_addr,
+                                 retrieval_addr=f"127.0.0.1:{kb.port}", sandbox_addr=f"127.0.0.1:{free_port()}")
+        orch = build(cfg)
+        for hook in orch.on_startup:
+            await hook()
+        server, port = await start_server(orch.bindings, service="orchestrator")
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+                req = canvas_pb.RunRequest(tenant_id=kb.tenant, query="Which port does the gateway listen on?",
+                                           dsl_json=json.dumps(retrieval_llm_canvas(kb.dataset_id)))
+                events = [e async for e in canvas_grpc.CanvasServiceStub(ch).Run(req, timeout=60)]
+        finally:
+            await server.stop(None)
+            for hook in orch.on_shutdown:
+                await hook()
+        [(_, call)] = provider.calls
+    assert not events[-1].run_finished.error, events[-1].run_finished.error
+    answer = "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta")
+    assert answer == reply
+    [end] = [e.message_end for e in events if e.WhichOneof("kind") == "message_end"]
+    reference = json.loads(end.reference_json)
+    check_reference(reference, answer, kb, [n])
+    assert "8080" in reference["chunks"][str(n)]["content"]
+    # What the model was shown: the retrieved blocks with their citation ids, and RAGFlow's citation rules.
+    system = call.messages[0]
+    assert system.role == "system" and system.content.rstrip().endswith(_llm.CITATION_PROMPT.strip())
+    assert f"ID: {n}\n├── Title: handbook.md" in system.content
+    assert call.messages[-1].content == "Which port does the gateway listen on?"
+
+
+async def test_llm_cite_prompt_only_with_chunks_and_cite_on_and_the_authors_guidelines_win(kb):
+    scripts = {"answerer": ["Port 8080."]}
+    guidelines = "Cite every sentence as (source n)."
+    cases = [
+        ({}, "gateway port", True),  # chunks and cite (default on)
+        ({"cite": False}, "gateway port", False),
+        ({}, "volcano eruption", False),  # nothing retrieved: no chunks in the references
+    ]
+    async with chat_gateway(scripts) as (_, client, provider):
+        svc = Services(llm=client, retrieval=kb.stub)
+        ends = []
+        for params, query, _ in cases:
+            dsl = retrieval_llm_canvas(kb.dataset_id, **params)
+            dsl["components"]["Retrieval:Find"]["obj"]["params"]["similarity_threshold"] = 0.3
+            events = await run_in_engine(dsl, svc, query=query, tenant=kb.tenant)
+            ends.append(of(events, MessageEnd, "Message:Reply")[0])
+        tagged = retrieval_llm_canvas(kb.dataset_id, sys_prompt=(
+            f"Be brief.<CITATION_GUIDELINES>{guidelines}</CITATION_GUIDELINES>\n{{Retrieval:Find@formalized_content}}"))
+        await run_in_engine(tagged, svc, query="gateway port", tenant=kb.tenant)
+        systems = [c.messages[0].content for _, c in provider.calls]
+    for (_, _, cites), system in zip(cases, systems):
+        assert (_llm.CITATION_PROMPT.strip() in system) is cites, system
+    assert "Nothing found." in systems[2] and ends[2].reference == {}  # the empty_response; no reference
+    assert ends[0].reference["chunks"] and ends[1].reference["chunks"]  # Message sends the run's chunks either way
+    assert guidelines in systems[3] and _llm.CITATION_PROMPT.strip() not in systems[3]
+    assert "CITATION_GUIDELINES" not in systems[3] and systems[3].startswith("Be brief.")
+
+
+def test_extract_prompts_and_cited_ids():
+    found, rest = _llm.extract_prompts("A<reflection>r</reflection>B<Citation_Guidelines>\nc\n</Citation_Guidelines>C")
+    assert found == {"reflection": "r", "citation_guidelines": "\nc\n"} and rest == "ABC"
+    assert _llm.citation_prompt(found) == "\nc\n" and _llm.citation_prompt({}) == _llm.CITATION_PROMPT
+    assert _llm.cited_ids("a [ID:12] b [ID: 7][ID:12] [ID:x] ID:3") == ["12", "7"]
+
+
+# ------------------------------------------------------------------------------------ the templates
+def template(name: str) -> dict[str, Any]:
+    return json.loads((TEMPLATES / name).read_text(encoding="utf-8"))
+
+
+def with_dataset(node: Any, dataset_id: str) -> Any:
+    """Every Retrieval (component or Agent tool) searches `dataset_id`: its `kb_ids` param is replaced."""
+    if isinstance(node, dict):
+        out = {k: with_dataset(v, dataset_id) for k, v in node.items()}
+        if out.get("component_name") == "Retrieval" and isinstance(out.get("params"), dict):
+            out["params"] = {**out["params"], "kb_ids": [dataset_id]}
+        return out
+    if isinstance(node, list):
+        return [with_dataset(v, dataset_id) for v in node]
+    return node
+
+
+def with_models(node: Any, models: dict[str, str]) -> Any:
+    if isinstance(node, dict):
+        return {k: (models.get(v, v) if k == "llm_id" else with_models(v, models)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [with_models(v, models) for v in node]
+    return node
+
+
+def agent_text(events: list[Any], message_id: str) -> tuple[str, dict[str, Any]]:
+    answer = "".join(d.content for d in of(events, MessageDelta, message_id))
+    [end] = of(events, MessageEnd, message_id)
+    return answer, end.reference
+
+
+async def test_your_starter_dataset_chatbot_answers_from_the_dataset_with_citations(kb):
+    n = kb.cite["8080"]
+    reply = f"## Answer\n\nAccording to the documentation, the gateway listens on port 8080 [ID:{n}]."
+    scripts = {"docs": [{"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "gateway port"}}]},
+                        {"reply": reply, "chunk_chars": 16}]}
+    dsl = with_dataset(template("your_starter_dataset_chatbot.json"), kb.dataset_id)
+    async with chat_gateway(scripts, default_chat_model="docs@Scripted") as (_, client, provider):  # llm_id is ""
+        events = await run_in_engine(dsl, Services(llm=client, retrieval=kb.stub), tenant=kb.tenant,
+                                     query="What port does the gateway use?")
+        first, second = [c for _, c in provider.calls]
+    agent = "Agent:StalePandasDream"
+    [started] = of(events, ToolCallStarted, agent)
+    [done] = of(events, ToolCallFinished, agent)
+    assert started.tool_name == "search_my_dateset_0" and started.arguments == {"query": "gateway port"}
+    assert done.error is None and f"ID: {n}\n├── Title: handbook.md" in done.result and "8080" in done.result
+    answer, reference = agent_text(events, "Message:BrownPugsStick")
+    assert answer == reply and len(of(events, MessageDelta, "Message:BrownPugsStick")) > 3  # streamed
+    check_reference(reference, answer, kb, [n])
+    # The template's prompt reached the model; the citation prompt joined it once the tool brought chunks.
+    assert [t.name for t in first.tools] == ["search_my_dateset_0"]
+    assert first.tools[0].description == "This is  a technical docs knowledge bases."
+    assert first.sampling.temperature == pytest.approx(0.1)
+    assert first.messages[0].content.startswith("# Role\n\nYou are the **Docs QA Agent**")
+    assert _llm.CITATION_PROMPT.strip() not in first.messages[0].content
+    assert second.messages[0].content.rstrip().endswith(_llm.CITATION_PROMPT.strip())
+    assert first.messages[-1].content == "The user query is What port does the gateway use?"
+    assert second.messages[-1].role == "tool" and f"ID: {n}" in second.messages[-1].content
+
+
+async def test_reflective_academic_paper_generator_researches_in_rounds_and_cites_both_sources(kb):
+    backups, escalation = kb.cite["fourteen days"], kb.cite["two percent"]
+    report = (f"# Operations report\n\n*Retention*: snapshots are kept for fourteen days [ID:{backups}]. "
+              "**Escalation**: page the on-call engineer when the error rate stays above two percent "
+              f"[ID:{escalation}].")
+    scripts = {"researcher": [
+        {"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "backups snapshots kept"}}]},
+        {"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "escalation error rate percent"}}]},
+        {"reply": report}]}
+    dsl = with_models(with_dataset(template("reflective_academic_paper_generator.json"), kb.dataset_id),
+                      {"qwen3-235b-a22b-instruct-2507@Tongyi-Qianwen": "researcher@Scripted"})
+    # The template's model (Qwen3-235B-A22B-Instruct-2507) has a 262,144-token context and the template asks
+    # for max_tokens 128000: the engine must know the context to leave the prompt room next to that answer.
+    svc = Services(llm=None, retrieval=kb.stub, extra={"llm_context_tokens": 262_144})
+    async with chat_gateway(scripts) as (_, client, provider):
+        svc.llm = client
+        events = await run_in_engine(dsl, svc, query="Write a short report on backups and escalation.",
+                                     tenant=kb.tenant)
+        calls = [c for _, c in provider.calls]
+    agent = "Agent:NewPumasLick"
+    assert [e.arguments["query"] for e in of(events, ToolCallStarted, agent)] == [
+        "backups snapshots kept", "escalation error rate percent"]
+    results = [e.result for e in of(events, ToolCallFinished, agent)]
+    assert f"ID: {backups}" in results[0] and f"ID: {escalation}" in results[1]
+    answer, reference = agent_text(events, "Message:OrangeYearsShine")
+    assert answer == report
+    check_reference(reference, answer, kb, [backups, escalation])  # chunks of both rounds, one reference
+    assert len(calls) == 3 and calls[0].max_tokens == 128000  # maxTokensEnabled in the template
+    assert "Knowledge Base Retrieval Q\\&A Agent" in calls[0].messages[0].content  # the whole prompt, untrimmed
+    assert "LaTeX formula requirements" in calls[0].messages[0].content
+    assert [_llm.CITATION_PROMPT.strip() in c.messages[0].content for c in calls] == [False, True, True]
+    assert calls[0].messages[-1].content == "# User Query\n Write a short report on backups and escalation."
