@@ -16,7 +16,9 @@ class RetrievalConfig:
     weaviate_url: str  # TRELLIS_WEAVIATE_URL: when set, the Weaviate backend replaces the embedded one
     weaviate_api_key: str  # TRELLIS_WEAVIATE_API_KEY: optional API key for that Weaviate
     weaviate_grpc_port: int  # TRELLIS_WEAVIATE_GRPC_PORT: Weaviate's gRPC port (default 50051)
-    chunk_size: int  # TRELLIS_RETRIEVAL_CHUNK_SIZE: tokens per chunk when a dataset sets none (default 256)
+    # TRELLIS_RETRIEVAL_CHUNK_SIZE: tokens (words and punctuation) per chunk when a dataset sets none (default
+    # 192, so a chunk stays inside the 256 word pieces all-MiniLM-L6-v2 embeds: longer chunks lose their tail)
+    chunk_size: int
     chunk_overlap: int  # TRELLIS_RETRIEVAL_CHUNK_OVERLAP: tokens repeated between neighbours (default 32)
     embed_batch: int  # TRELLIS_RETRIEVAL_EMBED_BATCH: texts per Embed call (default 32)
     embed_concurrency: int  # TRELLIS_RETRIEVAL_EMBED_CONCURRENCY: Embed calls in flight per document (default 2)
@@ -36,7 +38,7 @@ class RetrievalConfig:
             weaviate_url=env_str("TRELLIS_WEAVIATE_URL", ""),
             weaviate_api_key=env_str("TRELLIS_WEAVIATE_API_KEY", ""),
             weaviate_grpc_port=env_int("TRELLIS_WEAVIATE_GRPC_PORT", 50051),
-            chunk_size=env_int("TRELLIS_RETRIEVAL_CHUNK_SIZE", 256),
+            chunk_size=env_int("TRELLIS_RETRIEVAL_CHUNK_SIZE", 192),
             chunk_overlap=env_int("TRELLIS_RETRIEVAL_CHUNK_OVERLAP", 32),
             embed_batch=max(1, env_int("TRELLIS_RETRIEVAL_EMBED_BATCH", 32)),
             embed_concurrency=max(1, env_int("TRELLIS_RETRIEVAL_EMBED_CONCURRENCY", 2)),
@@ -57,7 +59,7 @@ class RetrievalConfig:
             weaviate_url="",
             weaviate_api_key="",
             weaviate_grpc_port=50051,
-            chunk_size=256,
+            chunk_size=192,
             chunk_overlap=32,
             embed_batch=32,
             embed_concurrency=2,

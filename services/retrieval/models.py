@@ -32,7 +32,7 @@ class Dataset:
     name: str
     description: str = ""
     embedding_model: str = ""  # "" until the first ingest resolves the deployment default
-    chunk_size: int = 256
+    chunk_size: int = 192
     chunk_overlap: int = 32
     dimension: int = 0  # vector size, fixed by the first embedded chunk
     document_count: int = 0

@@ -47,9 +47,12 @@ def context_tokens(ctx: NodeContext, model_id: str) -> int:
 
 
 def prompt_budget(ctx: NodeContext, conf: Any) -> int:
-    """Tokens the messages may use: 97% of the context (RAGFlow) minus room for the answer."""
+    """Tokens the messages may use: 97% of the context (RAGFlow) minus room for the answer.
+
+    A `max_tokens` larger than the context (templates ask for 128000 of models we know as 8192) cannot be
+    honoured anyway: it reserves at most half the context, so the prompt itself is never cut away."""
     total = context_tokens(ctx, conf.model_id)
-    reserve = conf.max_tokens if conf.max_tokens > 0 else min(1024, total // 4)
+    reserve = min(conf.max_tokens, total // 2) if conf.max_tokens > 0 else min(1024, total // 4)
     return max(128, int(total * 0.97) - reserve)
 
 

@@ -189,3 +189,16 @@ async def test_a_failing_model_with_exception_comment_gives_the_default_value():
     [msg] = of(events, NodeFinished, "Message:m")
     assert msg.outputs["content"] == "Sorry, no model."
     assert isinstance(events[-1], RunFinished) and events[-1].error is None
+
+
+async def test_a_max_tokens_beyond_the_context_does_not_eat_the_prompt():
+    """RAGFlow templates ask for max_tokens 128000; the system prompt must still reach an 8192-token model."""
+    async with llm_gateway(SCRIPTS) as llm:
+        ctx = node_ctx(services(llm), query="question")
+        params = {"llm_id": "echo@Scripted", "sys_prompt": "Rules: " + "be precise. " * 300,
+                  "max_tokens": 128000, "maxTokensEnabled": True}
+        assert _llm.prompt_budget(ctx, _llm.ModelConf.of(ctx, params)) == int(8192 * 0.97) - 8192 // 2
+        await LLM("LLM:a", params).run(ctx)
+        await ctx.finish_streams()
+        [call] = llm.calls_to("echo")
+        assert call.messages[0].content == params["sys_prompt"].strip()  # whole, not truncated
