@@ -13,6 +13,7 @@ from trellis.canvas.v1 import events_pb2 as ev_pb
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 
 from services.common.errors import InvalidArgument
+from services.common.json_fields import json_object
 from services.orchestrator import events as ev
 from services.orchestrator.run_manager import RunSpec
 from services.orchestrator.store import AgentRecord, SessionRecord, VersionRecord
@@ -21,19 +22,6 @@ from services.orchestrator.store import AgentRecord, SessionRecord, VersionRecor
 def dumps(value: Any) -> str:
     """JSON text for free-form values; anything unserialisable (a bytes blob, an object) becomes its str()."""
     return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def loads_object(text: str, field: str) -> dict[str, Any]:
-    """Parse a request's JSON field that must hold an object; empty means {}."""
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgument(f"{field} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    if not isinstance(value, dict):
-        raise InvalidArgument(f"{field} must be a JSON object, not {type(value).__name__}")
-    return value
 
 
 def _usage(usage: dict[str, Any]) -> ev_pb.Usage:
@@ -143,12 +131,12 @@ def run_spec_from_proto(request: canvas_pb.RunRequest) -> RunSpec:
     agent = request.agent if target == "agent" else None
     if agent is not None and not agent.agent_id:
         raise InvalidArgument("agent.agent_id is required")
-    kwargs = loads_object(request.chat_template_kwargs_json, "chat_template_kwargs_json")
+    kwargs = json_object(request.chat_template_kwargs_json, "chat_template_kwargs_json")
     return RunSpec(
         tenant_id=request.tenant_id, run_id=request.run_id, dsl_json=request.dsl_json if target == "dsl_json" else "",
         agent_id=agent.agent_id if agent else "", version_id=agent.version_id if agent else "",
         draft=agent.draft if agent else False, session_id=request.session_id, query=request.query,
-        inputs=loads_object(request.inputs_json, "inputs_json"), files=[_file(f) for f in request.files],
+        inputs=json_object(request.inputs_json, "inputs_json"), files=[_file(f) for f in request.files],
         user_id=request.user_id, chat_template_kwargs=kwargs or None,
         history=[(m.role, m.content) for m in request.history if m.role in ("user", "assistant")],
         overrides=_overrides(request.overrides) if request.HasField("overrides") else {})

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import json
 import logging
 from collections import defaultdict
 
+from services.common.json_fields import json_object
 from services.common.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, ServiceError
 from services.retrieval.backends.base import Backend
 from services.retrieval.chunking import Piece, chunk_blocks
@@ -35,15 +35,7 @@ def chunk_id(document_id: str, index: int, text: str) -> str:
 
 
 def parse_metadata(raw: str) -> dict:
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidArgument(f"metadata_json is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise InvalidArgument("metadata_json must be a JSON object")
-    return value
+    return json_object(raw, "metadata_json")
 
 
 def _split(name: str, mime_type: str, content: bytes, size: int, overlap: int) -> list[Piece]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import fields
 
 from trellis.sandbox.v1 import sandbox_service_pb2 as sb_pb
 
+from services.common.json_fields import json_object
 from services.common.errors import InvalidArgument
 from services.sandbox.config import SandboxConfig
 from services.sandbox.limits import Limits, resolve
@@ -34,14 +34,7 @@ def request_from_proto(req: sb_pb.ExecuteRequest, cfg: SandboxConfig) -> ExecReq
 
 
 def _arguments(text: str, language: Language) -> dict:
-    if not text.strip():
-        return {}
-    try:
-        args = json.loads(text)
-    except ValueError as exc:
-        raise InvalidArgument(f"sandbox: arguments_json is not valid JSON: {exc}") from None
-    if not isinstance(args, dict):
-        raise InvalidArgument("sandbox: arguments_json must be a JSON object of named arguments")
+    args = json_object(text, "sandbox: arguments_json")
     if language is Language.PYTHON:
         bad = [k for k in args if not k.isidentifier()]
         if bad:
