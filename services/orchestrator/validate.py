@@ -88,6 +88,7 @@ def _check_component(canvas: CanvasV2, cid: str, require_available: bool) -> Ite
                                   f"unknown component_name '{name}' (known: {', '.join(known)})")
     else:
         yield from cls.check(cid, c.params)
+    yield from _check_tools(cid, c.params, "params.tools", require_available)
 
     scope = c.parent_id or ""
     if c.parent_id is not None:
@@ -161,6 +162,23 @@ def _live_routes(cid: str, name: str, params: dict[str, Any], comps: dict[str, A
         else:
             out.extend(items)
     return out
+
+
+def _check_tools(cid: str, params: dict[str, Any], where: str, require_available: bool) -> Iterator[ValidationIssue]:
+    """An Agent's tools are components too: one whose issue has not landed must fail validation, not vanish
+    from the model's tool list. Sub-agents' tools are checked the same way. (Their structure, unknown names
+    included, is Agent.check's job.)"""
+    tools = params.get("tools")
+    if not require_available or not isinstance(tools, list):
+        return
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            continue
+        name = tool.get("component_name")
+        if isinstance(name, str) and name in registry.PENDING and not registry.is_available(name):
+            yield ValidationIssue(cid, f"{where}[{i}].component_name", f"tool {name} is not available yet")
+        elif isinstance(tool.get("params"), dict):
+            yield from _check_tools(cid, tool["params"], f"{where}[{i}].params.tools", require_available)
 
 
 def _scope(comps: dict[str, Any], cid: str) -> str | None:

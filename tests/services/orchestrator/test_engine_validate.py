@@ -179,3 +179,18 @@ def test_validate_file(tmp_path: Path) -> None:
     fixture = Path(__file__).resolve().parents[3].parent / "shared/ragflow/dsl_examples/go_fixture_all_components.json"
     assert validate_file(fixture, require_available=False) == []
     assert any(i.message == "component UserFillUp is not available yet" for i in validate_file(fixture))
+
+
+def test_an_agent_tool_that_is_not_available_fails_validation_naming_the_tool() -> None:
+    tools = [{"component_name": "TavilySearch", "name": "Search", "params": {}},
+             {"component_name": "Agent", "name": "Helper", "params": {"tools": [{"component_name": "Bing", "params": {}}]}},
+             {"component_name": "Teleporter", "params": {}},
+             {"component_name": "CodeExec", "params": {}}]
+    comps = base(**{"Agent:A": cpn("Agent", ["Message:M"], {"llm_id": "", "tools": tools}, ["begin"])})
+    found = issues(comps)
+    assert ("Agent:A", "params.tools[0].component_name", "tool TavilySearch is not available yet") in found
+    assert ("Agent:A", "params.tools[1].params.tools[0].component_name", "tool Bing is not available yet") in found
+    assert ("Agent:A", "params.tools[2].component_name", "unknown tool component 'Teleporter'") in found
+    assert not [f for f in found if f[1].startswith("params.tools[3]")]  # CodeExec is here
+    assert [f for f in issues(comps, require_available=False)] == [
+        ("Agent:A", "params.tools[2].component_name", "unknown tool component 'Teleporter'")]
