@@ -72,7 +72,3 @@ class Unimplemented(ServiceError):
 class Cancelled(ServiceError):
     code = grpc.StatusCode.CANCELLED
 
-
-def not_yet(rpc: str, issue: str) -> Unimplemented:
-    """The one answer for an RPC whose implementation lands with a later issue: never a fake answer."""
-    return Unimplemented(f"{rpc} is not implemented yet (it lands with {issue})")
