@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.common.config import DEFAULT_PORTS, ServerConfig, env_float, env_int, env_str, peer_address
+from services.common.config import DEFAULT_PORTS, ServerConfig, env_bool, env_float, env_int, env_str, peer_address
 from services.orchestrator.engine_settings import EngineSettings
 
 
@@ -22,6 +22,12 @@ def _engine_from_env() -> EngineSettings:
         max_steps=env_int("TRELLIS_MAX_STEPS", defaults.max_steps),
         # TRELLIS_SSRF_ALLOWLIST: comma-separated hosts/CIDRs that Invoke and tools may reach despite the guard
         ssrf_allowlist=tuple(x.strip() for x in allow.split(",") if x.strip()),
+        # TRELLIS_EXESQL_TIMEOUT_S: an ExeSQL statement's time limit; TRELLIS_EXESQL_SQLITE_DIR: where SQLite files may be
+        sql_timeout_s=env_float("TRELLIS_EXESQL_TIMEOUT_S", defaults.sql_timeout_s),
+        sql_sqlite_dir=env_str("TRELLIS_EXESQL_SQLITE_DIR", "") or None,
+        # TRELLIS_MCP_TIMEOUT_S: one MCP tool call's default limit; TRELLIS_MCP_ALLOW_STDIO=1 allows stdio servers
+        mcp_timeout_s=env_float("TRELLIS_MCP_TIMEOUT_S", defaults.mcp_timeout_s),
+        mcp_allow_stdio=env_bool("TRELLIS_MCP_ALLOW_STDIO", False),
     )
 
 

@@ -30,6 +30,15 @@ class EngineSettings:
     ssrf_allowlist: tuple[str, ...] = ()
     # Cap on `delay_after_error` between retries, so a bad DSL value cannot park a run for hours.
     max_retry_delay_s: float = 60.0
+    # ExeSQL: a statement's time limit on the database server (and the client's wait for it).
+    sql_timeout_s: float = 30.0
+    # ExeSQL db_type "sqlite": database files are opened read-only, and only under this directory
+    # (None: SQLite is refused, since a path could name any file the orchestrator can read).
+    sql_sqlite_dir: str | None = None
+    # MCP tool calls: the time limit of one call when the server's record sets none.
+    mcp_timeout_s: float = 60.0
+    # MCP servers of type "stdio" start a local command: off unless a deployment allows it.
+    mcp_allow_stdio: bool = False
 
     def timeout_for(self, component_name: str) -> float | None:
         if component_name in self.component_timeouts:
@@ -46,4 +55,5 @@ class Services:
     retrieval: Any = None  # trellis.retrieval.v1 RetrievalService stub
     sandbox: Any = None  # trellis.sandbox.v1 SandboxService stub
     http: Any = None  # shared outbound HTTP client with the SSRF guard (http_client.py)
+    mcp_servers: Any = None  # the tenants' MCP servers (store/mcp_servers.py), for Agents' `mcp` tools
     extra: dict[str, Any] = field(default_factory=dict)
