@@ -15,7 +15,7 @@ from .base import (Component, NodeContext, Route, RunEnv, UnknownComponent, get_
 _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop", "loop_item",
             "exit_loop", "variable_assigner", "variable_aggregator", "string_transform",
             "data_operations", "list_operations", "invoke", "retrieval",
-            "llm", "agent", "categorize", "code_exec")
+            "llm", "agent", "categorize", "code_exec", "exesql")
 
 for _name in _MODULES:
     importlib.import_module(f"{__name__}.{_name}")
@@ -23,7 +23,7 @@ for _name in _MODULES:
 # RAGFlow components and tools that come with later issues (agent/component, agent/tools, rag/flow).
 PENDING = frozenset({
     "UserFillUp", "DocGenerator",
-    "ExcelProcessor", "Browser", "ExeSQL", "TavilySearch", "TavilyExtract", "Google", "GoogleScholar",
+    "ExcelProcessor", "Browser", "TavilySearch", "TavilyExtract", "Google", "GoogleScholar",
     "DuckDuckGo", "Wikipedia", "PubMed", "ArXiv", "GitHub", "SearXNG", "KeenableSearch", "BGPT",
     "QueritSearch", "QueritContents", "Crawler", "DeepL", "QWeather", "AkShare", "WenCai",
     "YahooFinance", "Email", "Jin10", "TuShare", "Bing",

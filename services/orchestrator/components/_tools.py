@@ -70,8 +70,6 @@ RAGFLOW_TOOL_META: dict[str, dict[str, Any]] = {
                                   enum=["basic", "advanced"]),
             "format": _arg("string", "markdown (default) or text.", enum=["markdown", "text"]),
         }},
-    "ExeSQL": {"name": "execute_sql", "description": "Runs a SQL query on the configured database.",
-               "parameters": {"sql": _arg("string", "The SQL statement to run.", True)}},
     "Google": {"name": "google_search", "description": "Searches the web with Google.",
                "parameters": {"q": _arg("string", "The search keywords.", True),
                               "start": _arg("integer", "Result offset."),
