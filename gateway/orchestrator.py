@@ -3,13 +3,13 @@
     orch = request.app[ORCHESTRATOR]
     resp = await orch.unary(orch.agents.GetAgent, agent_pb.GetAgentRequest(tenant_id=t, agent_id=a))
     async with orch.run(run_request) as events:   # errors before the first event raise GatewayError here
-        async for ev in events: ...
+        async for ev in events: ...                 # answer deltas come merged when the client reads slowly
 """
 
 from __future__ import annotations
 
 import logging
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import grpc
@@ -21,6 +21,7 @@ from trellis.canvas.v1 import events_pb2
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
 from gateway.errors import from_rpc_error
+from services.common.coalesce import coalesce
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,21 @@ class RunStream:
         return event
 
 
+def merge_run_events(a: events_pb2.RunEvent, b: events_pb2.RunEvent) -> events_pb2.RunEvent | None:
+    """Two answer deltas of the same node as one event (services/common/coalesce.py), else None.
+
+    `a` is still in the coalescing buffer, nobody has seen it: it takes `b`'s text in place. Think markers
+    stay separate: each dialect renders them as their own event."""
+    if a.WhichOneof("kind") != "message_delta" or b.WhichOneof("kind") != "message_delta":
+        return None
+    ma, mb = a.message_delta, b.message_delta
+    if (ma.start_to_think or ma.end_to_think or mb.start_to_think or mb.end_to_think or a.node_id != b.node_id
+            or a.path != b.path or a.run_id != b.run_id):
+        return None
+    ma.content += mb.content
+    return a
+
+
 class Orchestrator:
     def __init__(self, channel: grpc.aio.Channel, *, rpc_timeout_s: float, run_timeout_s: float) -> None:
         self.agents = agent_grpc.AgentServiceStub(channel)
@@ -74,7 +90,9 @@ class Orchestrator:
         stream = RunStream(call)
         try:
             await stream.start()
-            yield stream
+            # What arrives while the previous event is being written to the client goes out as one event.
+            async with aclosing(coalesce(stream, merge_run_events)) as events:
+                yield events
         finally:
             # A no-op once the run ended. On a client disconnect aiohttp cancels the handler, and this
             # cancels the RPC at once, so the orchestrator stops the run (and its LLM request) too.

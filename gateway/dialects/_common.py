@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import grpc
+import orjson
 from trellis.canvas.v1 import events_pb2
 
 from gateway.errors import GatewayError
@@ -41,7 +42,16 @@ def epoch_s(event: events_pb2.RunEvent) -> float:
 def sse_frame(obj: dict[str, Any]) -> bytes:
     """An SSE event as OpenAI and the standard envelope write it: `data: ` with a space, then a blank line.
     (RAGFlow's own dialect has no space: see ragflow.frame.)"""
-    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+    return b"data: " + dumps(obj) + b"\n\n"
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact UTF-8 JSON with orjson (the streams' hot path); the stdlib for what orjson refuses (ints past
+    64 bits)."""
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str).encode()
 
 
 def delta_text(m: events_pb2.MessageDelta) -> str:

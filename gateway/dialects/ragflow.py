@@ -21,6 +21,7 @@ import enum
 import json
 from typing import Any, AsyncIterator
 
+import orjson
 from trellis.canvas.v1 import events_pb2
 
 from gateway.dialects._common import epoch_s, loads, run_failed, unexpected
@@ -62,6 +63,8 @@ class RagflowRun:
         self._last: dict[str, Any] | None = None
         self._last_answer: dict[str, Any] | None = None
         self._usage: dict[str, Any] | None = None
+        self._message_key: tuple[str, str] = ("", "")
+        self._message_parts: tuple[bytes, bytes, bytes] = (b"", b"", b"")
 
     # ---- one event ------------------------------------------------------------------------------------
 
@@ -146,6 +149,28 @@ class RagflowRun:
             return None
         return out
 
+    def message_frame(self, ev: events_pb2.RunEvent) -> bytes:
+        """`frame(self.forward(ev))` for a message delta (sent in every mode), built without a dict: the one
+        event per token. Same bytes as the general path; string fields go through orjson, whose output for a
+        str equals json.dumps(..., ensure_ascii=False)."""
+        if ev.session_id:
+            self.session_id = ev.session_id
+        m = ev.message_delta
+        if m.start_to_think:
+            data = b'{"content": "", "start_to_think": true}'
+        elif m.end_to_think:
+            data = b'{"content": "", "end_to_think": true}'
+        else:
+            data = b'{"content": ' + orjson.dumps(m.content) + b"}"
+        if self._message_key != (ev.run_id, self.session_id):
+            self._message_key = (ev.run_id, self.session_id)
+            sid = orjson.dumps(self.session_id)
+            self._message_parts = (b'data:{"event": "message", "message_id": ' + orjson.dumps(ev.run_id)
+                                   + b', "created_at": ', b', "task_id": ' + sid + b', "data": ',
+                                   b', "session_id": ' + sid + b"}\n\n")
+        head, middle, tail = self._message_parts
+        return head + str(int(epoch_s(ev))).encode() + middle + data + tail
+
     # ---- non-stream ------------------------------------------------------------------------------------
 
     def feed(self, ev: events_pb2.RunEvent) -> None:
@@ -213,6 +238,10 @@ async def sse(events: AsyncIterator[events_pb2.RunEvent], run: RagflowRun) -> As
     wrote = False
     try:
         async for ev in events:
+            if ev.HasField("message_delta"):
+                wrote = True
+                yield run.message_frame(ev)
+                continue
             out = run.forward(ev)
             if out is not None:
                 wrote = True

@@ -19,6 +19,7 @@ from trellis.llm.v1 import llm_service_pb2 as llm_pb
 from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc
 
 from services.common.channels import open_channel
+from services.common.coalesce import coalesce
 from services.common.errors import ServiceError
 from services.llm_gateway import convert
 from services.llm_gateway.types import (
@@ -35,6 +36,7 @@ from services.llm_gateway.types import (
     ToolCallAssembler,
     ToolChoice,
     Usage,
+    merge_deltas,
 )
 
 _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED}
@@ -117,6 +119,12 @@ class LlmClient:
         return ChatResult("".join(content), assembler.calls(), finish, usage, model)
 
     async def _chat(self, model_id: str, call: ChatCall, timeout: float | None) -> AsyncIterator[tuple[str, ChatDelta]]:
+        """(model, delta) pairs; the model id rides on the first. Deltas that arrive while the caller is busy
+        with the previous one come merged (services/common/coalesce.py)."""
+        async for item in coalesce(self._chunks(model_id, call, timeout), _merge_chunks):
+            yield item
+
+    async def _chunks(self, model_id: str, call: ChatCall, timeout: float | None) -> AsyncIterator[tuple[str, ChatDelta]]:
         rpc = self._stub.Chat(convert.chat_request_to_proto(model_id, call), timeout=timeout)
         try:
             async for chunk in rpc:
@@ -160,3 +168,8 @@ class LlmClient:
         except grpc.aio.AioRpcError as exc:
             raise _error(exc) from None
         return [ModelListing(m.id, convert.MODEL_TYPES[m.type], m.provider, m.is_default) for m in resp.models]
+
+
+def _merge_chunks(a: tuple[str, ChatDelta], b: tuple[str, ChatDelta]) -> tuple[str, ChatDelta] | None:
+    merged = merge_deltas(a[1], b[1])
+    return None if merged is None else (a[0] or b[0], merged)

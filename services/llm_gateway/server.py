@@ -8,9 +8,11 @@ import grpc
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc
 
+from services.common.coalesce import coalesce
 from services.common.server import Binding
 from services.llm_gateway import convert
 from services.llm_gateway.gateway import LlmGateway
+from services.llm_gateway.types import merge_deltas
 
 SERVICE_NAME = llm_pb.DESCRIPTOR.services_by_name["LlmService"].full_name
 
@@ -26,7 +28,8 @@ class LlmServicer(llm_grpc.LlmServiceServicer):
         call = convert.chat_call_from_proto(request)
         stream = self.gateway.chat(request.model_id, call, timeout_s=context.time_remaining())
         model = stream.model
-        async for delta in stream.deltas:
+        # While one chunk is being written to the orchestrator, what the provider sends meanwhile merges.
+        async for delta in coalesce(stream.deltas, merge_deltas):
             yield convert.delta_to_proto(delta, model)
             model = ""  # the resolved id rides on the first chunk only
 

@@ -172,3 +172,24 @@ def assemble(deltas: list[ChatDelta], model: str = "") -> ChatResult:
         finish = d.finish_reason or finish
         usage = d.usage or usage
     return ChatResult("".join(d.content for d in deltas), tools.calls(), finish, usage, model)
+
+
+def merge_deltas(a: ChatDelta, b: ChatDelta) -> ChatDelta | None:
+    """`a` then `b` as one delta, or None when they must stay apart (see services/common/coalesce.py).
+
+    Order within a delta is content, then tool calls, then the finish: so nothing joins a delta that has
+    finished, and text never joins after tool calls. A tool call's argument pieces with the same index
+    concatenate, exactly as `ToolCallAssembler` would join them."""
+    if a.finish_reason is not None or a.usage is not None or (a.tool_calls and b.content):
+        return None
+    calls = a.tool_calls
+    if b.tool_calls:
+        joined = list(calls)
+        for tc in b.tool_calls:
+            last = joined[-1] if joined else None
+            if last is not None and last.index == tc.index and not tc.id and not tc.name:
+                joined[-1] = ToolCallDelta(last.index, last.id, last.name, last.arguments + tc.arguments)
+            else:
+                joined.append(tc)
+        calls = tuple(joined)
+    return ChatDelta(a.content + b.content, calls, b.finish_reason, b.usage)

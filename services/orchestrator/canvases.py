@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import OrderedDict
+
 from services.common.errors import InvalidArgument
 from services.orchestrator.dsl import CanvasV2, DslError, load_with_state
+from services.orchestrator.plan import Plan, build_plan
 from services.orchestrator.state import SessionState
 from services.orchestrator.validate import validate
 
@@ -35,3 +39,30 @@ def prologue(canvas: CanvasV2) -> str:
         return ""
     text = params.get("prologue")
     return text if isinstance(text, str) else ""
+
+
+_PLAN_CACHE_SIZE = 512
+# (tenant, agent id, version id or "" for the draft) -> (the DSL text it was compiled from, its plan).
+_plans: OrderedDict[tuple[str, str, str], tuple[str, Plan]] = OrderedDict()
+
+
+async def compiled_plan(tenant: str, agent_id: str, version_id: str, dsl_json: str) -> Plan:
+    """The checked, compiled plan of an agent's version (or draft), compiled once per process.
+
+    A hit needs the very DSL text the plan came from, so an edited draft (or a re-published version id)
+    compiles afresh on every replica without any invalidation message. Plans are immutable, so runs share
+    them. An inline DSL (no agent) is compiled each time. Parsing a big DSL is CPU work: it runs in a thread.
+    """
+    key = (tenant, agent_id, version_id)
+    hit = _plans.get(key) if agent_id else None
+    if hit is not None and hit[0] == dsl_json:
+        _plans.move_to_end(key)
+        return hit[1]
+    canvas, _ = await asyncio.to_thread(parse, dsl_json, require_available=True)
+    plan = build_plan(canvas)
+    if agent_id:
+        _plans[key] = (dsl_json, plan)
+        _plans.move_to_end(key)
+        while len(_plans) > _PLAN_CACHE_SIZE:
+            _plans.popitem(last=False)
+    return plan

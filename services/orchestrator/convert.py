@@ -71,6 +71,17 @@ def _kind(event: ev.Event) -> dict[str, Any]:
     raise TypeError(f"unknown event type {type(event).__name__}")
 
 
+def merge_events(a: ev.Event, b: ev.Event) -> ev.Event | None:
+    """Two answer deltas of the same node as one (services/common/coalesce.py), else None. Think markers
+    stay their own events: each dialect renders them as a separate marker."""
+    if (a.__class__ is ev.MessageDelta and b.__class__ is ev.MessageDelta and a.node_id == b.node_id
+            and a.path == b.path and a.run_id == b.run_id and not (a.start_to_think or a.end_to_think)
+            and not (b.start_to_think or b.end_to_think)):
+        return ev.make(ev.MessageDelta, run_id=a.run_id, session_id=a.session_id, node_id=a.node_id,
+                       timestamp=a.timestamp, path=a.path, content=a.content + b.content)
+    return None
+
+
 def event_to_proto(event: ev.Event) -> ev_pb.RunEvent:
     return ev_pb.RunEvent(
         run_id=event.run_id, session_id=event.session_id, node_id=event.node_id, timestamp=_ts(event.timestamp),

@@ -21,7 +21,7 @@ from services.common.errors import InvalidArgument, NotFound
 from services.orchestrator import canvases
 from services.orchestrator import events as ev
 from services.orchestrator.engine_settings import Services
-from services.orchestrator.plan import Plan, build_plan
+from services.orchestrator.plan import Plan
 from services.orchestrator.runner import run as run_engine
 from services.orchestrator.state import RunRequest, SessionState
 from services.orchestrator.store import AgentStore, RunStore, SessionStore
@@ -143,18 +143,16 @@ class RunManager:
 
     async def _plan(self, spec: RunSpec, record) -> Plan:
         """The checked plan: inline DSL, or the agent's version (a session runs the version it was created with)."""
-        dsl_json = spec.dsl_json
+        dsl_json, agent_id, version_id = spec.dsl_json, "", ""
         if spec.agent_id or (record is not None and record.agent_id):
             agent_id = spec.agent_id or record.agent_id
             if record is not None:
-                dsl_json, _ = await self.agents.resolve_dsl(
+                dsl_json, version_id = await self.agents.resolve_dsl(
                     spec.tenant_id, agent_id, version_id=record.version_id, draft=not record.version_id)
             else:
-                dsl_json, _ = await self.agents.resolve_dsl(
+                dsl_json, version_id = await self.agents.resolve_dsl(
                     spec.tenant_id, agent_id, version_id=spec.version_id, draft=spec.draft)
-        # Parsing and validating a big DSL is CPU work: keep it off the event loop.
-        canvas, _ = await asyncio.to_thread(canvases.parse, dsl_json, require_available=True)
-        return build_plan(canvas)
+        return await canvases.compiled_plan(spec.tenant_id, agent_id, version_id, dsl_json)
 
     async def _produce(self, plan: Plan, request: RunRequest, state: SessionState, queue: asyncio.Queue) -> None:
         async for event in run_engine(plan, request, state, self.services):

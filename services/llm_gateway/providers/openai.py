@@ -10,6 +10,7 @@ import logging
 from typing import Any, AsyncIterator, Sequence
 
 import grpc
+import httpx
 import openai
 
 from services.common.errors import ServiceError
@@ -22,26 +23,19 @@ from services.llm_gateway.errors import (
     ProviderUnavailable,
 )
 from services.llm_gateway.providers import _openai_format as fmt
+from services.llm_gateway.providers._openai_stream import FINISH as _FINISH
+from services.llm_gateway.providers._openai_stream import deltas as stream_deltas
 from services.llm_gateway.providers.base import Provider
 from services.llm_gateway.types import (
     ChatCall,
     ChatDelta,
     Embeddings,
-    FinishReason,
     RerankScore,
     ToolCallDelta,
     Usage,
 )
 
 log = logging.getLogger(__name__)
-
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "content_filter": "content_filter",
-}
 
 
 class OpenAIProvider(Provider):
@@ -80,19 +74,22 @@ class OpenAIProvider(Provider):
             return
         if self._stream_usage:
             kwargs["stream_options"] = {"include_usage": True}
+        where = f"{self.label} {call.model}"
+        # The raw response, read as SSE bytes (providers/_openai_stream.py): the SDK's typed chunk per token
+        # costs more than the rest of the hop. Leaving the context closes the connection, which is what stops
+        # the upstream request when the consumer is cancelled (client cancel, deadline): dropped, not drained.
         try:
-            response = await self._client.chat.completions.create(**kwargs, stream=True, timeout=timeout)
+            async with self._client.chat.completions.with_streaming_response.create(
+                **kwargs, stream=True, timeout=timeout
+            ) as response:
+                async for delta in stream_deltas(response.iter_bytes(), where):
+                    yield delta
         except openai.OpenAIError as exc:
-            raise map_error(exc, f"{self.label} {call.model}") from exc
-        # Closing the response in `finally` is what stops the upstream request when the consumer is
-        # cancelled (client cancel, deadline): the connection is dropped, not drained.
-        try:
-            async for delta in _deltas(response):
-                yield delta
-        except openai.OpenAIError as exc:
-            raise map_error(exc, f"{self.label} {call.model}") from exc
-        finally:
-            await response.close()
+            raise map_error(exc, where) from exc
+        except httpx.TimeoutException as exc:
+            raise ProviderTimeout(f"{where}: the provider stopped answering mid-stream ({type(exc).__name__})") from exc
+        except httpx.HTTPError as exc:
+            raise ProviderUnavailable(f"{where}: the stream broke: {type(exc).__name__}: {exc}", retryable=False) from exc
 
     async def embed(self, model: str, texts: Sequence[str], *, timeout: float) -> Embeddings:
         try:
@@ -127,38 +124,6 @@ class OpenAIProvider(Provider):
 
     async def aclose(self) -> None:
         await self._client.close()
-
-
-async def _deltas(response: Any) -> AsyncIterator[ChatDelta]:
-    """Chunks -> deltas. Each call's id and name are passed on once, however often the server repeats them."""
-    seen_id: set[int] = set()
-    seen_name: set[int] = set()
-    finish: FinishReason | None = None
-    usage: Usage | None = None
-    async for chunk in response:
-        if chunk.usage is not None:
-            usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
-        if not chunk.choices:
-            continue
-        choice = chunk.choices[0]
-        delta = choice.delta
-        calls = []
-        for pos, tc in enumerate(delta.tool_calls or ()):
-            index = tc.index if tc.index is not None else pos
-            fn = tc.function
-            call_id = tc.id if tc.id and index not in seen_id else ""
-            name = fn.name if fn is not None and fn.name and index not in seen_name else ""
-            seen_id.update([index] if call_id else [])
-            seen_name.update([index] if name else [])
-            calls.append(ToolCallDelta(index, call_id, name, (fn.arguments or "") if fn is not None else ""))
-        if delta.content or calls:
-            yield ChatDelta(content=delta.content or "", tool_calls=tuple(calls))
-        if choice.finish_reason:
-            finish = _FINISH.get(choice.finish_reason, "stop")
-    # Some servers (Ollama, older vLLM) say "stop" after calling tools; callers branch on "tool_calls".
-    if seen_name and finish in (None, "stop"):
-        finish = "tool_calls"
-    yield ChatDelta(finish_reason=finish or "stop", usage=usage)
 
 
 def _from_completion(completion: Any) -> ChatDelta:

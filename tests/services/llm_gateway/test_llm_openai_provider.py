@@ -32,7 +32,8 @@ async def test_streams_text_usage_and_the_resolved_model(fake_openai):
     async with running_gateway(_cfg(fake_openai.base_url)) as gw:
         chunks = await gw.chat(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("hi")]))
     assert text_of(chunks) == "Hello there world"
-    assert len([c for c in chunks if c.content_delta]) == 3  # streamed, not buffered into one chunk
+    # Streamed (body["stream"] below); chunks that arrive together may travel as one (services/common/coalesce.py).
+    assert 1 <= len([c for c in chunks if c.content_delta]) <= 3
     assert chunks[0].model == "gpt-test@OpenAI"
     assert chunks[-1].finish_reason == chat_pb.FINISH_REASON_STOP
     assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens, chunks[-1].usage.total_tokens) == (7, 3, 10)
@@ -253,7 +254,7 @@ async def test_llm_client_breaking_out_of_a_stream_cancels_upstream(fake_openai)
     async with running_gateway(_cfg(fake_openai.base_url)) as gw:
         client = LlmClient(gw.channel)
         async for delta in client.stream_chat("gpt-test", [Message("user", "hi")], timeout=30):
-            assert delta.content == "alpha"
+            assert delta.content in ("alpha", "alpha beta")  # the two chunks sent at once may come merged
             break
         await asyncio.wait_for(fake_openai.disconnected.wait(), 3)
         with pytest.raises(ServiceError) as err:
