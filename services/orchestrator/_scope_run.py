@@ -11,7 +11,7 @@ from .variables import Scope
 class ScopeRun:
     """One execution of a scope (the top level, one Iteration item, one Loop pass)."""
 
-    __slots__ = ("body", "scope", "path", "counts", "taken", "active", "done", "error", "tasks", "top")
+    __slots__ = ("body", "scope", "path", "counts", "taken", "active", "done", "error", "tasks", "top", "paused")
 
     def __init__(self, body: BodyPlan, scope: Scope, path: tuple[str, ...], top: bool) -> None:
         self.body = body
@@ -24,6 +24,7 @@ class ScopeRun:
         self.error: BaseException | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
         self.top = top
+        self.paused = False  # a component of this scope waits for the user
 
     def task_done(self, task: asyncio.Task[Any]) -> None:
         # A done-callback, not a `finally` in the coroutine: a task cancelled before its first

@@ -7,7 +7,7 @@ and tool-call events; its `NodeFinished` after its last `MessageDelta`; `RunFini
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -18,6 +18,9 @@ class _Base:
     timestamp: float  # epoch seconds
     # Enclosing Iteration/Loop ids, outermost first; an Iteration adds the item index as a string.
     path: tuple[str, ...] = ()
+    # Position in the run's stream (1, 2, ...), set by the run manager as the event enters it; a client
+    # that lost its connection rejoins after the last one it saw.
+    seq: ClassVar[int] = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,6 +97,7 @@ class RunFinished(_Base):
     usage: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     cancelled: bool = False
+    waiting_for_user: bool = False  # paused at a UserFillUp: a later run on the session resumes there
 
 
 # No slots: `make()` fills an instance's __dict__ in one step, which costs a third of the frozen

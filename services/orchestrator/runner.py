@@ -22,7 +22,8 @@ from typing import Any, AsyncIterator
 
 from services.common import context as ctxvars
 
-from .components.base import NodeContext, Route, RunEnv
+from .checkpoint import NodeRecord, Replay
+from .components.base import NodeContext, Pause, Route, RunEnv
 from .engine_settings import Services
 from .events import MessageDelta, NodeFinished, NodeStarted, RunError, RunFinished, RunStarted, make
 from .plan import BodyPlan, NodePlan, Plan
@@ -37,7 +38,7 @@ perf = time.perf_counter
 now = time.time
 _new = object.__new__
 
-__all__ = ["NodeFailed", "RunRequest", "ValidationFailed", "compile_plan", "run"]
+__all__ = ["NodeFailed", "RunPaused", "RunRequest", "ValidationFailed", "compile_plan", "run"]
 
 
 class NodeFailed(Exception):
@@ -51,8 +52,13 @@ class NodeFailed(Exception):
         self.code = code
 
 
+class RunPaused(Exception):
+    """A component inside this container waits for the user: the container waits too, unfinished."""
+
+
 class _Execution:
-    def __init__(self, plan: Plan, request: RunRequest, state: SessionState, services: Services) -> None:
+    def __init__(self, plan: Plan, request: RunRequest, state: SessionState, services: Services,
+                 replay: Replay | None = None, checkpoints: bool = False) -> None:
         self.plan = plan
         self.request = request
         self.state = state
@@ -71,6 +77,11 @@ class _Execution:
         self._timeouts: dict[str, float | None] = {}
         self.watchdog = Watchdog()
         self.loop = asyncio.get_running_loop()
+        self.replay = replay
+        self.env.replay = replay
+        self.checkpoints = checkpoints  # yield a NodeRecord after every finished or pruned component
+        self.paused: list[str] = []  # components waiting for the user (UserFillUp)
+        self._refs_seen = 0  # size of the run's references at the last record
 
     # ------------------------------------------------------------------ events
     def emit(self, ev: Any) -> None:
@@ -129,7 +140,7 @@ class _Execution:
         self.emit(RunFinished(run_id=req.run_id, session_id=req.session_id, node_id="",
                               timestamp=now(), outputs=to_jsonable(self.last_outputs),
                               elapsed_s=perf() - t0, usage=dict(self.env.usage), error=error,
-                              cancelled=cancelled))
+                              cancelled=cancelled, waiting_for_user=bool(self.paused) and error is None))
 
     def _run_error(self, message: str, component_id: str, code: str) -> None:
         self.emit(RunError(run_id=self.request.run_id, session_id=self.request.session_id,
@@ -160,6 +171,8 @@ class _Execution:
             raise
         if sr.error is not None:
             raise sr.error
+        if sr.paused and not top:
+            raise RunPaused()
 
     def _start_chain(self, sr: _ScopeRun, nid: str) -> None:
         self._track(sr, self.loop.create_task(self._chain(sr, nid)))
@@ -203,6 +216,10 @@ class _Execution:
             raise NodeFailed(nid, f"run exceeded max_steps={self.settings.max_steps} "
                              "(a runaway Loop?)", "max_steps")
         ctx = NodeContext(self.env, nid, node.name, node.params, sr.scope, sr.path)
+        if self.replay is not None:
+            record = self.replay.take(sr.path, nid)
+            if record is not None:
+                return self._restore(sr, node, ctx, record)
         ctxvars.node_id.set(nid)  # every log line the component writes names it
         env = self.env
         comp = node.component
@@ -238,6 +255,10 @@ class _Execution:
                 break
             except asyncio.CancelledError:
                 raise
+            except RunPaused:
+                route = Pause()
+                err = None
+                break
             except TimeoutError as exc:
                 err, code = exc, "timeout"
             except NodeFailed as exc:  # a child of this container failed
@@ -270,12 +291,18 @@ class _Execution:
                 fatal = err if isinstance(err, NodeFailed) else NodeFailed(nid, error, code)
         elif route is not None and route.__class__ is Route:
             taken = set(route.next)
+        elif route is not None and route.__class__ is Pause:
+            # Waits for the user: no NodeFinished, no successor released; the run ends once nothing
+            # else can proceed, and a later run resumes here (checkpoint.Replay.resume_inputs).
+            sr.paused = True
+            self.paused.append(nid)
+            return []
 
         if ctx._pending and fatal is None:
             # Streamed outputs: release downstream now, report the node when its streams end.
-            self._track(sr, self.loop.create_task(self._finish_later(sr, node, ctx, t0, error)))
+            self._track(sr, self.loop.create_task(self._finish_later(sr, node, ctx, t0, error, taken)))
         else:
-            self._finished(sr, node, ctx, t0, error)
+            self._finished(sr, node, ctx, t0, error, taken)
         if fatal is not None:
             raise fatal
         if sr.top:
@@ -283,7 +310,7 @@ class _Execution:
         return self._release(sr, node, taken)
 
     async def _finish_later(self, sr: _ScopeRun, node: NodePlan, ctx: NodeContext, t0: float,
-                            error: str | None) -> None:
+                            error: str | None, taken: set[str] | None) -> None:
         try:
             await ctx.finish_streams()
         except asyncio.CancelledError:
@@ -292,9 +319,10 @@ class _Execution:
             error = str(exc) or type(exc).__name__
             ctx.outputs["_ERROR"] = error
             sr.fail(NodeFailed(node.id, error))
-        self._finished(sr, node, ctx, t0, error)
+        self._finished(sr, node, ctx, t0, error, taken)
 
-    def _finished(self, sr: _ScopeRun, node: NodePlan, ctx: NodeContext, t0: float, error: str | None) -> None:
+    def _finished(self, sr: _ScopeRun, node: NodePlan, ctx: NodeContext, t0: float, error: str | None,
+                  taken: set[str] | None = None) -> None:
         elapsed = perf() - t0
         outputs = to_jsonable(ctx.outputs)
         outputs["_created_time"] = t0
@@ -309,6 +337,38 @@ class _Execution:
                            inputs=to_jsonable(ctx.inputs) if ctx.inputs else {},
                            outputs=outputs, error=error, elapsed_s=elapsed, skipped=False)
         self.emit(ev)
+        if self.checkpoints:
+            self._record(sr, node, ctx, outputs, taken)
+
+    def _record(self, sr: _ScopeRun, node: NodePlan, ctx: NodeContext, outputs: dict[str, Any],
+                taken: set[str] | None) -> None:
+        refs = None
+        retrieval = self.state.retrieval
+        if isinstance(retrieval, list) and retrieval and isinstance(retrieval[-1], dict):
+            size = len(retrieval[-1].get("chunks") or ())
+            if size != self._refs_seen:
+                self._refs_seen = size
+                refs = to_jsonable(retrieval[-1])
+        writes = [(kind, ref, to_jsonable(value)) for kind, ref, value in ctx.writes] if ctx.writes else []
+        # In the event stream, right after the NodeFinished: a consumer that stores both keeps them in order.
+        self.emit(NodeRecord(node.id, sr.path, outputs, sorted(taken) if taken is not None else None,
+                             writes, refs))
+
+    def _restore(self, sr: _ScopeRun, node: NodePlan, ctx: NodeContext, record: NodeRecord) -> list[str]:
+        """A component that finished in an earlier attempt: its outputs and writes come back, nothing runs."""
+        ctx.outputs.update(record.outputs)
+        for kind, ref, value in record.writes:
+            if kind == "global":
+                ctx.set_global(ref, value)
+            else:
+                ctx.assign(ref, value)
+        if record.retrieval is not None and isinstance(self.state.retrieval, list) and self.state.retrieval:
+            self.state.retrieval[-1] = record.retrieval
+            self._refs_seen = len(record.retrieval.get("chunks") or ())
+        if sr.top:
+            self.last_outputs = ctx.outputs
+            self.state.path.append(node.id)
+        return self._release(sr, node, set(record.route) if record.route is not None else None)
 
     def _release(self, sr: _ScopeRun, node: NodePlan, taken: set[str] | None) -> list[str]:
         """Resolve node's out-edges; return the successors that are now ready to run."""
@@ -336,10 +396,13 @@ class _Execution:
         while stack:
             nid = stack.pop()
             node = nodes[nid]
-            self.emit(make(NodeFinished, run_id=env.run_id, session_id=env.session_id, node_id=nid,
-                           timestamp=now(), path=sr.path, component_name=node.display,
-                           component_type=node.name, inputs={}, outputs={}, error=None,
-                           elapsed_s=0.0, skipped=True))
+            if self.replay is None or not self.replay.take_pruned(sr.path, nid):
+                self.emit(make(NodeFinished, run_id=env.run_id, session_id=env.session_id, node_id=nid,
+                               timestamp=now(), path=sr.path, component_name=node.display,
+                               component_type=node.name, inputs={}, outputs={}, error=None,
+                               elapsed_s=0.0, skipped=True))
+                if self.checkpoints:
+                    self.emit(NodeRecord(nid, sr.path, skipped=True))
             for t in node.succ:
                 c = counts[t] - 1
                 counts[t] = c
@@ -352,13 +415,17 @@ class _Execution:
 
 async def run(plan: Plan, request: RunRequest, state: SessionState | None = None,
               services: Services | None = None, *,
-              cancel_event: asyncio.Event | None = None) -> AsyncIterator[Any]:
+              cancel_event: asyncio.Event | None = None, replay: Replay | None = None,
+              checkpoints: bool = False) -> AsyncIterator[Any]:
     """Run `plan` and yield its events; RunFinished is always the last one.
 
-    `cancel_event`, when set, cancels the run and still delivers RunFinished(cancelled=True). Closing the generator or cancelling its consumer cancels the run.
+    `cancel_event`, when set, cancels the run and still delivers RunFinished(cancelled=True). Closing the
+    generator or cancelling its consumer cancels the run. With `checkpoints`, a `NodeRecord` follows every
+    finished or pruned component's event in the stream; `replay` resumes from the records of an earlier
+    attempt (checkpoint.py).
     """
     state = state if state is not None else SessionState.fresh(plan.variables)
-    ex = _Execution(plan, request, state, services or Services())
+    ex = _Execution(plan, request, state, services or Services(), replay, checkpoints)
     driver = asyncio.ensure_future(ex.drive())
     watcher = None
     if cancel_event is not None:

@@ -8,22 +8,23 @@ from __future__ import annotations
 
 import importlib
 
-from .base import (Component, NodeContext, Route, RunEnv, UnknownComponent, get_class, register,
+from .base import (Component, NodeContext, Pause, Route, RunEnv, UnknownComponent, get_class, register,
                    registered)
 
 # Explicit list (STYLE.md section 7): adding a component = one module + one name here.
 _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop", "loop_item",
             "exit_loop", "variable_assigner", "variable_aggregator", "string_transform",
             "data_operations", "list_operations", "invoke", "retrieval",
-            "llm", "agent", "categorize", "code_exec", "exesql")
+            "llm", "agent", "categorize", "code_exec", "exesql", "user_fill_up",
+            "tools.tavily")
 
 for _name in _MODULES:
     importlib.import_module(f"{__name__}.{_name}")
 
 # RAGFlow components and tools that come with later issues (agent/component, agent/tools, rag/flow).
 PENDING = frozenset({
-    "UserFillUp", "DocGenerator",
-    "ExcelProcessor", "Browser", "TavilySearch", "TavilyExtract", "Google", "GoogleScholar",
+    "DocGenerator",
+    "ExcelProcessor", "Browser", "Google", "GoogleScholar",
     "DuckDuckGo", "Wikipedia", "PubMed", "ArXiv", "GitHub", "SearXNG", "KeenableSearch", "BGPT",
     "QueritSearch", "QueritContents", "Crawler", "DeepL", "QWeather", "AkShare", "WenCai",
     "YahooFinance", "Email", "Jin10", "TuShare", "Bing",
@@ -38,5 +39,5 @@ def is_known(name: str) -> bool:
     return name in registered() or name in PENDING
 
 
-__all__ = ["PENDING", "Component", "NodeContext", "Route", "RunEnv", "UnknownComponent",
+__all__ = ["PENDING", "Component", "NodeContext", "Pause", "Route", "RunEnv", "UnknownComponent",
            "get_class", "is_available", "is_known", "register", "registered"]

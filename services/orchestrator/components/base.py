@@ -63,7 +63,7 @@ from ..events import make as make_event
 from ..state import RunRequest
 from ..variables import Resolver, Scope, StreamValue, find_refs, is_ref
 
-__all__ = ["Component", "NodeContext", "Route", "RunEnv", "UnknownComponent", "ValidationIssue",
+__all__ = ["Component", "NodeContext", "Pause", "Route", "RunEnv", "UnknownComponent", "ValidationIssue",
            "get_class", "register", "registered"]
 
 
@@ -72,6 +72,13 @@ class Route:
     """Returned by a branching component: the downstream ids to follow (others are pruned)."""
 
     next: tuple[str, ...] | list[str]
+
+
+class Pause:
+    """Returned by a component that waits for the user (UserFillUp): the run pauses here, unfinished, and a
+    later run of the session resumes at this component with the user's answer (`ctx.take_resume_inputs()`)."""
+
+    __slots__ = ()
 
 
 class Component:
@@ -154,11 +161,12 @@ class RunEnv:
     usage: dict[str, int] = field(default_factory=dict)  # run total, reported in RunFinished
     state: Any = None  # the SessionState (retrieval references, history)
     events: list[Any] | None = None  # filled only by for_test
+    replay: Any = None  # checkpoint.Replay when the run resumes an earlier attempt
 
 
 class NodeContext:
     __slots__ = ("env", "component_id", "component_name", "params", "scope", "path", "outputs",
-                 "inputs", "_resolver", "_pending")
+                 "inputs", "_resolver", "_pending", "writes")
 
     def __init__(self, env: RunEnv, component_id: str, component_name: str, params: dict[str, Any],
                  scope: Scope, path: tuple[str, ...] = ()) -> None:
@@ -172,6 +180,7 @@ class NodeContext:
         self.inputs: dict[str, Any] = {}
         self._resolver: Resolver | None = None
         self._pending: list[asyncio.Future[Any]] | None = None
+        self.writes: list[tuple[str, str, Any]] | None = None  # set_global/assign, for the checkpoint
         # Downstream readers see this node's outputs as soon as they are set.
         scope.outputs[component_id] = self.outputs
 
@@ -233,9 +242,21 @@ class NodeContext:
 
     def set_global(self, key: str, value: Any) -> None:
         self.env.globals[key] = value
+        self._wrote("global", key, value)
 
     def assign(self, ref: str, value: Any) -> None:
         self.resolver.assign(ref, value)
+        self._wrote("assign", ref, value)
+
+    def _wrote(self, kind: str, ref: str, value: Any) -> None:
+        if self.writes is None:
+            self.writes = []
+        self.writes.append((kind, ref, value))
+
+    def take_resume_inputs(self) -> dict[str, Any] | None:
+        """The user's answer when this run resumes at this (paused) component, once; else None."""
+        replay = self.env.replay
+        return None if replay is None else replay.take_resume_inputs(self.path, self.component_id)
 
     # -- outputs
     def set_output(self, name: str, value: Any) -> None:

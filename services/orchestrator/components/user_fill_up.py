@@ -1,0 +1,74 @@
+"""UserFillUp ("Await response"): the run pauses here until the user answers a small form.
+
+The first time the run reaches it, it renders `tips` (references interpolated, when `enable_tips`), emits
+`UserInputRequired` with the form (`params.inputs`: {field: {name, type, optional, options, value}}) and
+returns `Pause`: the run ends with status `waiting_for_user`. The next completion request on the session
+carries `inputs`; the run manager resumes the paused run there, on any replica, without running anything
+that finished, and this component sets one output per field (plus `tips`). Inside a Loop it pauses again on
+every pass. File fields keep what the client sent (a file reference or a list of them); an optional field
+that was not answered is None.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..events import UserInputRequired
+from .base import Component, NodeContext, Pause, ValidationIssue, register
+
+DEFAULT_TIPS = "Please fill up the form"
+
+
+def _form(params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    inputs = params.get("inputs")
+    return {k: v for k, v in inputs.items() if isinstance(v, dict)} if isinstance(inputs, dict) else {}
+
+
+def missing_fields(params: dict[str, Any], answer: dict[str, Any]) -> list[str]:
+    """Required fields of the form that the answer leaves empty."""
+    out = []
+    for name, spec in _form(params).items():
+        if spec.get("optional"):
+            continue
+        value = answer.get(name)
+        if isinstance(value, dict) and "value" in value:
+            value = value["value"]
+        if value is None or value == "" or value == []:
+            out.append(name)
+    return out
+
+
+@register
+class UserFillUp(Component):
+    component_name = "UserFillUp"
+
+    @classmethod
+    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
+        issues = []
+        inputs = params.get("inputs", {})
+        if not isinstance(inputs, dict):
+            return [ValidationIssue(cpn_id, "params.inputs", f"must be an object of form fields, not {inputs!r}")]
+        for name, spec in inputs.items():
+            if not isinstance(spec, dict):
+                issues.append(ValidationIssue(cpn_id, f"params.inputs.{name}",
+                                              "must be an object {name, type, optional, options}"))
+        if not isinstance(params.get("tips", DEFAULT_TIPS), str):
+            issues.append(ValidationIssue(cpn_id, "params.tips", "must be a string"))
+        return issues
+
+    def thoughts(self, ctx: NodeContext) -> str:
+        return "Waiting for your input."
+
+    async def run(self, ctx: NodeContext) -> Pause | None:
+        tips = await ctx.render(self.params.get("tips", DEFAULT_TIPS)) if self.params.get("enable_tips", True) else ""
+        answer = ctx.take_resume_inputs()
+        if answer is None:
+            ctx.emit(UserInputRequired, inputs=_form(self.params), tips=tips)
+            return Pause()
+        ctx.set_output("tips", tips)
+        for name, spec in _form(self.params).items():
+            value = answer.get(name)
+            if isinstance(value, dict) and "value" in value:  # RAGFlow's {"type", "value"} shape
+                value = value["value"]
+            ctx.set_input(name, value)
+            ctx.set_output(name, None if spec.get("optional") and value in ("", []) else value)
+        return None
