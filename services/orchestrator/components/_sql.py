@@ -137,12 +137,16 @@ def _mssql(t: Target) -> Any:
                            database=t.database, login_timeout=CONNECT_TIMEOUT_S, timeout=math.ceil(t.timeout_s))
 
 
+class _SqliteConnection(sqlite3.Connection):
+    deadline: _Deadline  # restarted before each statement by run_statements
+
+
 def _sqlite(t: Target) -> Any:
-    conn = sqlite3.connect(f"file:{t.database}?mode=ro", uri=True, timeout=t.timeout_s, check_same_thread=False)
-    deadline = _Deadline(t.timeout_s)
-    conn.set_progress_handler(deadline.passed, 10_000)
+    conn = sqlite3.connect(f"file:{t.database}?mode=ro", uri=True, timeout=t.timeout_s, check_same_thread=False,
+                           factory=_SqliteConnection)
+    conn.deadline = _Deadline(t.timeout_s)
+    conn.set_progress_handler(conn.deadline.passed, 10_000)
     conn.set_authorizer(_no_attach)
-    conn.deadline = deadline  # type: ignore[attr-defined]  (restarted per statement)
     return conn
 
 
