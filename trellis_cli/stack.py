@@ -10,6 +10,8 @@ from pathlib import Path
 
 from services.common.config import DEFAULT_HTTP_PORT, DEFAULT_PORTS, data_dir, env_int
 
+REPLICA_PORT_STEP = 1000
+
 
 @dataclass(frozen=True)
 class Process:
@@ -58,17 +60,37 @@ def plan_stack() -> tuple[list[Process], dict[str, str]]:
         metrics_port = env_int(f"TRELLIS_{key}_METRICS_PORT", default_metrics)
         env[f"TRELLIS_{key}_PORT"] = str(port)
         env[f"TRELLIS_{key}_METRICS_PORT"] = str(metrics_port)
-        env.setdefault(f"TRELLIS_{key}_ADDR", f"127.0.0.1:{port}")
-        ports = {name: port}
-        if metrics_port:
-            ports[f"{name} metrics"] = metrics_port
-        procs.append(Process(name, [sys.executable, "-m", f"services.{name}"], ports, grpc_port=port))
+        count = replicas("TRELLIS_ORCHESTRATOR_REPLICAS", os.cpu_count() or 1) if name == "orchestrator" else 1
+        addresses = []
+        for i in range(count):
+            # Replica i listens on port + 1000 i (metrics likewise): callers list every replica and spread
+            # their calls over them (round_robin in services/common/channels.py), as they would over pods.
+            r_port, r_metrics = port + REPLICA_PORT_STEP * i, metrics_port + REPLICA_PORT_STEP * i if metrics_port else 0
+            addresses.append(f"127.0.0.1:{r_port}")
+            ports = {name if i == 0 else f"{name}-{i}": r_port}
+            if r_metrics:
+                ports[f"{name}-{i} metrics" if i else f"{name} metrics"] = r_metrics
+            overrides = {f"TRELLIS_{key}_PORT": str(r_port), f"TRELLIS_{key}_METRICS_PORT": str(r_metrics)} if i else {}
+            procs.append(Process(name if i == 0 else f"{name}-{i}", [sys.executable, "-m", f"services.{name}"], ports,
+                                 grpc_port=r_port, env=overrides))
+        env.setdefault(f"TRELLIS_{key}_ADDR", addresses[0] if count == 1 else "ipv4:" + ",".join(addresses))
     http_port = env_int("TRELLIS_HTTP_PORT", DEFAULT_HTTP_PORT)
     env["TRELLIS_HTTP_PORT"] = str(http_port)
-    procs.append(
-        Process("gateway", [sys.executable, "-m", "gateway"], {"gateway http": http_port}, http_health=f"http://127.0.0.1:{http_port}/healthz")
-    )
+    gateways = replicas("TRELLIS_GATEWAY_REPLICAS", max(1, (os.cpu_count() or 1) // 2))
+    for i in range(gateways):
+        # Several gateways share the HTTP port (SO_REUSEPORT): the kernel spreads connections over them.
+        procs.append(Process(
+            "gateway" if i == 0 else f"gateway-{i}", [sys.executable, "-m", "gateway"], {"gateway http": http_port} if i == 0 else {},
+            http_health=f"http://127.0.0.1:{http_port}/healthz",
+            env={"TRELLIS_HTTP_REUSE_PORT": "1"} if gateways > 1 else {}))
     return procs, env
+
+
+def replicas(name: str, default: int) -> int:
+    count = env_int(name, default)
+    if count < 1:
+        raise SystemExit(f"configuration error: {name}={count} must be at least 1")
+    return count
 
 
 def log_dir() -> Path:
