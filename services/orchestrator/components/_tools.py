@@ -51,25 +51,6 @@ def _search(name: str, description: str) -> dict[str, Any]:
 # Metas of RAGFlow tools whose component has no `tool_meta` (yet), by component_name.
 RAGFLOW_TOOL_META: dict[str, dict[str, Any]] = {
     "Retrieval": _search("search_my_dateset", "Searches the knowledge bases (datasets) for relevant content."),
-    "TavilySearch": {
-        "name": "tavily_search",
-        "description": "A web search engine optimized for LLMs. Start with a specific query of fewer than 5 "
-                       "keywords about a single aspect; broaden if needed.",
-        "parameters": {
-            **_QUERY,
-            "topic": _arg("string", "general (default) or news (real-time events).", enum=["general", "news"]),
-            "include_domains": _arg("array", "Only return results from these domains.", items={"type": "string"}),
-            "exclude_domains": _arg("array", "Never return results from these domains.", items={"type": "string"}),
-        }},
-    "TavilyExtract": {
-        "name": "tavily_extract",
-        "description": "Extracts the content of web pages from their URLs.",
-        "parameters": {
-            "urls": _arg("array", "The URLs to extract content from.", True, items={"type": "string"}),
-            "extract_depth": _arg("string", "basic (default) or advanced (tables, embedded content).",
-                                  enum=["basic", "advanced"]),
-            "format": _arg("string", "markdown (default) or text.", enum=["markdown", "text"]),
-        }},
     "Google": {"name": "google_search", "description": "Searches the web with Google.",
                "parameters": {"q": _arg("string", "The search keywords.", True),
                               "start": _arg("integer", "Result offset."),

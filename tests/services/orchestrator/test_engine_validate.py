@@ -183,15 +183,17 @@ def test_validate_file(tmp_path: Path) -> None:
     assert not any("UserFillUp" in i.message for i in validate_file(fixture))  # its nine UserFillUp nodes are fine
 
 
-def test_an_agent_tool_that_is_not_available_fails_validation_naming_the_tool() -> None:
-    tools = [{"component_name": "TavilySearch", "name": "Search", "params": {}},
-             {"component_name": "Agent", "name": "Helper", "params": {"tools": [{"component_name": "Bing", "params": {}}]}},
+def test_an_agent_tool_that_is_not_available_fails_validation_naming_the_tool(monkeypatch) -> None:
+    from services.orchestrator import components as registry
+    monkeypatch.setattr(registry, "PENDING", registry.PENDING | {"FutureSearch", "FutureBing"})
+    tools = [{"component_name": "FutureSearch", "name": "Search", "params": {}},
+             {"component_name": "Agent", "name": "Helper", "params": {"tools": [{"component_name": "FutureBing", "params": {}}]}},
              {"component_name": "Teleporter", "params": {}},
              {"component_name": "CodeExec", "params": {}}]
     comps = base(**{"Agent:A": cpn("Agent", ["Message:M"], {"llm_id": "", "tools": tools}, ["begin"])})
     found = issues(comps)
-    assert ("Agent:A", "params.tools[0].component_name", "tool TavilySearch is not available yet") in found
-    assert ("Agent:A", "params.tools[1].params.tools[0].component_name", "tool Bing is not available yet") in found
+    assert ("Agent:A", "params.tools[0].component_name", "tool FutureSearch is not available yet") in found
+    assert ("Agent:A", "params.tools[1].params.tools[0].component_name", "tool FutureBing is not available yet") in found
     assert ("Agent:A", "params.tools[2].component_name", "unknown tool component 'Teleporter'") in found
     assert not [f for f in found if f[1].startswith("params.tools[3]")]  # CodeExec is here
     assert [f for f in issues(comps, require_available=False)] == [
