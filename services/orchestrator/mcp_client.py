@@ -1,0 +1,227 @@
+"""Talking to MCP servers through the official `mcp` package: list a server's tools, call one.
+
+A server (`McpServer`) is reached over streamable HTTP ("streamable-http"), SSE ("sse"), or, where the
+deployment allows it (`EngineSettings.mcp_allow_stdio`, TRELLIS_MCP_ALLOW_STDIO=1), as a local command
+speaking MCP on stdin/stdout ("stdio": `url` is the command line). Each operation opens a session,
+initializes it, does its one request and closes: no connection outlives a tool call.
+
+Headers are RAGFlow's: each header name and value may use `$name` / `${name}` from the server's
+`variables` (string.Template), a header whose value is empty (or only "Bearer") is left out, and an
+Agent's `custom_header` is added on top. The URL's host goes through the SSRF guard of
+`http_client.OutboundHttp` (TRELLIS_SSRF_ALLOWLIST lets private addresses through).
+
+Every failure is an `McpError` whose message names the server and says what went wrong (refused,
+401, timed out...); a tool that answers with `isError` is an observation, not an error (RAGFlow:
+"MCP server error: ...").
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shlex
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from string import Template
+from typing import Any, AsyncIterator
+
+import httpx
+from mcp import ClientSession, types
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import McpError as ProtocolError
+
+from .http_client import EgressBlocked, OutboundHttp
+
+log = logging.getLogger(__name__)
+
+SERVER_TYPES = ("sse", "streamable-http", "stdio")
+
+
+class McpError(Exception):
+    """An MCP server could not be used; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class McpServer:
+    name: str
+    url: str
+    server_type: str
+    headers: dict[str, Any] = field(default_factory=dict)
+    variables: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float = 0.0  # 0: the deployment's default (EngineSettings.mcp_timeout_s)
+    id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class McpAccess:
+    """What a deployment lets MCP calls do: the guarded HTTP client, the default time limit, stdio."""
+
+    http: OutboundHttp
+    default_timeout_s: float = 60.0
+    allow_stdio: bool = False
+
+    def timeout_of(self, server: McpServer, override: float | None = None) -> float:
+        for t in (override, server.timeout_s):
+            if t and t > 0:
+                return float(t)
+        return self.default_timeout_s
+
+
+def resolved_headers(server: McpServer, custom_header: dict[str, Any] | None = None) -> dict[str, str]:
+    variables = {k: str(v) for k, v in (server.variables or {}).items() if not isinstance(v, (dict, list))}
+    headers: dict[str, str] = {}
+    for h, v in (server.headers or {}).items():
+        name = Template(str(h)).safe_substitute(variables).strip()
+        value = Template(str(v)).safe_substitute(variables).strip()
+        if name and value and value != "Bearer":
+            headers[name] = value
+    for h, v in (custom_header or {}).items():
+        headers[str(h)] = str(v)
+    return headers
+
+
+async def list_tools(server: McpServer, access: McpAccess, *, timeout_s: float | None = None) -> list[dict[str, Any]]:
+    """The server's tools as RAGFlow stores them: {"name", "description", "inputSchema", ...}."""
+    limit = access.timeout_of(server, timeout_s)
+    async with _guarded(server, "list its tools", limit):
+        async with open_session(server, access, limit) as session:
+            result = await session.list_tools()
+    return [t.model_dump(mode="json", exclude_none=True) for t in result.tools]
+
+
+async def call_tool(server: McpServer, tool: str, arguments: dict[str, Any], access: McpAccess, *,
+                    custom_header: dict[str, Any] | None = None) -> str:
+    """The tool's answer as the text the model reads."""
+    limit = access.timeout_of(server)
+    async with _guarded(server, f"call tool {tool!r}", limit):
+        async with open_session(server, access, limit, custom_header) as session:
+            result = await session.call_tool(tool, arguments, read_timeout_seconds=timedelta(seconds=limit))
+    return result_text(result)
+
+
+def result_text(result: types.CallToolResult) -> str:
+    if result.isError:
+        return f"MCP server error: {_content_text(result.content)}"
+    if not result.content:
+        if result.structuredContent is not None:
+            return json.dumps(result.structuredContent, ensure_ascii=False)
+        return "MCP server returned empty content."
+    return _content_text(result.content)
+
+
+def _content_text(content: list[Any]) -> str:
+    parts = []
+    for item in content:
+        if isinstance(item, types.TextContent):
+            parts.append(item.text)
+        elif isinstance(item, types.EmbeddedResource) and isinstance(item.resource, types.TextResourceContents):
+            parts.append(item.resource.text)
+        else:
+            parts.append(f"[{item.type} content]")
+    return "\n".join(parts)
+
+
+@asynccontextmanager
+async def open_session(server: McpServer, access: McpAccess, timeout_s: float,
+                       custom_header: dict[str, Any] | None = None) -> AsyncIterator[ClientSession]:
+    """An initialized MCP session with `server`."""
+    kind = server.server_type
+    if kind not in SERVER_TYPES:
+        raise McpError(f"MCP server {server.name!r}: unsupported server_type {kind!r} "
+                       f"(supported: {', '.join(SERVER_TYPES)})")
+    if kind == "stdio":
+        streams = _stdio(server, access)
+    else:
+        await _check_url(server, access)
+        headers = resolved_headers(server, custom_header)
+        http_timeout = httpx.Timeout(timeout_s, read=max(timeout_s, 60.0))
+        if kind == "sse":
+            streams = sse_client(server.url.strip(), headers=headers, timeout=timeout_s,
+                                 sse_read_timeout=max(timeout_s, 60.0), httpx_client_factory=_http_client)
+        else:
+            streams = _streamable(server.url.strip(), _http_client(headers=headers, timeout=http_timeout))
+    async with streams as (read, write, *_):
+        async with ClientSession(read, write, read_timeout_seconds=timedelta(seconds=timeout_s)) as session:
+            await session.initialize()
+            yield session
+
+
+@asynccontextmanager
+async def _streamable(url: str, client: httpx.AsyncClient) -> AsyncIterator[Any]:
+    async with client, streamable_http_client(url, http_client=client) as streams:
+        yield streams
+
+
+def _http_client(headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
+                 auth: httpx.Auth | None = None) -> httpx.AsyncClient:
+    # trust_env=False: a proxy from the environment must not route around the SSRF guard.
+    return httpx.AsyncClient(headers=headers, timeout=timeout, auth=auth, trust_env=False, follow_redirects=False)
+
+
+def _stdio(server: McpServer, access: McpAccess) -> Any:
+    if not access.allow_stdio:
+        raise McpError(f"MCP server {server.name!r}: stdio servers are disabled on this deployment "
+                       "(TRELLIS_MCP_ALLOW_STDIO=1 allows them)")
+    argv = shlex.split(server.url)
+    if not argv:
+        raise McpError(f"MCP server {server.name!r}: a stdio server's url is the command to run, and it is empty")
+    env = server.variables.get("env") if isinstance(server.variables.get("env"), dict) else None
+    return stdio_client(StdioServerParameters(command=argv[0], args=argv[1:],
+                                              env={str(k): str(v) for k, v in env.items()} if env else None))
+
+
+async def _check_url(server: McpServer, access: McpAccess) -> None:
+    try:
+        await access.http.check_url(server.url.strip())
+    except EgressBlocked as exc:
+        raise McpError(f"MCP server {server.name!r}: {exc}") from None
+    except (ValueError, OSError) as exc:
+        raise McpError(f"MCP server {server.name!r}: invalid url {server.url!r}: {exc}") from None
+
+
+@asynccontextmanager
+async def _guarded(server: McpServer, what: str, timeout_s: float) -> AsyncIterator[None]:
+    """Turns whatever the transports raise (often inside exception groups) into one McpError."""
+    where = f"MCP server {server.name!r} ({server.url})" if server.server_type != "stdio" else \
+        f"MCP server {server.name!r}"
+    try:
+        # The session's own read timeout answers first; this also bounds connecting and the handshake.
+        async with asyncio.timeout(timeout_s + 5):
+            yield
+    except McpError:
+        raise
+    except TimeoutError:
+        raise McpError(f"{where}: could not {what}: no answer within {timeout_s:g} s") from None
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - exception groups from anyio task groups
+        leaf = _leaf(exc)
+        if isinstance(leaf, (KeyboardInterrupt, SystemExit)):
+            raise
+        raise McpError(f"{where}: could not {what}: {_describe(leaf, timeout_s)}") from None
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = next((e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)), exc.exceptions[0])
+    return exc
+
+
+def _describe(exc: BaseException, timeout_s: float) -> str:
+    if isinstance(exc, httpx.HTTPStatusError):
+        status = exc.response.status_code
+        hint = " (check its headers: authorization token)" if status in (401, 403) else ""
+        return f"it answered HTTP {status} {exc.response.reason_phrase}{hint}"
+    if isinstance(exc, httpx.ConnectError):
+        return f"cannot connect ({exc or 'connection refused'})"
+    if isinstance(exc, (httpx.TimeoutException, TimeoutError)):
+        return f"no answer within {timeout_s:g} s"
+    if isinstance(exc, ProtocolError):
+        text = exc.error.message
+        if "Timed out" in text:
+            return f"no answer within {timeout_s:g} s"
+        return text
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,95 @@
+"""A real MCP server for the tests, built with the `mcp` package's FastMCP and served by uvicorn on a free
+loopback port in the test's own event loop: streamable HTTP at /mcp and SSE at /sse.
+
+Tools: `add(a, b)`, `shout(text)`, `nap(seconds)` (sleeps, for timeouts) and `broken()` (raises).
+With `token`, every request must carry `Authorization: Bearer <token>` (else 401), and `whoami()`
+answers the header it saw. Run as a script, it serves the same tools on stdin/stdout (the stdio test).
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+from mcp.server.fastmcp import Context, FastMCP
+from starlette.responses import JSONResponse
+
+
+def build(token: str | None = None) -> FastMCP:
+    server = FastMCP("trellis-test", host="127.0.0.1")
+
+    @server.tool(description="Adds two integers.")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @server.tool(description="Upper-cases a text.")
+    def shout(text: str) -> str:
+        return text.upper() + "!"
+
+    @server.tool(description="Sleeps, then says so.")
+    async def nap(seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return f"slept {seconds:g}s"
+
+    @server.tool(description="Always fails.")
+    def broken() -> str:
+        raise ValueError("the disk is on fire")
+
+    @server.tool(description="The Authorization header of the request.")
+    def whoami(ctx: Context) -> str:
+        request = ctx.request_context.request
+        return request.headers.get("authorization", "") if request is not None else ""
+
+    return server
+
+
+def app(token: str | None = None):
+    server = build(token)
+    application = server.streamable_http_app()
+    application.routes.extend(server.sse_app().routes)  # /sse and /messages/ beside /mcp
+    if token:
+        inner = application
+
+        async def guarded(scope, receive, send):
+            if scope["type"] == "http":
+                headers = dict(scope.get("headers") or [])
+                if headers.get(b"authorization", b"").decode() != f"Bearer {token}":
+                    await JSONResponse({"error": "unauthorized"}, status_code=401)(scope, receive, send)
+                    return
+            await inner(scope, receive, send)
+
+        return guarded, inner
+    return application, application
+
+
+@asynccontextmanager
+async def serving(token: str | None = None) -> AsyncIterator[str]:
+    """Base URL (http://127.0.0.1:<port>) of a running server."""
+    import uvicorn
+
+    asgi, starlette_app = app(token)
+
+    @asynccontextmanager
+    async def lifespan(_):
+        async with starlette_app.router.lifespan_context(starlette_app):
+            yield
+
+    config = uvicorn.Config(asgi, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    async with lifespan(None):
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+            await task
+
+
+if __name__ == "__main__":
+    build().run("stdio") if len(sys.argv) < 2 else None
