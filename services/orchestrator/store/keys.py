@@ -34,6 +34,18 @@ def agent_titles(tenant: str) -> str:
     return f"t:{_id(tenant, 'tenant id')}:agents:titles"
 
 
+def mcp_server(tenant: str, mcp_id: str) -> str:
+    return f"t:{_id(tenant, 'tenant id')}:mcp:{_id(mcp_id, 'MCP server id')}"
+
+
+def mcp_servers_by_create(tenant: str) -> str:
+    return f"t:{_id(tenant, 'tenant id')}:mcps:by_create"
+
+
+def mcp_server_names(tenant: str) -> str:
+    return f"t:{_id(tenant, 'tenant id')}:mcps:names"
+
+
 def versions(tenant: str, agent_id: str) -> str:
     return f"{agent(tenant, agent_id)}:versions"
 
