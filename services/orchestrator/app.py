@@ -10,6 +10,8 @@ from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
+from trellis.canvas.v1 import mcp_service_pb2 as mcp_pb
+from trellis.canvas.v1 import mcp_service_pb2_grpc as mcp_grpc
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
@@ -21,10 +23,13 @@ from services.llm_gateway.client import LlmClient
 from services.orchestrator.config import OrchestratorConfig
 from services.orchestrator.engine_settings import Services
 from services.orchestrator.http_client import EgressPolicy, OutboundHttp
+from services.orchestrator.mcp_client import McpAccess
+from services.orchestrator.mcp_servicer import McpServerServicer
 from services.orchestrator.redis_client import wait_until_ready
 from services.orchestrator.run_manager import RunManager
 from services.orchestrator.server import AgentServicer, CanvasServicer, SessionServicer
 from services.orchestrator.store import AgentStore, RunStore, SessionStore
+from services.orchestrator.store.mcp_servers import McpServerStore
 from services.orchestrator.store.runs import CancelListener
 
 
@@ -43,11 +48,14 @@ def build(cfg: OrchestratorConfig) -> Orchestrator:
     redis = aioredis.from_url(cfg.redis_url)  # lazy: nothing connects until start-up
     agents, sessions, runs = AgentStore(redis), SessionStore(redis, cfg.session_ttl_s), RunStore(redis)
     http = OutboundHttp(EgressPolicy.from_entries(cfg.engine.ssrf_allowlist))
+    mcp_servers = McpServerStore(redis)
+    mcp_access = McpAccess(http, cfg.engine.mcp_timeout_s, cfg.engine.mcp_allow_stdio)
     # Channels connect lazily: a peer that is down fails the component that calls it, not start-up.
     channels = [open_channel(addr) for addr in (cfg.llm_gateway_addr, cfg.retrieval_addr, cfg.sandbox_addr)]
     services = Services(
         settings=cfg.engine, http=http, llm=LlmClient(channels[0]),
-        retrieval=rr_grpc.RetrievalServiceStub(channels[1]), sandbox=sandbox_grpc.SandboxServiceStub(channels[2]))
+        retrieval=rr_grpc.RetrievalServiceStub(channels[1]), sandbox=sandbox_grpc.SandboxServiceStub(channels[2]),
+        mcp_servers=mcp_servers)
     manager = RunManager(agents, sessions, runs, services)
     listener = CancelListener(redis, manager.cancel_local, manager.recheck_cancels)
 
@@ -67,5 +75,6 @@ def build(cfg: OrchestratorConfig) -> Orchestrator:
         Binding(canvas_grpc.add_CanvasServiceServicer_to_server, CanvasServicer(manager), _name(canvas_pb, "CanvasService")),
         Binding(agent_grpc.add_AgentServiceServicer_to_server, AgentServicer(agents, sessions), _name(agent_pb, "AgentService")),
         Binding(session_grpc.add_SessionServiceServicer_to_server, SessionServicer(agents, sessions), _name(session_pb, "SessionService")),
+        Binding(mcp_grpc.add_McpServerServiceServicer_to_server, McpServerServicer(mcp_servers, mcp_access), _name(mcp_pb, "McpServerService")),
     ]
     return Orchestrator(bindings, on_startup=[start], on_shutdown=[stop])
