@@ -6,7 +6,8 @@ Agents, which run as sub-agents with their own tools), `max_rounds` (5; rounds o
 final answer is forced), `description` (what a parent agent reads about this one as a tool),
 `user_prompt` (the sub-agent's call argument description), and the Trellis addition `tool_calling`:
 "native" (default) or "text" (JSON-in-text tool calls for models without function calling).
-The loop itself is `_react.React`; tools are built by `_tools.build_toolset`.
+The loop itself is `_react.React`; tools are built by `_tools.build_toolset`, and the tools of MCP servers
+(`mcp`: [{"mcp_id", "tools"}], with `custom_header` sent to them) by `_mcp_tools.build`.
 
 Called as a tool (a sub-agent) its `user_prompt`, `reasoning` and `context` arguments become the
 user prompt (RAGFlow's REASONING / CONTEXT / QUERY layout) and its answer is the observation.

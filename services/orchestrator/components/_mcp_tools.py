@@ -1,0 +1,85 @@
+"""An Agent's `mcp` tools: RAGFlow's `mcp` param, `[{"mcp_id": ..., "tools": {name: tool}}]`, where each tool
+is what the server listed (`name`, `description`, `inputSchema`), copied into the DSL when the user picked it.
+
+They follow the Agent's `tools` in the model's list, numbered on from them as RAGFlow numbers them
+(`f"{tool name}_{index}"`). A call looks the server up in the run's tenant (`Services.mcp_servers`, so its
+url, headers and variables are the saved ones, never the DSL's) and calls the tool there
+(`mcp_client.call_tool`); the Agent's `custom_header` param is sent too. A server that is gone, down,
+refuses the call or runs past its timeout gives an "Error: ..." observation; the Agent goes on.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from services.llm_gateway.types import Tool
+
+from .. import mcp_client
+from ..http_client import EgressPolicy, OutboundHttp
+from ._tools import ToolSpec
+from .base import Component, NodeContext, ValidationIssue
+
+EMPTY_SCHEMA = {"type": "object", "properties": {}}
+
+
+class McpTool(Component):
+    """One tool of one MCP server, as an Agent tool (never a canvas node: not registered)."""
+
+    component_name = "MCP"
+
+    async def call_tool(self, ctx: NodeContext, args: dict[str, Any]) -> str:
+        store = ctx.services.mcp_servers
+        mcp_id, tool = self.params["mcp_id"], self.params["tool"]
+        if store is None:
+            raise RuntimeError(f"MCP server {mcp_id}: MCP servers are not available in this deployment")
+        tenant = ctx.request.tenant_id if ctx.request is not None else ""
+        try:
+            record = await store.get(tenant, mcp_id)
+        except Exception as exc:  # NotFound, a bad id
+            raise RuntimeError(f"MCP server {mcp_id} of tool {tool!r}: {exc}") from None
+        http = ctx.http
+        if http is None:
+            async with OutboundHttp(EgressPolicy.from_entries(ctx.settings.ssrf_allowlist)) as own:
+                return await self._call(ctx, record.server(), tool, args, own)
+        return await self._call(ctx, record.server(), tool, args, http)
+
+    async def _call(self, ctx: NodeContext, server: mcp_client.McpServer, tool: str, args: dict[str, Any],
+                    http: OutboundHttp) -> str:
+        access = mcp_client.McpAccess(http, ctx.settings.mcp_timeout_s, ctx.settings.mcp_allow_stdio)
+        header = self.params.get("custom_header")
+        return await mcp_client.call_tool(server, tool, args, access,
+                                          custom_header=header if isinstance(header, dict) else None)
+
+
+def check(cpn_id: str, entries: Any) -> list[ValidationIssue]:
+    if entries in (None, ""):
+        return []
+    if not isinstance(entries, list):
+        return [ValidationIssue(cpn_id, "params.mcp", "must be a list of {\"mcp_id\", \"tools\"}")]
+    issues = []
+    for i, entry in enumerate(entries):
+        where = f"params.mcp[{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("mcp_id"), str) or not entry["mcp_id"]:
+            issues.append(ValidationIssue(cpn_id, f"{where}.mcp_id", "must name an MCP server (its id)"))
+        elif not isinstance(entry.get("tools", {}), dict):
+            issues.append(ValidationIssue(cpn_id, f"{where}.tools", "must be an object {tool name: tool}"))
+    return issues
+
+
+def build(agent_id: str, entries: Any, first_index: int, custom_header: Any = None) -> list[ToolSpec]:
+    specs = []
+    index = first_index
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("tools"), dict):
+            continue
+        for name, meta in entry["tools"].items():
+            meta = meta if isinstance(meta, dict) else {}
+            function = f"{name}_{index}"
+            index += 1
+            params = {"mcp_id": entry.get("mcp_id", ""), "tool": name, "custom_header": custom_header}
+            instance_id = f"{agent_id}-->{name}"
+            schema = meta.get("inputSchema")
+            specs.append(ToolSpec(function, name, name, McpTool.component_name, instance_id, params,
+                                  McpTool(instance_id, params),
+                                  Tool(function, str(meta.get("description") or ""),
+                                       schema if isinstance(schema, dict) and schema else EMPTY_SCHEMA)))
+    return specs
