@@ -25,7 +25,7 @@ from typing import Any
 
 from services.llm_gateway.types import Message, ResponseFormat
 
-from . import _llm, _react, _tools
+from . import _llm, _mcp_tools, _react, _tools
 from .base import Component, NodeContext, ValidationIssue, register
 from .llm import build_prompt
 
@@ -82,9 +82,11 @@ class Agent(Component):
     __slots__ = ("tools",)
 
     def setup(self) -> None:
-        self.tools = _tools.build_toolset(self.id, self.params.get("tools"))
-        if self.params.get("mcp"):
-            log.warning("Agent %s: MCP servers are not supported yet; their tools are left out", self.id)
+        entries = self.params.get("tools")
+        self.tools = _tools.build_toolset(self.id, entries)
+        # MCP tools are numbered on after every `tools` entry, as RAGFlow numbers them.
+        self.tools += _mcp_tools.build(self.id, self.params.get("mcp"), len(entries) if isinstance(entries, list) else 0,
+                                       self.params.get("custom_header"))
 
     @classmethod
     def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
@@ -96,7 +98,7 @@ class Agent(Component):
                                           f"must be a non-negative integer, got {rounds!r}"))
         if params.get("tool_calling", "native") not in ("native", "text"):
             issues.append(ValidationIssue(cpn_id, "params.tool_calling", "must be 'native' or 'text'"))
-        return issues + _check_tools(cpn_id, "params.tools", params.get("tools"))
+        return issues + _check_tools(cpn_id, "params.tools", params.get("tools")) + _mcp_tools.check(cpn_id, params.get("mcp"))
 
     def thoughts(self, ctx: NodeContext) -> str:
         return _llm.thinking_text(ctx, self.params)
