@@ -43,7 +43,7 @@ class Seen:
     @property
     def form(self) -> dict[str, str]:
         from urllib.parse import parse_qsl
-        return dict(parse_qsl(self.body.decode()))
+        return dict(parse_qsl(self.body.decode(), keep_blank_values=True))
 
 
 Answer = Any  # a JSON-able value, a Respond, or a callable (Seen) -> either

@@ -16,7 +16,8 @@ _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop",
             "exit_loop", "variable_assigner", "variable_aggregator", "string_transform",
             "data_operations", "list_operations", "invoke", "retrieval",
             "llm", "agent", "categorize", "code_exec", "exesql", "user_fill_up",
-            "tools.tavily")
+            "tools.tavily", "tools.google", "tools.bing", "tools.duckduckgo", "tools.wikipedia",
+            "tools.yahoofinance")
 
 for _name in _MODULES:
     importlib.import_module(f"{__name__}.{_name}")
@@ -24,10 +25,10 @@ for _name in _MODULES:
 # RAGFlow components and tools that come with later issues (agent/component, agent/tools, rag/flow).
 PENDING = frozenset({
     "DocGenerator",
-    "ExcelProcessor", "Browser", "Google", "GoogleScholar",
-    "DuckDuckGo", "Wikipedia", "PubMed", "ArXiv", "GitHub", "SearXNG", "KeenableSearch", "BGPT",
+    "ExcelProcessor", "Browser", "GoogleScholar",
+    "PubMed", "ArXiv", "GitHub", "SearXNG", "KeenableSearch", "BGPT",
     "QueritSearch", "QueritContents", "Crawler", "DeepL", "QWeather", "AkShare", "WenCai",
-    "YahooFinance", "Email", "Jin10", "TuShare", "Bing",
+    "Email", "Jin10", "TuShare",
 })
 
 

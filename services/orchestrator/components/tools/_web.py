@@ -74,6 +74,7 @@ class WebTool(Component):
     positive: ClassVar[tuple[str, ...]] = ()  # params that must be positive integers
     service: ClassVar[str] = ""  # env prefix: TRELLIS_<service>_BASE_URL, <service>_API_KEY
     base_url: ClassVar[str] = ""
+    hosts: ClassVar[dict[str, str]] = {}  # other hosts of the service (see `endpoint`)
     timeout_s: ClassVar[float] = 12.0  # RAGFlow's tool time limit
     needs_key: ClassVar[bool] = True
 
@@ -160,9 +161,15 @@ class WebTool(Component):
                                                                  f"component's api_key or in {env}")
         return key
 
-    def endpoint(self, path: str = "") -> str:
-        base = os.environ.get(f"TRELLIS_{self.service}_BASE_URL", "").strip() or self.base_url
-        return base.rstrip("/") + path if path else base
+    def endpoint(self, path: str = "", *, host: str = "", **fill: str) -> str:
+        """`TRELLIS_<SERVICE>_BASE_URL` (else `base_url`) + path. A service on several hosts names the
+        others in `hosts` ({"HTML": "https://html.duckduckgo.com"}): `host="HTML"` reads
+        `TRELLIS_<SERVICE>_HTML_BASE_URL`. `{placeholders}` in the base are filled from `fill`."""
+        env = f"TRELLIS_{self.service}_{host}_BASE_URL" if host else f"TRELLIS_{self.service}_BASE_URL"
+        base = os.environ.get(env, "").strip() or (self.hosts[host] if host else self.base_url)
+        if fill:
+            base = base.format(**fill)
+        return base.rstrip("/") + path
 
     def time_limit(self) -> float:
         raw = os.environ.get(f"TRELLIS_{self.service}_TIMEOUT_S", "").strip()
@@ -186,7 +193,8 @@ class WebTool(Component):
         return (await self.request(ctx, method, path, **kwargs)).text
 
     async def request(self, ctx: NodeContext, method: str, path: str, *, params: Any = None, json: Any = None,
-                      data: Any = None, headers: dict[str, str] | None = None) -> HttpResponse:
+                      data: Any = None, headers: dict[str, str] | None = None,
+                      check_status: bool = True) -> HttpResponse:
         cid, name = ctx.component_id, self.component_name
         url = path if "://" in path else self.endpoint(path)
         limit = self.time_limit()
@@ -216,7 +224,7 @@ class WebTool(Component):
                     log.info("%s: %s answered HTTP %d; retrying", cid, name, resp.status)
                     await asyncio.sleep(_retry_after(resp, wait))
                     continue
-                if resp.status >= 400:
+                if resp.status >= 400 and check_status:
                     raise RuntimeError(f"{cid}: {name} answered HTTP {resp.status}: {_excerpt(resp.text)}")
                 return resp
         raise AssertionError("unreachable")  # the loop returns or raises
