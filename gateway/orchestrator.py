@@ -18,6 +18,7 @@ from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.canvas.v1 import events_pb2
+from trellis.canvas.v1 import mcp_service_pb2_grpc as mcp_grpc
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
 from gateway.errors import from_rpc_error
@@ -77,6 +78,7 @@ class Orchestrator:
         self.agents = agent_grpc.AgentServiceStub(channel)
         self.sessions = session_grpc.SessionServiceStub(channel)
         self.canvas = canvas_grpc.CanvasServiceStub(channel)
+        self.mcp = mcp_grpc.McpServerServiceStub(channel)
         self.rpc_timeout_s = rpc_timeout_s
         self.run_timeout_s = run_timeout_s
 
