@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -46,7 +49,10 @@ class Orchestrator:
 
 def build(cfg: OrchestratorConfig) -> Orchestrator:
     redis = aioredis.from_url(cfg.redis_url)  # lazy: nothing connects until start-up
-    agents, sessions, runs = AgentStore(redis), SessionStore(redis, cfg.session_ttl_s), RunStore(redis)
+    # The replica id in the run leases this process holds.
+    owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    agents, sessions = AgentStore(redis), SessionStore(redis, cfg.session_ttl_s)
+    runs = RunStore(redis, owner=owner, lease_s=cfg.run_lease_s)
     http = OutboundHttp(EgressPolicy.from_entries(cfg.engine.ssrf_allowlist))
     mcp_servers = McpServerStore(redis)
     mcp_access = McpAccess(http, cfg.engine.mcp_timeout_s, cfg.engine.mcp_allow_stdio)
@@ -56,12 +62,13 @@ def build(cfg: OrchestratorConfig) -> Orchestrator:
         settings=cfg.engine, http=http, llm=LlmClient(channels[0]),
         retrieval=rr_grpc.RetrievalServiceStub(channels[1]), sandbox=sandbox_grpc.SandboxServiceStub(channels[2]),
         mcp_servers=mcp_servers)
-    manager = RunManager(agents, sessions, runs, services)
+    manager = RunManager(agents, sessions, runs, services, max_attempts=cfg.run_max_attempts)
     listener = CancelListener(redis, manager.cancel_local, manager.recheck_cancels)
 
     async def start() -> None:
         await wait_until_ready(redis, cfg.redis_url)
         await listener.start()
+        await manager.start()
 
     async def stop() -> None:
         await manager.aclose()

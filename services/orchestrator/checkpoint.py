@@ -63,9 +63,10 @@ class NodeRecord:
 class Replay:
     """The records of an earlier attempt, handed out in the order their components run again."""
 
-    __slots__ = ("_ran", "_pruned", "resume_inputs")
+    __slots__ = ("_ran", "_pruned", "resume_inputs", "answer")
 
-    def __init__(self, records: Iterable[NodeRecord], resume_inputs: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(self, records: Iterable[NodeRecord], resume_inputs: dict[str, dict[str, Any]] | None = None,
+                 answer: str = "") -> None:
         self._ran: dict[str, deque[NodeRecord]] = {}
         self._pruned: dict[str, deque[NodeRecord]] = {}
         for r in records:
@@ -73,6 +74,7 @@ class Replay:
             table.setdefault(node_key(r.path, r.node_id), deque()).append(r)
         # node key -> the answer a paused component (UserFillUp) gets when the run resumes there
         self.resume_inputs = dict(resume_inputs or {})
+        self.answer = answer  # what the earlier attempt already answered (restored Messages send nothing anew)
 
     def take(self, path: tuple[str, ...], node_id: str) -> NodeRecord | None:
         """The record of this component's next occurrence, if it finished before."""

@@ -40,6 +40,11 @@ class OrchestratorConfig:
     retrieval_addr: str  # TRELLIS_RETRIEVAL_ADDR
     sandbox_addr: str  # TRELLIS_SANDBOX_ADDR
     session_ttl_s: int = 30 * 24 * 3600  # TRELLIS_SESSION_TTL_S: an unused session expires (0: never)
+    # TRELLIS_RUN_LEASE_S: a replica owns a run through a lease this long, renewed every third of it; when
+    # the owner dies, another replica resumes the run within about two leases
+    run_lease_s: float = 10.0
+    # TRELLIS_RUN_MAX_ATTEMPTS: a run resumed after this many crashes is failed instead
+    run_max_attempts: int = 3
 
     @classmethod
     def from_env(cls) -> "OrchestratorConfig":
@@ -52,4 +57,6 @@ class OrchestratorConfig:
             retrieval_addr=peer_address("retrieval"),
             sandbox_addr=peer_address("sandbox"),
             session_ttl_s=env_int("TRELLIS_SESSION_TTL_S", 30 * 24 * 3600),
+            run_lease_s=env_float("TRELLIS_RUN_LEASE_S", 10.0),
+            run_max_attempts=env_int("TRELLIS_RUN_MAX_ATTEMPTS", 3),
         )

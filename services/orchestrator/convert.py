@@ -15,7 +15,7 @@ from trellis.canvas.v1 import session_service_pb2 as session_pb
 from services.common.errors import InvalidArgument
 from services.common.json_fields import json_object
 from services.orchestrator import events as ev
-from services.orchestrator.run_manager import RunSpec
+from services.orchestrator.run_spec import RunSpec
 from services.orchestrator.store import AgentRecord, SessionRecord, VersionRecord
 
 
@@ -67,7 +67,7 @@ def _kind(event: ev.Event) -> dict[str, Any]:
         case ev.RunFinished():
             return {"run_finished": ev_pb.RunFinished(
                 outputs_json=dumps(event.outputs), elapsed_s=event.elapsed_s, usage=_usage(event.usage),
-                error=event.error or "", cancelled=event.cancelled)}
+                error=event.error or "", cancelled=event.cancelled, waiting_for_user=event.waiting_for_user)}
     raise TypeError(f"unknown event type {type(event).__name__}")
 
 
@@ -77,15 +77,17 @@ def merge_events(a: ev.Event, b: ev.Event) -> ev.Event | None:
     if (a.__class__ is ev.MessageDelta and b.__class__ is ev.MessageDelta and a.node_id == b.node_id
             and a.path == b.path and a.run_id == b.run_id and not (a.start_to_think or a.end_to_think)
             and not (b.start_to_think or b.end_to_think)):
-        return ev.make(ev.MessageDelta, run_id=a.run_id, session_id=a.session_id, node_id=a.node_id,
-                       timestamp=a.timestamp, path=a.path, content=a.content + b.content)
+        merged = ev.make(ev.MessageDelta, run_id=a.run_id, session_id=a.session_id, node_id=a.node_id,
+                         timestamp=a.timestamp, path=a.path, content=a.content + b.content)
+        merged.__dict__["seq"] = b.seq  # a client that saw it has seen everything up to b
+        return merged
     return None
 
 
 def event_to_proto(event: ev.Event) -> ev_pb.RunEvent:
     return ev_pb.RunEvent(
         run_id=event.run_id, session_id=event.session_id, node_id=event.node_id, timestamp=_ts(event.timestamp),
-        path=list(event.path), **_kind(event))
+        path=list(event.path), seq=event.seq, **_kind(event))
 
 
 def issues_to_proto(issues: list[Any]) -> canvas_pb.ValidateResponse:
@@ -150,7 +152,8 @@ def run_spec_from_proto(request: canvas_pb.RunRequest) -> RunSpec:
         inputs=json_object(request.inputs_json, "inputs_json"), files=[_file(f) for f in request.files],
         user_id=request.user_id, chat_template_kwargs=kwargs or None,
         history=[(m.role, m.content) for m in request.history if m.role in ("user", "assistant")],
-        overrides=_overrides(request.overrides) if request.HasField("overrides") else {})
+        overrides=_overrides(request.overrides) if request.HasField("overrides") else {},
+        continue_on_disconnect=request.continue_on_disconnect)
 
 
 def _overrides(o: canvas_pb.RunOverrides) -> dict[str, Any]:
@@ -172,3 +175,55 @@ def run_log_to_proto(run_id: str, info: dict[str, str], tool_calls: list[dict], 
         run_id=run_id, session_id=info.get("session_id", ""), agent_id=info.get("agent_id", ""),
         status=info.get("status", ""), error=info.get("error", ""), started_at=float(info.get("started_at") or 0),
         finished_at=float(info.get("finished_at") or 0), tool_calls_json=dumps(tool_calls), thoughts_json=dumps(thoughts))
+
+
+def run_info_to_proto(run_id: str, info: dict[str, str], path: list[str]) -> canvas_pb.RunInfo:
+    return canvas_pb.RunInfo(
+        run_id=run_id, session_id=info.get("session_id", ""), agent_id=info.get("agent_id", ""),
+        status=info.get("status", ""), error=info.get("error", ""), started_at=float(info.get("started_at") or 0),
+        finished_at=float(info.get("finished_at") or 0), parent_run_id=info.get("parent_run_id", ""),
+        attempts=int(info.get("attempts") or 1), path=path, waiting_for=info.get("paused_node", ""))
+
+
+def event_from_proto(pb: ev_pb.RunEvent) -> ev.Event:
+    """The domain event back from its protobuf (a resumed run rebuilds its turn from the stored stream)."""
+    common = dict(run_id=pb.run_id, session_id=pb.session_id, node_id=pb.node_id,
+                  timestamp=pb.timestamp.seconds + pb.timestamp.nanos / 1e9, path=tuple(pb.path))
+    kind = pb.WhichOneof("kind")
+    k = getattr(pb, kind)
+    loads = lambda text, default: json.loads(text) if text else default  # noqa: E731
+    match kind:
+        case "run_started":
+            event = ev.make(ev.RunStarted, inputs=loads(k.inputs_json, {}), **common)
+        case "node_started":
+            event = ev.make(ev.NodeStarted, component_name=k.component_name, component_type=k.component_type,
+                            thoughts=k.thoughts, **common)
+        case "node_finished":
+            event = ev.make(ev.NodeFinished, component_name=k.component_name, component_type=k.component_type,
+                            inputs=loads(k.inputs_json, {}), outputs=loads(k.outputs_json, {}), error=k.error or None,
+                            elapsed_s=k.elapsed_s, skipped=k.skipped, **common)
+        case "message_delta":
+            event = ev.make(ev.MessageDelta, content=k.content, start_to_think=k.start_to_think,
+                            end_to_think=k.end_to_think, **common)
+        case "message_end":
+            event = ev.make(ev.MessageEnd, reference=loads(k.reference_json, {}),
+                            attachment=loads(k.attachment_json, None), downloads=loads(k.downloads_json, []),
+                            status=k.status, **common)
+        case "tool_call_started":
+            event = ev.make(ev.ToolCallStarted, call_id=k.call_id, tool_name=k.tool_name,
+                            arguments=loads(k.arguments_json, {}), **common)
+        case "tool_call_finished":
+            event = ev.make(ev.ToolCallFinished, call_id=k.call_id, tool_name=k.tool_name, result=k.result,
+                            error=k.error or None, elapsed_s=k.elapsed_s, **common)
+        case "user_input_required":
+            event = ev.make(ev.UserInputRequired, inputs=loads(k.inputs_json, {}), tips=k.tips, **common)
+        case "error":
+            event = ev.make(ev.RunError, message=k.message, component_id=k.component_id, code=k.code, **common)
+        case _:
+            event = ev.make(ev.RunFinished, outputs=loads(k.outputs_json, {}), elapsed_s=k.elapsed_s,
+                            usage={f: getattr(k.usage, f) for f in ("prompt_tokens", "completion_tokens",
+                                                                     "total_tokens", "calls")},
+                            error=k.error or None, cancelled=k.cancelled, waiting_for_user=k.waiting_for_user,
+                            **common)
+    event.__dict__["seq"] = pb.seq
+    return event

@@ -123,6 +123,11 @@ class Plan:
     def variables(self) -> Any:
         return self.canvas.variables
 
+    def component_params(self, component_id: str) -> dict[str, Any]:
+        """The params of a component of this canvas ({} for an unknown id)."""
+        cpn = self.canvas.components.get(component_id)
+        return cpn.params if cpn is not None else {}
+
 
 def build_plan(canvas: CanvasV2) -> Plan:
     """Compile a canvas that passed validation (all classes registered)."""

@@ -1,34 +1,53 @@
-"""One canvas run from request to stored turn: resolve the DSL, check it, claim the session, run the engine in
-its own task, stream its events, persist the turn, and stop at once on cancel (from any replica).
+"""Runs from request to stored turn, durable: a run survives its caller, its replica and a pause for the user.
 
-The engine runs in a separate task that feeds a bounded queue, so cancelling it (Cancel RPC, a client that
-went away, shutdown) never loses the closing events, and a slow reader pauses the engine's event delivery.
-The engine still buffers what a run produces while its reader is slow, so memory is bounded by the size of
-one run's output, not by the client's speed.
+One run on a replica is one `_Pump` task: it runs the engine in a task of its own, numbers each event (seq),
+hands it to the run's journal in Redis (event stream + checkpoint, store/journal.py) and to the caller, if
+one is attached, then stores the turn. The caller reads from a bounded queue, so a slow reader slows the run
+instead of growing memory; a caller that goes away cancels the run, unless it asked to
+`continue_on_disconnect` (then the run goes on and its events stay in the stream for `watch`).
+
+Ownership is a lease (store/runs.py): a heartbeat renews the leases of every run this replica owns; a reaper
+takes over runs whose owner stopped renewing and resumes them in place from their checkpoint (same run id,
+same stream; what did not finish runs again and its half-sent events are dropped from the stream), or fails
+them with the reason when they cannot be resumed. A run that paused at a UserFillUp ends `waiting_for_user`;
+the next request on its session that carries `inputs` starts a new run (parent = the paused one) that resumes
+there from a copy of the checkpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import random
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
+from trellis.canvas.v1 import events_pb2 as ev_pb
+
 from services.common import context as ctxvars
-from services.common.errors import InvalidArgument, NotFound
+from services.common.errors import FailedPrecondition, InvalidArgument, NotFound
 from services.orchestrator import canvases
 from services.orchestrator import events as ev
+from services.orchestrator.checkpoint import NodeRecord, Replay, node_key
+from services.orchestrator.components.user_fill_up import missing_fields
+from services.orchestrator.convert import event_from_proto, event_to_proto
 from services.orchestrator.engine_settings import Services
 from services.orchestrator.plan import Plan
 from services.orchestrator.runner import run as run_engine
+from services.orchestrator.run_spec import RunSpec
 from services.orchestrator.state import RunRequest, SessionState
 from services.orchestrator.store import AgentStore, RunStore, SessionStore
+from services.orchestrator.store.journal import (RunJournal, copy_checkpoint, drop_unfinished, read_checkpoint,
+                                                 read_events, tail_events)
+from services.orchestrator.store.runs import TERMINAL
 from services.orchestrator.store.sessions import message
 from services.orchestrator.turn_record import TurnRecord
 
 log = logging.getLogger(__name__)
+
+__all__ = ["RunManager", "RunSpec"]
 
 _QUEUE_SIZE = 256
 # A session's state keeps what later turns read, not everything ever seen: RAGFlow reads only the last
@@ -36,111 +55,229 @@ _QUEUE_SIZE = 256
 _KEEP_RETRIEVAL = 1
 _KEEP_HISTORY = 200
 _KEEP_PATH = 1000
-
-
-@dataclass
-class RunSpec:
-    """What the Run RPC asked for, free of protobuf."""
-
-    tenant_id: str
-    run_id: str = ""
-    dsl_json: str = ""
-    agent_id: str = ""
-    version_id: str = ""
-    draft: bool = False
-    session_id: str = ""
-    query: str = ""
-    inputs: dict[str, Any] = field(default_factory=dict)
-    files: list[Any] = field(default_factory=list)
-    user_id: str = ""
-    chat_template_kwargs: dict[str, Any] | None = None
-    history: list[tuple[str, str]] = field(default_factory=list)  # (role, content) of a new session
-    overrides: dict[str, Any] = field(default_factory=dict)  # llm_id, system_prompt, enabled_tools, attachments
+_END = object()
 
 
 class RunManager:
-    def __init__(self, agents: AgentStore, sessions: SessionStore, runs: RunStore, services: Services) -> None:
+    def __init__(self, agents: AgentStore, sessions: SessionStore, runs: RunStore, services: Services, *,
+                 max_attempts: int = 3) -> None:
         self.agents = agents
         self.sessions = sessions
         self.runs = runs
         self.services = services
-        self._active: dict[str, asyncio.Task] = {}
+        self.max_attempts = max_attempts  # a run resumed this many times after crashes is failed instead
+        self._pumps: dict[str, _Pump] = {}
         self._persisting: set[asyncio.Task] = set()
+        self._loops: list[asyncio.Task] = []
+        self._plans: dict[str, Plan] = {}
 
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Heartbeat and reaper of this replica (called once the store is reachable)."""
+        self._loops = [asyncio.create_task(self._heartbeat(), name="run-heartbeat"),
+                       asyncio.create_task(self._reaper(), name="run-reaper")]
+
+    async def aclose(self) -> None:
+        """Shutdown: stop what still runs and let every turn reach Redis before the connection closes."""
+        for task in self._loops:
+            task.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        for pump in list(self._pumps.values()):
+            pump.cancel()
+        pending = [*(p.task for p in self._pumps.values()), *self._persisting]
+        if pending:
+            await asyncio.wait(pending, timeout=10)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.runs.lease_s / 3)
+            pumps = list(self._pumps.values())
+            try:
+                held = await self.runs.renew([(p.spec.tenant_id, p.run_id, p.session_id) for p in pumps])
+            except Exception:
+                log.warning("could not renew run leases", exc_info=True)
+                continue
+            for pump, ok in zip(pumps, held):
+                if not ok and not pump.task.done():
+                    log.warning("run %s: lease lost to another replica; stopping here", pump.run_id)
+                    pump.abandon()
+
+    async def _reaper(self) -> None:
+        while True:
+            # Jitter: replicas that started together do not all race for the same orphan.
+            await asyncio.sleep(self.runs.lease_s * random.uniform(0.3, 0.6))
+            try:
+                for tenant, run_id in await self.runs.expired():
+                    if run_id in self._pumps:
+                        continue
+                    attempt = await self.runs.take_over(tenant, run_id)
+                    if attempt is not None:
+                        log.info("run %s: owner stopped renewing its lease; resuming here (attempt %d)", run_id, attempt)
+                        await self._resume_orphan(tenant, run_id, attempt)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("reaper pass failed", exc_info=True)
+
+    # ------------------------------------------------------------------ cancel, status, logs
     def cancel_local(self, run_id: str) -> None:
         """Called by the cancel listener for every cancel published by any replica."""
-        task = self._active.get(run_id)
-        if task is not None and not task.done():
-            task.cancel()
+        pump = self._pumps.get(run_id)
+        if pump is not None:
+            pump.cancel()
 
     async def recheck_cancels(self) -> None:
         """After the cancel listener (re)subscribes: cancels published while it was away are in the flags."""
-        for run_id in list(self._active):
+        for run_id in list(self._pumps):
             if await self.runs.is_cancelled(run_id):
                 self.cancel_local(run_id)
 
     async def cancel(self, tenant: str, *, run_id: str = "", session_id: str = "") -> bool:
         return await self.runs.request_cancel(tenant, run_id=run_id, session_id=session_id)
 
-    async def run_log(self, tenant: str, run_id: str, agent_id: str = "") -> tuple[dict[str, str], list[dict], list[dict]]:
-        """(status record, tool calls, thoughts) of a run of this tenant (and of `agent_id`, when given)."""
+    async def _info(self, tenant: str, run_id: str, agent_id: str = "") -> dict[str, str]:
         info = await self.runs.status(tenant, run_id)
         if not info or (agent_id and info.get("agent_id") != agent_id):
             raise NotFound(f"run {run_id!r} not found" + (f" for agent {agent_id!r}" if agent_id else ""))
+        return info
+
+    async def run_log(self, tenant: str, run_id: str, agent_id: str = "") -> tuple[dict[str, str], list[dict], list[dict]]:
+        """(status record, tool calls, thoughts) of a run of this tenant (and of `agent_id`, when given)."""
+        info = await self._info(tenant, run_id, agent_id)
         return (info, await self.runs.read_log(tenant, run_id, "tool_calls"),
                 await self.runs.read_log(tenant, run_id, "thoughts"))
 
-    async def aclose(self) -> None:
-        """Shutdown: stop what still runs and let every turn reach Redis before the connection closes."""
-        for task in list(self._active.values()):
-            task.cancel()
-        pending = [*self._active.values(), *self._persisting]
-        if pending:
-            await asyncio.wait(pending, timeout=10)
+    async def get_run(self, tenant: str, run_id: str, agent_id: str = "") -> tuple[dict[str, str], list[str]]:
+        """A run's record and the top-level components it finished so far."""
+        info = await self._info(tenant, run_id, agent_id)
+        records = await read_checkpoint(self.runs.redis, tenant, run_id)
+        return info, [r["n"] for r in records if not r.get("p") and not r.get("s")]
 
+    async def list_runs(self, tenant: str, session_id: str, agent_id: str = "") -> list[tuple[str, dict[str, str]]]:
+        record = await self.sessions.get(tenant, session_id)
+        if agent_id and record.agent_id != agent_id:
+            raise NotFound(f"session {session_id!r} not found for agent {agent_id!r}")
+        return await self.runs.list_for_session(tenant, session_id)
+
+    async def watch(self, tenant: str, run_id: str, after_seq: int = 0) -> AsyncIterator[ev_pb.RunEvent]:
+        """The run's stored events after `after_seq`, then its live tail, until its RunFinished."""
+        await self._info(tenant, run_id)
+        async for seq, fields in tail_events(self.runs.redis, tenant, run_id, after_seq):
+            if not seq:  # nothing new for a while: stop if the run ended without a last event to send
+                status = (await self.runs.status(tenant, run_id)).get("status", "")
+                if status in TERMINAL or status == "waiting_for_user":
+                    if not await read_events(self.runs.redis, tenant, run_id, after_seq, count=1):
+                        return
+                continue
+            after_seq = seq
+            pb = ev_pb.RunEvent.FromString(fields[b"e"])
+            yield pb
+            if pb.WhichOneof("kind") == "run_finished":
+                return
+
+    # ------------------------------------------------------------------ a run for a caller
     async def execute(self, spec: RunSpec) -> AsyncIterator[ev.Event]:
         if not spec.tenant_id:
             raise InvalidArgument("tenant_id is required")
-        run_id = spec.run_id or uuid.uuid4().hex
+        run_id = spec.run_id = spec.run_id or uuid.uuid4().hex
         record = await self.sessions.get(spec.tenant_id, spec.session_id) if spec.session_id else None
         if record is not None and spec.agent_id and record.agent_id != spec.agent_id:
             raise InvalidArgument(f"session {spec.session_id!r} belongs to another agent")
-        plan = await self._plan(spec, record)
-        version_id = record.version_id if record is not None else spec.version_id
-        session_id, state = await self._session(spec, record, version_id, plan)
-        request = RunRequest(run_id=run_id, session_id=session_id, query=spec.query, inputs=spec.inputs,
-                             files=spec.files, user_id=spec.user_id, chat_template_kwargs=spec.chat_template_kwargs,
-                             tenant_id=spec.tenant_id, overrides=spec.overrides)
+        if record is not None and record.paused_run:
+            pump = await self._resume_paused(spec, record)
+        else:
+            pump = await self._start_new(spec, record)
         ctxvars.run_id.set(run_id)
-        await self.runs.start(spec.tenant_id, run_id, session_id, spec.agent_id)  # claims the session
-        turn = TurnRecord()
-        started = time.time()
-        queue: asyncio.Queue = asyncio.Queue(_QUEUE_SIZE)
-        task: asyncio.Task | None = None
+        queue = pump.attach()
         try:
-            if await self.runs.is_cancelled(run_id):  # cancelled before it started
-                turn.ended("cancelled")
-                for item in _closing_events("cancelled", run_id, session_id, started):
-                    yield item
-                return
-            task = asyncio.create_task(self._produce(plan, request, state, queue), name=f"run-{run_id}")
-            self._active[run_id] = task
-            while (item := await _next(queue, task)) is not None:
-                turn.observe(item)
-                yield item
-            for item in _closing_events(_how_it_broke(task, run_id), run_id, session_id, started):
-                turn.observe(item)
+            while (item := await queue.get()) is not _END:
                 yield item
         finally:
-            self._active.pop(run_id, None)
-            if task is not None and not task.done():  # the client went away: stop the engine now
-                task.cancel()
-                turn.ended("cancelled", "client disconnected")
-            persist = asyncio.ensure_future(self._persist(spec, run_id, session_id, state, turn))
-            self._persisting.add(persist)
-            persist.add_done_callback(self._persisting.discard)
-            await asyncio.shield(persist)
+            if not pump.task.done():  # the caller went away
+                if spec.continue_on_disconnect:
+                    pump.detach()
+                else:
+                    pump.cancel("client disconnected")
+            await asyncio.shield(pump.task)
 
+    async def _start_new(self, spec: RunSpec, record) -> _Pump:
+        plan = await self._plan(spec, record)
+        if record is not None and spec.agent_id == "":
+            spec.agent_id = record.agent_id
+        spec.version_id = record.version_id if record is not None else spec.version_id
+        session_id, state = await self._session(spec, record, plan)
+        spec.session_id = session_id
+        await self.runs.start(spec.tenant_id, spec.run_id, session_id, spec.agent_id, spec=spec.to_json())
+        return self._launch(spec, plan, state, replay=None)
+
+    async def _resume_paused(self, spec: RunSpec, record) -> _Pump:
+        """The session waits at a UserFillUp: this request's `inputs` answer it, in a new run from a copy of
+        the paused run's checkpoint (nothing that finished runs again, Begin included)."""
+        parent_id = record.paused_run
+        parent = await self.runs.status(spec.tenant_id, parent_id)
+        waiting = parent.get("paused_node", "")
+        if parent.get("status") != "waiting_for_user" or not waiting:
+            await self.sessions.set_paused_run(spec.tenant_id, record.id, "")
+            return await self._start_new(spec, record)
+        parent_spec = RunSpec.from_json(json.loads(parent.get("spec") or "{}"))
+        plan = await self._plan(parent_spec, record)
+        component = waiting.rsplit("/", 1)[-1]
+        if not spec.inputs:
+            raise InvalidArgument(f"session {record.id!r} is waiting for the user's input to {component}: "
+                                  "send the answers as `inputs`, or cancel the run")
+        missing = missing_fields(plan.component_params(component), spec.inputs)
+        if missing:
+            raise InvalidArgument(f"{component}: inputs {', '.join(missing)} required to continue")
+        spec.agent_id, spec.version_id, spec.dsl_json = record.agent_id, record.version_id, parent_spec.dsl_json
+        spec.draft = parent_spec.draft
+        spec.session_id = record.id
+        state = record.state() or SessionState.fresh(plan.variables)
+        await self.runs.start(spec.tenant_id, spec.run_id, record.id, spec.agent_id, spec=spec.to_json(),
+                              parent_run_id=parent_id)
+        await self.runs.set_fields(spec.tenant_id, spec.run_id, resume_node=waiting)
+        await copy_checkpoint(self.runs.redis, spec.tenant_id, parent_id, spec.run_id)
+        await self.runs.finish(spec.tenant_id, parent_id, "", status="succeeded")
+        await self.runs.set_fields(spec.tenant_id, parent_id, resumed_by=spec.run_id)
+        await self.sessions.set_paused_run(spec.tenant_id, record.id, "")
+        records = [NodeRecord.from_json(r) for r in await read_checkpoint(self.runs.redis, spec.tenant_id, spec.run_id)]
+        return self._launch(spec, plan, state, replay=Replay(records, {waiting: spec.inputs}))
+
+    async def _resume_orphan(self, tenant: str, run_id: str, attempt: int) -> None:
+        """Resume a run whose replica died, in place, or fail it with the reason and free its session."""
+        info = await self.runs.status(tenant, run_id)
+        session_id = info.get("session_id", "")
+        try:
+            if attempt > self.max_attempts:
+                raise FailedPrecondition(f"resume attempts used up ({self.max_attempts})")
+            spec = RunSpec.from_json(json.loads(info.get("spec") or "{}"))
+            record = await self.sessions.get(tenant, session_id) if session_id else None
+            if session_id and not await self.runs.claim_session(tenant, session_id, run_id):
+                raise FailedPrecondition("its session took another run meanwhile")
+            plan = await self._plan(spec, record)
+            state = (record.state() if record is not None else None) or SessionState.fresh(plan.variables)
+            records = [NodeRecord.from_json(r) for r in await read_checkpoint(self.runs.redis, tenant, run_id)]
+            last_seq = await drop_unfinished(self.runs.redis, tenant, run_id)
+            turn = TurnRecord()
+            for _, fields in await read_events(self.runs.redis, tenant, run_id, 0, count=100_000):
+                turn.observe(event_from_proto(ev_pb.RunEvent.FromString(fields[b"e"])))
+            resume_node = info.get("resume_node", "")
+            replay = Replay(records, {resume_node: spec.inputs} if resume_node else None, answer="".join(turn.answer))
+        except Exception as exc:  # NotFound (version or session deleted), FailedPrecondition, a broken record
+            reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+            log.warning("run %s cannot be resumed: %s", run_id, reason)
+            await self.runs.finish(tenant, run_id, session_id, status="failed", error=f"cannot resume: {reason}")
+            return
+        pump = self._launch(spec, plan, state, replay=replay, in_place=True, first_seq=last_seq + 1, turn=turn)
+        pump.detach()
+
+    def _launch(self, spec: RunSpec, plan: Plan, state: SessionState, *, replay: Replay | None,
+                in_place: bool = False, first_seq: int = 1, turn: TurnRecord | None = None) -> _Pump:
+        pump = _Pump(self, spec, plan, state, replay, in_place, first_seq, turn or TurnRecord())
+        self._pumps[spec.run_id] = pump
+        pump.task.add_done_callback(lambda _: self._pumps.pop(spec.run_id, None))
+        return pump
+
+    # ------------------------------------------------------------------ plan and session
     async def _plan(self, spec: RunSpec, record) -> Plan:
         """The checked plan: inline DSL, or the agent's version (a session runs the version it was created with)."""
         dsl_json, agent_id, version_id = spec.dsl_json, "", ""
@@ -154,42 +291,184 @@ class RunManager:
                     spec.tenant_id, agent_id, version_id=spec.version_id, draft=spec.draft)
         return await canvases.compiled_plan(spec.tenant_id, agent_id, version_id, dsl_json)
 
-    async def _produce(self, plan: Plan, request: RunRequest, state: SessionState, queue: asyncio.Queue) -> None:
-        async for event in run_engine(plan, request, state, self.services):
-            await queue.put(event)
-
-    async def _session(self, spec: RunSpec, record, version_id: str, plan: Plan) -> tuple[str, SessionState]:
+    async def _session(self, spec: RunSpec, record, plan: Plan) -> tuple[str, SessionState]:
         if record is not None:
             state = record.state()
             if state is not None:  # the session has run before: its own history wins
                 return record.id, state
         else:
             record = await self.sessions.create(
-                spec.tenant_id, agent_id=spec.agent_id, user_id=spec.user_id, version_id=version_id, source="workflow")
+                spec.tenant_id, agent_id=spec.agent_id, user_id=spec.user_id, version_id=spec.version_id,
+                source="workflow")
         state = SessionState.fresh(plan.variables)
         if spec.history:
             await self.sessions.save_turn(spec.tenant_id, record.id, [message(r, c) for r, c in spec.history], state)
             for role, content in spec.history:
                 state.history.append([role, content])
                 state.globals["sys.history"].append(f"{role}: {content}")
+            spec.history = []  # stored now: a resume of this run must not add them again
         return record.id, state
 
-    async def _persist(self, spec: RunSpec, run_id: str, session_id: str, state: SessionState, turn: TurnRecord) -> None:
+    async def _persist(self, pump: _Pump) -> None:
+        spec, turn, tenant = pump.spec, pump.turn, pump.spec.tenant_id
         try:
             messages = [message("user", spec.query)] if spec.query else []
-            if turn.answer:
-                messages.append(message("assistant", turn.text(), turn.reference, message_id=run_id))
-            _compact(state)
-            await self.sessions.save_turn(spec.tenant_id, session_id, messages, state)
-            await self.runs.append_log(spec.tenant_id, run_id, "tool_calls", list(turn.tool_calls.values()))
-            await self.runs.append_log(spec.tenant_id, run_id, "thoughts", turn.thoughts)
+            text = turn.text()
+            if text:
+                messages.append(message("assistant", text, turn.reference, message_id=pump.run_id))
+            _compact(pump.state)
+            paused = pump.run_id if turn.status == "waiting_for_user" else ""
+            await self.sessions.save_turn(tenant, pump.session_id, messages, pump.state, paused_run=paused)
+            await self.runs.append_log(tenant, pump.run_id, "tool_calls", list(turn.tool_calls.values()))
+            await self.runs.append_log(tenant, pump.run_id, "thoughts", turn.thoughts)
+            if paused:
+                await self.runs.set_fields(tenant, pump.run_id, paused_node=turn.waiting_for)
         except Exception:
-            log.exception("could not persist run %s of session %s", run_id, session_id)
+            log.exception("could not persist run %s of session %s", pump.run_id, pump.session_id)
         finally:
             try:
-                await self.runs.finish(spec.tenant_id, run_id, session_id, status=turn.status, error=turn.error)
+                await self.runs.finish(tenant, pump.run_id, pump.session_id, status=turn.status, error=turn.error)
             except Exception:
-                log.exception("could not mark run %s finished", run_id)
+                log.exception("could not mark run %s finished", pump.run_id)
+
+
+class _Pump:
+    """One run on this replica: engine -> seq -> journal -> caller (when attached) -> stored turn."""
+
+    def __init__(self, manager: RunManager, spec: RunSpec, plan: Plan, state: SessionState, replay: Replay | None,
+                 in_place: bool, first_seq: int, turn: TurnRecord) -> None:
+        self.manager = manager
+        self.spec = spec
+        self.run_id = spec.run_id
+        self.session_id = spec.session_id
+        self.plan = plan
+        self.state = state
+        self.replay = replay
+        self.in_place = in_place  # a crashed run resumed under its own id: its RunStarted is in the stream
+        self.seq = first_seq - 1
+        self.turn = turn
+        self.out: asyncio.Queue | None = None
+        self.started = time.time()
+        self.journal = RunJournal(manager.runs.redis, spec.tenant_id, spec.run_id)
+        self._engine: asyncio.Task | None = None
+        self._stop_reason = ""
+        self._abandoned = False
+        self.task = asyncio.create_task(self._run(), name=f"run-{spec.run_id}")
+
+    def attach(self) -> asyncio.Queue:
+        self.out = asyncio.Queue(_QUEUE_SIZE)
+        return self.out
+
+    def detach(self) -> None:
+        """The caller went away but the run goes on; its events stay in the stream."""
+        out, self.out = self.out, None
+        if out is not None:
+            while not out.empty():  # unblock a put waiting on the caller's full queue
+                out.get_nowait()
+
+    def cancel(self, reason: str = "") -> None:
+        self._stop_reason = reason
+        if self._engine is not None and not self._engine.done():
+            self._engine.cancel()
+        elif self._engine is None:
+            self.task.cancel()
+
+    def abandon(self) -> None:
+        """Another replica owns the run now: stop here without writing its end."""
+        self._abandoned = True
+        self.detach()
+        self.task.cancel()
+
+    async def _run(self) -> None:
+        queue: asyncio.Queue = asyncio.Queue(_QUEUE_SIZE)
+        try:
+            if await self.manager.runs.is_cancelled(self.run_id):  # cancelled before it started
+                await self._deliver_closing("cancelled")
+                return
+            self._engine = asyncio.create_task(self._produce(queue), name=f"engine-{self.run_id}")
+            held: ev.NodeFinished | None = None
+            while (item := await _next(queue, self._engine)) is not None:
+                if item.__class__ is NodeRecord:
+                    if held is not None:
+                        self._journal(held, item.to_json())
+                        held = None
+                    continue
+                if held is not None:  # no record followed (not expected): store it alone
+                    self._journal(held)
+                    held = None
+                if item.__class__ is ev.RunStarted and self.in_place:
+                    continue
+                item.__dict__["seq"] = self.seq = self.seq + 1
+                self.turn.observe(item)
+                if item.__class__ is ev.NodeFinished:
+                    held = item  # journaled together with its checkpoint record, which comes next
+                else:
+                    self._journal(item)
+                await self._deliver(item)
+            if held is not None:
+                self._journal(held)
+            await self._deliver_closing(_how_it_broke(self._engine, self.run_id))
+            await self.journal.flush()
+        except asyncio.CancelledError:
+            if self._engine is not None and not self._engine.done():
+                self._engine.cancel()
+            if self._abandoned:
+                return
+            self.turn.ended("cancelled", self._stop_reason or "Task has been canceled")
+        except Exception as exc:  # the journal gave up (Redis unreachable): stop with a clear error
+            if self._engine is not None and not self._engine.done():
+                self._engine.cancel()
+            self.turn.ended("failed", str(exc))
+            await self._deliver_error(str(exc))
+        finally:
+            if self.out is not None:
+                await self.out.put(_END)
+            if not self._abandoned:
+                persist = asyncio.ensure_future(self._finish())
+                self.manager._persisting.add(persist)
+                persist.add_done_callback(self.manager._persisting.discard)
+                await asyncio.shield(persist)
+
+    async def _finish(self) -> None:
+        try:
+            await self.journal.aclose()
+        except Exception:
+            log.warning("run %s: journal not fully stored", self.run_id, exc_info=True)
+        await self.manager._persist(self)
+
+    async def _produce(self, queue: asyncio.Queue) -> None:
+        request = RunRequest(run_id=self.run_id, session_id=self.session_id, query=self.spec.query,
+                             inputs=self.spec.inputs, files=self.spec.files, user_id=self.spec.user_id,
+                             chat_template_kwargs=self.spec.chat_template_kwargs, tenant_id=self.spec.tenant_id,
+                             overrides=self.spec.overrides)
+        async for event in run_engine(self.plan, request, self.state, self.manager.services,
+                                      replay=self.replay, checkpoints=True):
+            await queue.put(event)
+
+    def _journal(self, event: ev.Event, record: dict[str, Any] | None = None) -> None:
+        node = node_key(event.path, event.node_id) if event.node_id else ""
+        self.journal.event(event.seq, event_to_proto(event).SerializeToString(), node, record=record)
+
+    async def _deliver(self, event: ev.Event) -> None:
+        out = self.out
+        if out is not None:
+            await out.put(event)
+
+    async def _deliver_closing(self, kind: str) -> None:
+        for item in _closing_events(kind, self.run_id, self.session_id, self.started):
+            item.__dict__["seq"] = self.seq = self.seq + 1
+            self.turn.observe(item)
+            self._journal(item)
+            await self._deliver(item)
+
+    async def _deliver_error(self, message_text: str) -> None:
+        common = dict(run_id=self.run_id, session_id=self.session_id, node_id="", timestamp=time.time())
+        for item in (ev.RunError(message=message_text, component_id="", code="internal", **common),
+                     ev.RunFinished(outputs={}, elapsed_s=time.time() - self.started, error=message_text, **common)):
+            item.__dict__["seq"] = self.seq = self.seq + 1
+            out = self.out
+            if out is not None and not out.full():
+                out.put_nowait(item)
 
 
 async def _next(queue: asyncio.Queue, task: asyncio.Task) -> Any:

@@ -79,6 +79,8 @@ class _Execution:
         self.loop = asyncio.get_running_loop()
         self.replay = replay
         self.env.replay = replay
+        if replay is not None and replay.answer:
+            self.answer.append(replay.answer)
         self.checkpoints = checkpoints  # yield a NodeRecord after every finished or pruned component
         self.paused: list[str] = []  # components waiting for the user (UserFillUp)
         self._refs_seen = 0  # size of the run's references at the last record

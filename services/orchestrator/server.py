@@ -17,6 +17,7 @@ from services.orchestrator.convert import (
     event_to_proto,
     issues_to_proto,
     merge_events,
+    run_info_to_proto,
     run_log_to_proto,
     run_spec_from_proto,
     session_to_proto,
@@ -132,6 +133,24 @@ class CanvasServicer(canvas_grpc.CanvasServiceServicer):
             raise InvalidArgument("run_id or session_id is required")
         cancelled = await self.runs.cancel(_tenant(request), run_id=request.run_id, session_id=request.session_id)
         return canvas_pb.CancelResponse(cancelled=cancelled)
+
+    async def WatchRun(self, request, context):
+        if not request.run_id:
+            raise InvalidArgument("run_id is required")
+        async for event in self.runs.watch(_tenant(request), request.run_id, request.after_seq):
+            yield event
+
+    async def GetRun(self, request, context):
+        if not request.run_id:
+            raise InvalidArgument("run_id is required")
+        info, path = await self.runs.get_run(_tenant(request), request.run_id, request.agent_id)
+        return canvas_pb.GetRunResponse(run=run_info_to_proto(request.run_id, info, path))
+
+    async def ListRuns(self, request, context):
+        if not request.session_id:
+            raise InvalidArgument("session_id is required")
+        runs = await self.runs.list_runs(_tenant(request), request.session_id, request.agent_id)
+        return canvas_pb.ListRunsResponse(runs=[run_info_to_proto(run_id, info, []) for run_id, info in runs])
 
     async def GetRunLog(self, request, context):
         if not request.run_id:

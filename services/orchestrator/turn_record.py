@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.orchestrator import events as ev
+from services.orchestrator.checkpoint import node_key
 
 
 @dataclass
@@ -17,6 +18,8 @@ class TurnRecord:
     error: str = "run ended without a result"
     tool_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     thoughts: list[dict[str, Any]] = field(default_factory=list)
+    tips: str = ""  # what a UserFillUp asked, shown as the turn's answer while the run waits
+    waiting_for: str = ""  # the component (checkpoint.node_key) that waits for the user
 
     def observe(self, event: ev.Event) -> None:
         if isinstance(event, ev.MessageDelta) and not event.path:
@@ -28,14 +31,20 @@ class TurnRecord:
         elif isinstance(event, ev.NodeFinished) and isinstance(event.outputs.get("agent_thoughts"), list):
             self.thoughts.extend({"component_id": event.node_id, "path": list(event.path), **t}
                                  for t in event.outputs["agent_thoughts"] if isinstance(t, dict))
+        elif isinstance(event, ev.UserInputRequired):
+            self.tips, self.waiting_for = event.tips, node_key(event.path, event.node_id)
         elif isinstance(event, ev.RunFinished):
-            self.ended("cancelled" if event.cancelled else "failed" if event.error else "done", event.error or "")
+            if event.waiting_for_user:
+                self.ended("waiting_for_user")
+            else:
+                self.ended("cancelled" if event.cancelled else "failed" if event.error else "succeeded", event.error or "")
 
     def ended(self, status: str, error: str = "") -> None:
         self.status, self.error = status, error
 
     def text(self) -> str:
-        return "".join(self.answer)
+        text = "".join(self.answer)
+        return text or (self.tips if self.status == "waiting_for_user" else "")
 
     def _tool_call(self, event: ev.ToolCallStarted | ev.ToolCallFinished) -> None:
         """One entry per call, RAGFlow's shape: {path, tool_name, arguments, result, elapsed_time} plus error."""

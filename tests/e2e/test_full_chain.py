@@ -126,7 +126,7 @@ async def test_run_log_endpoint_shows_the_agents_tool_calls(redis_server):
                                             json={"agent_id": agent_id, "query": "Weather in Rome?"})).json()
             run_id = body["data"]["message_id"]
             log = await (await client.get(f"/api/v1/agents/{agent_id}/logs/{run_id}", headers=HEADERS)).json()
-            assert log["code"] == 0 and log["data"]["status"] == "done"
+            assert log["code"] == 0 and log["data"]["status"] == "succeeded"
             assert any(c["tool_name"].startswith("get_weather") and "Sunny" in c["result"] for c in log["data"]["logs"])
             assert log["data"]["thoughts"]
             other = await (await client.get(f"/api/v1/agents/not-this-agent/logs/{run_id}", headers=HEADERS)).json()

@@ -86,6 +86,29 @@ def run_log(tenant: str, run_id: str, kind: str) -> str:
     return f"{run(tenant, run_id)}:{kind}"
 
 
+def run_events(tenant: str, run_id: str) -> str:
+    """The run's event stream (Redis stream, entry ids `0-<seq>`): clients rejoin from it."""
+    return f"{run(tenant, run_id)}:events"
+
+
+def run_checkpoint(tenant: str, run_id: str) -> str:
+    """The run's checkpoint: one JSON record per finished or pruned component, in order."""
+    return f"{run(tenant, run_id)}:checkpoint"
+
+
+def session_runs(tenant: str, session_id: str) -> str:
+    return f"{session(tenant, session_id)}:runs"
+
+
+def run_lease(run_id: str) -> str:
+    # Not tenant-scoped, like the cancel flag: the replica id holding the run, expiring unless renewed.
+    return f"run:{_id(run_id, 'run id')}:lease"
+
+
+# Runs that are running, scored by when their lease runs out; members are "<tenant>/<run id>".
+ACTIVE_RUNS = "trellis:runs:active"
+
+
 def session_active_run(tenant: str, session_id: str) -> str:
     return f"{session(tenant, session_id)}:active_run"
 

@@ -1,7 +1,14 @@
-"""Runs: status and timestamps, and cancellation that reaches whichever replica runs them.
+"""Runs: status, ownership through leases, cancellation that reaches whichever replica runs them, traces.
+
+A run is owned by one replica through a lease: a key holding the replica's id that expires unless the owner's
+heartbeat renews it (every third of `lease_s`). The session's claim expires with it, so a replica that dies
+holds its session for at most one lease. Every replica's reaper looks for running runs whose lease ran out
+(`ACTIVE_RUNS`, scored by expiry), takes one over atomically, and resumes it from its checkpoint or fails it.
 
 A cancel sets a flag (checked when a run starts) and publishes on one channel that every replica listens to,
-so a running run stops within a round trip, not at its next poll.
+so a running run stops within a round trip; a run whose owner is gone is marked cancelled right away.
+
+Statuses: running, waiting_for_user, succeeded, failed, cancelled.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ import asyncio
 import json
 import logging
 import time
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import redis.asyncio as aioredis
 
@@ -24,37 +31,111 @@ RUN_TTL_S = 7 * 24 * 3600
 # reasoning step (thought, tool, input, observation, position).
 LOG_KINDS = ("tool_calls", "thoughts")
 CANCEL_TTL_S = 600
-# A session is claimed for at most this long: longer than any run may take (gateway 900 s, Agent 1200 s),
-# short enough that a crashed replica's claim frees itself.
-SESSION_CLAIM_TTL_S = 3600
+TERMINAL = ("succeeded", "failed", "cancelled")
+
 _RELEASE_IF_HOLDER = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+# KEYS: lease, session claim (or a dummy), active set. ARGV: owner, lease ms, expiry score, member, run id.
+# Renews only a lease this owner still holds; 0 tells the owner it lost the run.
+_RENEW = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.call('GET', KEYS[2]) == ARGV[5] then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+return 1
+"""
+# KEYS: lease, run hash, active set. ARGV: owner, lease ms, expiry score, member.
+# Takes a run whose owner stopped renewing: nil when it is alive, gone or no longer running.
+_TAKE_OVER = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return nil end
+if redis.call('HGET', KEYS[2], 'status') ~= 'running' then redis.call('ZREM', KEYS[3], ARGV[4]) return nil end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+redis.call('HSET', KEYS[2], 'owner', ARGV[1])
+return redis.call('HINCRBY', KEYS[2], 'attempts', 1)
+"""
+
+
+def _decode(raw: dict[bytes, bytes]) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in raw.items()}
 
 
 class RunStore:
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis, *, owner: str = "", lease_s: float = 10.0) -> None:
         self.redis = redis
+        self.owner = owner  # this replica's id in the leases it holds
+        self.lease_s = lease_s
+        self._renew = redis.register_script(_RENEW)
+        self._take_over = redis.register_script(_TAKE_OVER)
 
-    async def start(self, tenant: str, run_id: str, session_id: str, agent_id: str = "") -> None:
-        """Record the run and claim its session: one run at a time per session, or turns would overwrite
-        each other's state. A second run on a busy session fails at once, naming the run that holds it."""
-        if session_id and not await self.redis.set(
-                keys.session_active_run(tenant, session_id), run_id, nx=True, ex=SESSION_CLAIM_TTL_S):
-            holder = await self.redis.get(keys.session_active_run(tenant, session_id))
+    @property
+    def _lease_ms(self) -> int:
+        return max(1, int(self.lease_s * 1000))
+
+    async def start(self, tenant: str, run_id: str, session_id: str, agent_id: str = "", *,
+                    spec: dict[str, Any] | None = None, parent_run_id: str = "") -> None:
+        """Record the run, take its lease and claim its session: one run at a time per session, or turns
+        would overwrite each other's state. A busy session fails at once, naming the run that holds it."""
+        claim = keys.session_active_run(tenant, session_id) if session_id else ""
+        if claim and not await self.redis.set(claim, run_id, nx=True, px=self._lease_ms):
+            holder = await self.redis.get(claim)
             raise FailedPrecondition(
                 f"session {session_id!r} is busy with run {(holder or b'?').decode()!r}: wait for it to finish or cancel it")
         if not await self.redis.hsetnx(keys.run(tenant, run_id), "status", "running"):
             await self._release(tenant, session_id, run_id)
             raise AlreadyExists(f"run {run_id!r} already exists: run ids must be unique")
+        now = time.time()
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(keys.run(tenant, run_id), mapping={"session_id": session_id, "agent_id": agent_id,
-                                                         "started_at": time.time(), "finished_at": "", "error": ""})
+            pipe.hset(keys.run(tenant, run_id), mapping={
+                "session_id": session_id, "agent_id": agent_id, "started_at": now, "finished_at": "", "error": "",
+                "owner": self.owner, "attempts": 1, "parent_run_id": parent_run_id,
+                "spec": json.dumps(spec or {}, ensure_ascii=False, default=str)})
             pipe.expire(keys.run(tenant, run_id), RUN_TTL_S)
+            pipe.set(keys.run_lease(run_id), self.owner, px=self._lease_ms)
+            pipe.zadd(keys.ACTIVE_RUNS, {f"{tenant}/{run_id}": now + self.lease_s})
+            if session_id:
+                pipe.zadd(keys.session_runs(tenant, session_id), {run_id: now})
+                pipe.expire(keys.session_runs(tenant, session_id), RUN_TTL_S)
             await pipe.execute()
+
+    async def renew(self, runs: list[tuple[str, str, str]]) -> list[bool]:
+        """Heartbeat for (tenant, run id, session id) of this replica: whether each lease is still ours."""
+        if not runs:
+            return []
+        expiry = time.time() + self.lease_s
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for tenant, run_id, session_id in runs:
+                claim = keys.session_active_run(tenant, session_id) if session_id else keys.run_lease(run_id)
+                await self._renew(keys=[keys.run_lease(run_id), claim, keys.ACTIVE_RUNS],
+                                  args=[self.owner, self._lease_ms, expiry, f"{tenant}/{run_id}", run_id],
+                                  client=pipe)
+            return [bool(ok) for ok in await pipe.execute()]
+
+    async def expired(self, limit: int = 20) -> list[tuple[str, str]]:
+        """(tenant, run id) of running runs whose lease ran out: their owner stopped renewing."""
+        members = await self.redis.zrangebyscore(keys.ACTIVE_RUNS, "-inf", time.time(), start=0, num=limit)
+        return [tuple(m.decode().split("/", 1)) for m in members]  # type: ignore[misc]
+
+    async def take_over(self, tenant: str, run_id: str) -> int | None:
+        """This replica's lease on an orphaned run: the attempt number, or None if another replica was faster
+        (or the run is alive, or no longer running)."""
+        attempts = await self._take_over(
+            keys=[keys.run_lease(run_id), keys.run(tenant, run_id), keys.ACTIVE_RUNS],
+            args=[self.owner, self._lease_ms, time.time() + self.lease_s, f"{tenant}/{run_id}"])
+        return None if attempts is None else int(attempts)
+
+    async def claim_session(self, tenant: str, session_id: str, run_id: str) -> bool:
+        """A resumed run takes its session back (free, or still marked with this run); False if another run
+        started on it meanwhile."""
+        claim = keys.session_active_run(tenant, session_id)
+        if await self.redis.set(claim, run_id, nx=True, px=self._lease_ms):
+            return True
+        return (await self.redis.get(claim) or b"").decode() == run_id
 
     async def finish(self, tenant: str, run_id: str, session_id: str, *, status: str, error: str = "") -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(keys.run(tenant, run_id), mapping={"status": status, "finished_at": time.time(), "error": error})
-            pipe.delete(keys.cancel_flag(run_id))
+            pipe.delete(keys.cancel_flag(run_id), keys.run_lease(run_id))
+            pipe.zrem(keys.ACTIVE_RUNS, f"{tenant}/{run_id}")
             await pipe.execute()
         await self._release(tenant, session_id, run_id)
 
@@ -77,22 +158,50 @@ class RunStore:
         return [json.loads(raw) for raw in await self.redis.lrange(keys.run_log(tenant, run_id, kind), 0, -1)]
 
     async def status(self, tenant: str, run_id: str) -> dict[str, str]:
-        raw = await self.redis.hgetall(keys.run(tenant, run_id))
-        return {k.decode(): v.decode() for k, v in raw.items()}
+        return _decode(await self.redis.hgetall(keys.run(tenant, run_id)))
+
+    async def set_fields(self, tenant: str, run_id: str, **values: Any) -> None:
+        await self.redis.hset(keys.run(tenant, run_id), mapping=values)
+
+    async def list_for_session(self, tenant: str, session_id: str, limit: int = 100) -> list[tuple[str, dict[str, str]]]:
+        """The session's runs, newest first, with their records (expired ones left out)."""
+        ids = [r.decode() for r in await self.redis.zrange(keys.session_runs(tenant, session_id), 0, limit - 1, desc=True)]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for run_id in ids:
+                pipe.hgetall(keys.run(tenant, run_id))
+            records = await pipe.execute()
+        return [(run_id, _decode(raw)) for run_id, raw in zip(ids, records) if raw]
 
     async def request_cancel(self, tenant: str, *, run_id: str = "", session_id: str = "") -> bool:
-        """True when a running run was found and told to stop."""
+        """True when a running (or waiting) run was found and stopped. A run whose owner is gone, or that waits
+        for the user, is cancelled here and now, so its session is free at once."""
         if not run_id and session_id:
             found = await self.redis.get(keys.session_active_run(tenant, session_id))
             run_id = found.decode() if found else ""
+            if not run_id:
+                found = await self.redis.hget(keys.session(tenant, session_id), "paused_run")
+                run_id = found.decode() if found else ""
         if not run_id:
             return False
         info = await self.status(tenant, run_id)
-        if info.get("status") != "running":
+        status = info.get("status")
+        if status == "waiting_for_user":
+            await self.finish(tenant, run_id, info.get("session_id", ""), status="cancelled", error="Task has been canceled")
+            await self._unpause(tenant, info.get("session_id", ""), run_id)
+            return True
+        if status != "running":
             return False
         await self.redis.set(keys.cancel_flag(run_id), "1", ex=CANCEL_TTL_S)
         await self.redis.publish(keys.CANCEL_CHANNEL, run_id)
+        if not await self.redis.exists(keys.run_lease(run_id)):  # nobody runs it: no one else will free it
+            await self.finish(tenant, run_id, info.get("session_id", ""), status="cancelled", error="Task has been canceled")
         return True
+
+    async def _unpause(self, tenant: str, session_id: str, run_id: str) -> None:
+        if session_id:
+            key = keys.session(tenant, session_id)
+            if (await self.redis.hget(key, "paused_run") or b"").decode() == run_id:
+                await self.redis.hset(key, "paused_run", "")
 
     async def is_cancelled(self, run_id: str) -> bool:
         return bool(await self.redis.exists(keys.cancel_flag(run_id)))

@@ -45,6 +45,7 @@ class SessionRecord:
     updated_at: float
     state_json: str
     messages: list[dict[str, Any]] = field(default_factory=list)
+    paused_run: str = ""  # a run waiting for the user (UserFillUp): the next request with inputs resumes it
 
     def state(self) -> SessionState | None:
         return state_from_json(self.state_json)
@@ -94,6 +95,7 @@ class SessionStore:
             user_id=_s(raw, "user_id"), name=_s(raw, "name"), source=_s(raw, "source"),
             created_at=float(_s(raw, "created_at") or 0), updated_at=float(_s(raw, "updated_at") or 0),
             state_json=_s(raw, "state_json"), messages=[json.loads(m) for m in raw_messages],
+            paused_run=_s(raw, "paused_run"),
         )
 
     async def list(self, tenant: str, agent_id: str, *, user_id: str = "", page: int = 1, page_size: int = 30,
@@ -113,16 +115,26 @@ class SessionStore:
             await self.redis.zrem(index, *gone)
         return sessions, total - len(gone)
 
-    async def save_turn(self, tenant: str, session_id: str, new_messages: list[dict[str, Any]], state: SessionState) -> None:
-        """Append this turn's messages and replace the run state, atomically; NotFound if the session was
-        deleted meanwhile (a deleted session never comes back half-written)."""
+    async def save_turn(self, tenant: str, session_id: str, new_messages: list[dict[str, Any]], state: SessionState,
+                        *, paused_run: str = "") -> None:
+        """Append this turn's messages and replace the run state (and which run waits for the user, if one
+        does), atomically; NotFound if the session was deleted meanwhile (a deleted session never comes back
+        half-written)."""
 
         async def fill(pipe) -> None:
             pipe.multi()
             for m in new_messages:
                 pipe.rpush(keys.session_messages(tenant, session_id), json.dumps(m, ensure_ascii=False))
-            pipe.hset(keys.session(tenant, session_id), mapping={"state_json": state_to_json(state), "updated_at": time.time()})
+            pipe.hset(keys.session(tenant, session_id), mapping={
+                "state_json": state_to_json(state), "updated_at": time.time(), "paused_run": paused_run})
             self._expire(pipe, tenant, session_id)
+
+        await write_if_exists(self.redis, keys.session(tenant, session_id), f"session {session_id!r} not found", fill)
+
+    async def set_paused_run(self, tenant: str, session_id: str, run_id: str) -> None:
+        async def fill(pipe) -> None:
+            pipe.multi()
+            pipe.hset(keys.session(tenant, session_id), "paused_run", run_id)
 
         await write_if_exists(self.redis, keys.session(tenant, session_id), f"session {session_id!r} not found", fill)
 

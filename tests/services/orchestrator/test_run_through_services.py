@@ -104,7 +104,7 @@ async def test_run_log_rpc_returns_status_tool_calls_and_thoughts(stack):
     _, events = await _answer(channel)
     stub = canvas_grpc.CanvasServiceStub(channel)
     log = await stub.GetRunLog(canvas_pb.GetRunLogRequest(tenant_id="t1", run_id=events[0].run_id))
-    assert log.status == "done" and log.session_id == events[0].session_id and log.finished_at >= log.started_at > 0
+    assert log.status == "succeeded" and log.session_id == events[0].session_id and log.finished_at >= log.started_at > 0
     [call] = json.loads(log.tool_calls_json)
     assert call["tool_name"] == "echo_0" and call["result"] == "echo: weather"
     thoughts = json.loads(log.thoughts_json)

@@ -1,0 +1,35 @@
+"""What a Run RPC asked for, free of protobuf; stored with the run so any replica can resume it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+@dataclass
+class RunSpec:
+    tenant_id: str
+    run_id: str = ""
+    dsl_json: str = ""
+    agent_id: str = ""
+    version_id: str = ""
+    draft: bool = False
+    session_id: str = ""
+    query: str = ""
+    inputs: dict[str, Any] = field(default_factory=dict)
+    files: list[Any] = field(default_factory=list)
+    user_id: str = ""
+    chat_template_kwargs: dict[str, Any] | None = None
+    history: list[tuple[str, str]] = field(default_factory=list)  # (role, content) of a new session
+    overrides: dict[str, Any] = field(default_factory=dict)  # llm_id, system_prompt, enabled_tools, attachments
+    continue_on_disconnect: bool = False  # keep running when the caller goes away
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunSpec:
+        names = {f.name for f in fields(cls)}
+        spec = cls(**{k: v for k, v in data.items() if k in names})
+        spec.history = [tuple(h) for h in spec.history]  # type: ignore[misc]
+        return spec
