@@ -7,7 +7,8 @@ Types and their `data`:
   "error", "elapsed_time"} (full values, not deltas);
 - `status`: node progress and run milestones, {"status": "run_started" | "node_started" | "node_finished"
   | "node_failed" | "node_skipped" | "message_end" | "user_input_required", ...details};
-- `error`: {"message", "code"}; `done` (last, always): {"outputs", "usage", "elapsed_time", "cancelled"}.
+- `error`: {"message", "code", "component_id"} (the failing component, or null; also its `node_name`);
+  `done` (last, always): {"outputs", "usage", "elapsed_time", "cancelled"}.
 `node_name` is the component id, or "system" for run-level events; `timestamp` is epoch milliseconds;
 `thread_id` is the session id. Lines are `data: {json}` with a space; `done` ends the stream.
 """
@@ -34,6 +35,7 @@ class EnvelopeRun:
         self.thread_id = thread_id
         self.run_id = ""
         self._last_ms = 0
+        self.failed_component = ""  # the component a RunError named, for the `error` envelope
 
     def envelope(self, type_: str, data: dict[str, Any], *, node_name: str = SYSTEM,
                  ev: events_pb2.RunEvent | None = None) -> dict[str, Any]:
@@ -52,6 +54,7 @@ class EnvelopeRun:
         kind = ev.WhichOneof("kind")
         node = ev.node_id or SYSTEM
         if kind == "error":
+            self.failed_component = ev.error.component_id
             raise run_failed(ev.error)
         if kind == "run_started":
             inputs = loads(ev.run_started.inputs_json, {})
@@ -117,6 +120,8 @@ async def sse(events: AsyncIterator[events_pb2.RunEvent], run: EnvelopeRun) -> A
                 yield frame(env)
     except Exception as exc:  # noqa: BLE001 (GatewayError, or a bug: either ends the stream cleanly)
         err = exc if isinstance(exc, GatewayError) else unexpected(exc)
-        yield frame(run.envelope("error", {"message": err.message, "code": err.code.name}))
+        yield frame(run.envelope("error", {"message": err.message, "code": err.code.name,
+                                            "component_id": run.failed_component or None},
+                                 node_name=run.failed_component))
     if not done:
         yield frame(run.envelope("done", {"outputs": {}, "usage": None, "elapsed_time": None, "cancelled": False}))

@@ -10,7 +10,7 @@ from gateway.config import GatewayConfig
 from gateway.endpoint import KEYS, Dialect, endpoint
 from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR, Orchestrator
-from gateway.routes import agents, completions, datasets, envelope, mcp, openai, sessions
+from gateway.routes import agents, completions, datasets, envelope, mcp, openai, sessions, ui
 from gateway.upstreams import Upstreams
 
 
@@ -32,6 +32,7 @@ def setup(app: web.Application, cfg: GatewayConfig, upstreams: web.AppKey[Upstre
     openai.add_routes(app)
     datasets.add_routes(app)
     mcp.add_routes(app)
+    ui.add_routes(app)  # the run viewer at /ui/
     # Last: any other path under an API prefix gets a 404 in that API's dialect, not aiohttp's text page.
     app.router.add_route("*", "/api/{tail:.*}", _no_route(Dialect.RAGFLOW))
     app.router.add_route("*", "/v1/{tail:.*}", _no_route(Dialect.OPENAI))

@@ -1,0 +1,88 @@
+// The gateway's public HTTP APIs as the viewer uses them: RAGFlow-style JSON ({code, message, data})
+// and the standard envelope stream (server-sent events over a POST, read with fetch).
+
+export class ApiError extends Error {}
+
+export class Api {
+  constructor(key) {
+    this.key = key;
+  }
+
+  headers(json = false) {
+    const h = { Authorization: `Bearer ${this.key}` };
+    if (json) h["Content-Type"] = "application/json";
+    return h;
+  }
+
+  // A RAGFlow-dialect call: `data` on code 0, else an ApiError carrying the server's message.
+  async call(method, path, body) {
+    const resp = await fetch(path, {
+      method,
+      headers: this.headers(body !== undefined),
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    let payload;
+    try {
+      payload = await resp.json();
+    } catch {
+      throw new ApiError(`${method} ${path}: HTTP ${resp.status}`);
+    }
+    if (payload.code !== 0) throw new ApiError(payload.message || `${method} ${path} failed`);
+    return payload.data;
+  }
+
+  agents() {
+    return this.call("GET", "/api/v1/agents?dsl=false&page_size=100");
+  }
+
+  async agent(id) {
+    return this.call("GET", `/api/v1/agents/${encodeURIComponent(id)}`);
+  }
+
+  versions(id) {
+    return this.call("GET", `/api/v1/agents/${encodeURIComponent(id)}/versions`);
+  }
+
+  version(id, versionId) {
+    return this.call("GET", `/api/v1/agents/${encodeURIComponent(id)}/versions/${encodeURIComponent(versionId)}`);
+  }
+
+  sessions(id) {
+    return this.call("GET", `/api/v1/agents/${encodeURIComponent(id)}/sessions?page_size=30`);
+  }
+
+  runLog(id, messageId) {
+    return this.call("GET", `/api/v1/agents/${encodeURIComponent(id)}/logs/${encodeURIComponent(messageId)}`);
+  }
+
+  // POST /api/v1/agents/{id}/stream; calls onEnvelope(envelope) for each event until `done`.
+  async stream(id, body, onEnvelope, signal) {
+    const resp = await fetch(`/api/v1/agents/${encodeURIComponent(id)}/stream`, {
+      method: "POST", headers: this.headers(true), body: JSON.stringify(body), signal,
+    });
+    if (!resp.ok || !(resp.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
+      // Refused before the stream: one error envelope in the body.
+      let message = `HTTP ${resp.status}`;
+      try {
+        const env = await resp.json();
+        message = env.data?.message || message;
+      } catch { /* not JSON: keep the status */ }
+      throw new ApiError(message);
+    }
+    const reader = resp.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const frame = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        const data = frame.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
+        if (data) onEnvelope(JSON.parse(data));
+      }
+    }
+  }
+}

@@ -1,0 +1,297 @@
+// The run viewer: sign in, pick an agent and a version, chat with it while its components light up, and
+// open the past runs of its sessions. Everything goes through the gateway's public APIs (api.js).
+
+import { Api, ApiError } from "./api.js";
+import { Graph, formatSeconds } from "./graph.js";
+import { Trace } from "./trace.js";
+
+const KEY_STORE = "trellis.viewer.key";
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  api: null,
+  agent: null, // {id, title}
+  versionId: "", // "" = latest published (or the draft when none is); "draft" = the draft
+  threadId: "", // the session the next message continues
+  running: null, // AbortController of the run in flight
+};
+
+const graph = new Graph($("graph"));
+const trace = new Trace($("trace"), $("trace-title"));
+window.addEventListener("resize", () => graph.fit());
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function status(text, cls = "") {
+  const pill = $("run-status");
+  pill.textContent = text;
+  pill.className = `pill ${cls}`;
+}
+
+// ---------------------------------------------------------------------------------------------- sign-in
+async function signIn(key) {
+  const api = new Api(key);
+  await api.agents(); // a wrong key fails here, with the gateway's message
+  state.api = api;
+  localStorage.setItem(KEY_STORE, key);
+  $("sign-in").hidden = true;
+  $("viewer").hidden = false;
+  $("sign-out").hidden = false;
+  $("who").textContent = `key …${key.slice(-4)}`;
+  await loadAgents();
+}
+
+function signOut() {
+  localStorage.removeItem(KEY_STORE);
+  state.running?.abort();
+  Object.assign(state, { api: null, agent: null, threadId: "", running: null });
+  $("viewer").hidden = true;
+  $("sign-out").hidden = true;
+  $("who").textContent = "";
+  $("sign-in").hidden = false;
+}
+
+$("sign-in-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  $("sign-in-error").textContent = "";
+  try {
+    await signIn($("api-key").value.trim());
+  } catch (err) {
+    $("sign-in-error").textContent = err instanceof ApiError ? err.message : `Cannot reach the gateway: ${err.message}`;
+  }
+});
+$("sign-out").addEventListener("click", signOut);
+
+// ---------------------------------------------------------------------------------------------- agents
+async function loadAgents() {
+  const list = $("agents");
+  list.replaceChildren();
+  const agents = await state.api.agents();
+  if (!agents.length) list.append(el("li", "muted", "No agents yet: create one with POST /api/v1/agents."));
+  for (const a of agents) {
+    const li = el("li");
+    const b = el("button", "item", a.title);
+    b.dataset.agentId = a.id;
+    b.addEventListener("click", () => openAgent(a));
+    li.append(b);
+    list.append(li);
+  }
+  if (agents.length && !state.agent) await openAgent(agents[0]);
+}
+
+async function openAgent(agent) {
+  state.running?.abort();
+  state.agent = agent;
+  state.threadId = "";
+  for (const b of $("agents").querySelectorAll("button")) b.classList.toggle("selected", b.dataset.agentId === agent.id);
+  $("agent-title").textContent = agent.title;
+  $("messages").replaceChildren();
+  trace.clear();
+  status("");
+  const versions = await state.api.versions(agent.id);
+  const select = $("versions");
+  select.replaceChildren(new Option(versions.length ? "Latest published" : "Draft (no versions)", ""));
+  if (versions.length) select.append(new Option("Draft", "draft"));
+  for (const v of versions) select.append(new Option(`v${v.number}${v.title ? ` · ${v.title}` : ""}`, v.id));
+  state.versionId = "";
+  await showVersion();
+  await loadSessions();
+}
+
+async function showVersion() {
+  const id = state.agent.id;
+  const v = state.versionId;
+  let dsl;
+  if (v && v !== "draft") dsl = (await state.api.version(id, v)).dsl;
+  else if (!v && state.agent.latest_version_id) dsl = (await state.api.version(id, state.agent.latest_version_id)).dsl;
+  else dsl = (await state.api.agent(id)).dsl;
+  graph.draw(dsl);
+}
+
+$("versions").addEventListener("change", async (e) => {
+  state.versionId = e.target.value;
+  state.threadId = ""; // a session runs its own version: a new version means a new chat
+  $("messages").replaceChildren();
+  await showVersion();
+});
+
+// ---------------------------------------------------------------------------------------------- sessions
+async function loadSessions() {
+  const list = $("sessions");
+  list.replaceChildren();
+  const sessions = await state.api.sessions(state.agent.id);
+  if (!sessions.length) list.append(el("li", "muted", "No sessions yet."));
+  for (const s of sessions) {
+    const asked = s.messages.filter((m) => m.role === "user").length;
+    const first = s.messages.find((m) => m.role === "user")?.content || s.name || s.id;
+    const b = el("button", "item", first.slice(0, 60));
+    b.dataset.sessionId = s.id;
+    b.append(el("small", "muted", ` ${asked} turn${asked === 1 ? "" : "s"}`));
+    b.addEventListener("click", () => openSession(s));
+    const li = el("li");
+    li.append(b);
+    list.append(li);
+  }
+}
+
+function openSession(session) {
+  state.running?.abort();
+  state.threadId = session.id;
+  for (const b of $("sessions").querySelectorAll("button")) b.classList.toggle("selected", b.dataset.sessionId === session.id);
+  const box = $("messages");
+  box.replaceChildren();
+  for (const m of session.messages) {
+    const bubble = message(m.role, m.content);
+    if (m.role === "assistant" && m.id) {
+      const open = el("button", "link trace-link", "show run trace");
+      open.dataset.messageId = m.id;
+      open.addEventListener("click", () => replay(m.id));
+      bubble.append(open);
+    }
+  }
+  graph.reset();
+  trace.clear(`session ${session.id.slice(0, 8)}`);
+  status("");
+}
+
+async function replay(messageId) {
+  graph.reset();
+  trace.clear(`run ${messageId.slice(0, 8)}`);
+  try {
+    const log = await state.api.runLog(state.agent.id, messageId);
+    for (const [component, failed] of trace.replay(log)) graph.mark(component, failed ? "failed" : "visited");
+    const ok = log.status === "succeeded" || log.status === "done";
+    status(log.status, ok ? "ok" : log.status === "failed" ? "bad" : "");
+  } catch (err) {
+    trace.line("fail", "", err.message);
+  }
+}
+
+$("new-chat").addEventListener("click", () => {
+  state.running?.abort();
+  state.threadId = "";
+  $("messages").replaceChildren();
+  for (const b of $("sessions").querySelectorAll("button")) b.classList.remove("selected");
+  graph.reset();
+  trace.clear();
+  status("");
+});
+
+// ---------------------------------------------------------------------------------------------- chat
+function message(role, text) {
+  const bubble = el("div", `msg ${role}`);
+  const body = el("div", "msg-body");
+  renderText(body, text || "");
+  bubble.append(body);
+  $("messages").append(bubble);
+  bubble.scrollIntoView({ block: "end" });
+  return bubble;
+}
+
+// Text with <think>...</think> blocks shown apart from the answer.
+function renderText(body, text) {
+  body.replaceChildren();
+  const parts = text.split(/(<think>|<\/think>)/);
+  let thinking = false;
+  for (const p of parts) {
+    if (p === "<think>") thinking = true;
+    else if (p === "</think>") thinking = false;
+    else if (p) body.append(el("span", thinking ? "think" : "", p));
+  }
+}
+
+$("chat-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const query = $("query").value.trim();
+  if (!query || !state.agent) return;
+  $("query").value = "";
+  await run(query);
+});
+
+async function run(query) {
+  state.running?.abort();
+  const controller = (state.running = new AbortController());
+  message("user", query);
+  const answer = message("assistant", "");
+  answer.classList.add("streaming");
+  const body = answer.querySelector(".msg-body");
+  let text = "";
+  graph.reset();
+  trace.clear("live");
+  status("running", "live");
+  $("send").disabled = true;
+  const request = { query };
+  if (state.threadId) request.thread_id = state.threadId;
+  else if (state.versionId === "draft") request.draft = true;
+  else if (state.versionId) request.version_id = state.versionId;
+  let failed = "";
+  let runId = "";
+  try {
+    await state.api.stream(state.agent.id, request, (env) => {
+      if (controller.signal.aborted) return;
+      trace.envelope(env);
+      const d = env.data || {};
+      if (env.type === "thread_id") state.threadId = d.thread_id;
+      runId = env.run_id || runId;
+      if (env.type === "content") {
+        text += d.delta;
+        renderText(body, text);
+      } else if (env.type === "status") {
+        if (d.status === "node_started") graph.mark(env.node_name, "running");
+        else if (d.status === "node_finished") graph.mark(env.node_name, "done", d.elapsed_time);
+        else if (d.status === "node_failed") graph.mark(env.node_name, "failed", d.elapsed_time);
+        else if (d.status === "node_skipped") graph.mark(env.node_name, "skipped");
+        else if (d.status === "message_end") citeReferences(answer, d.reference);
+      } else if (env.type === "error") {
+        failed = d.component_id ? `${d.message}` : d.message;
+        if (d.component_id) graph.mark(d.component_id, "failed");
+        answer.append(el("p", "error", failed));
+      } else if (env.type === "done") {
+        status(failed ? "failed" : d.cancelled ? "cancelled" : `done in ${formatSeconds(d.elapsed_time)}`,
+          failed ? "bad" : "ok");
+      }
+    }, controller.signal);
+  } catch (err) {
+    if (err.name !== "AbortError") {
+      answer.append(el("p", "error", err.message));
+      status("failed", "bad");
+    }
+  } finally {
+    answer.classList.remove("streaming");
+    if (state.running === controller) state.running = null;
+    $("send").disabled = false;
+  }
+  if (runId) answer.dataset.runId = runId;
+  if (!controller.signal.aborted) await loadSessions();
+}
+
+function citeReferences(bubble, reference) {
+  const chunks = Object.values(reference?.chunks || {});
+  if (!chunks.length) return;
+  const refs = el("details", "refs");
+  refs.append(el("summary", "", `${chunks.length} reference${chunks.length > 1 ? "s" : ""}`));
+  const list = el("ol");
+  for (const c of chunks) {
+    const li = el("li");
+    li.append(el("strong", "", c.document_name || c.doc_name || "document"), el("span", "", ` ${(c.content || "").slice(0, 240)}`));
+    list.append(li);
+  }
+  refs.append(list);
+  bubble.append(refs);
+}
+
+// ---------------------------------------------------------------------------------------------- start
+const saved = localStorage.getItem(KEY_STORE);
+if (saved) {
+  signIn(saved).catch(() => {
+    localStorage.removeItem(KEY_STORE);
+    $("sign-in").hidden = false;
+  });
+} else {
+  $("sign-in").hidden = false;
+}

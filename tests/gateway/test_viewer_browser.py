@@ -1,0 +1,181 @@
+"""The run viewer (/ui/) in a real headless browser (Debian's chromium, driven by playwright) against the
+real stack in this process: gateway -> orchestrator (Redis) -> llm_gateway (scripted models).
+
+Sign in, see the canvas as a graph, run an Agent that calls a tool and watch the components finish and the
+answer stream, open the past run from the session list, see a failing component named; at laptop and phone
+sizes. Screenshots land in the test's tmp_path (printed with -s), one per step.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from contextlib import asynccontextmanager
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from helpers import free_port
+from playwright.async_api import async_playwright, expect
+from thinking_kit import WeatherTool, cpn, registered
+
+from gateway.app import create_app
+from gateway.config import GatewayConfig
+from services.common.config import ServerConfig
+from services.common.testing import start_server
+from services.llm_gateway.config import LlmGatewayConfig
+from services.llm_gateway.gateway import LlmGateway
+from services.llm_gateway.server import LlmServicer
+from services.orchestrator.app import build
+from services.orchestrator.config import OrchestratorConfig
+from services.orchestrator.engine_settings import EngineSettings
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # scripts/install_system_deps.sh installs it
+KEY = "viewer-key"
+SCRIPTS = {"chat": {
+    # turn 0 calls the tool, turn 1 answers slowly enough to be seen streaming
+    "weather": {"turns": [{"tool_calls": [{"name": "get_weather_0", "arguments": {"city": "Paris"}}]},
+                          {"reply": "The forecast says: {last_tool}", "chunk_delay_s": 0.15}]},
+    "broken": {"turns": [{"error": {"code": "INVALID_ARGUMENT", "message": "the model refused the prompt"}}]},
+}}
+
+
+def _canvas(model: str) -> dict:
+    return {"components": {
+        "begin": cpn("Begin", ["Agent:Forecaster"]),
+        "Agent:Forecaster": cpn("Agent", ["Message:Reply"], {
+            "llm_id": f"{model}@Scripted", "sys_prompt": "You report the weather.", "max_rounds": 2,
+            "tools": [{"component_name": "TestWeatherTool", "name": "Weather", "params": {}}]}, up=["begin"]),
+        "Message:Reply": cpn("Message", [], {"content": ["{Agent:Forecaster@content}"]}, up=["Agent:Forecaster"]),
+    }}
+
+
+@asynccontextmanager
+async def _stack(redis_url: str):
+    llm = LlmGateway.create(LlmGatewayConfig.for_tests(), scripts=SCRIPTS)
+    llm_server, llm_port = await start_server([LlmServicer(llm).binding()], service="llm_gateway")
+    nowhere = f"127.0.0.1:{free_port()}"
+    orch = build(OrchestratorConfig(
+        server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
+        redis_url=redis_url, llm_gateway_addr=f"127.0.0.1:{llm_port}", retrieval_addr=nowhere, sandbox_addr=nowhere))
+    for hook in orch.on_startup:
+        await hook()
+    orch_server, orch_port = await start_server(orch.bindings, service="orchestrator")
+    cfg = GatewayConfig(host="127.0.0.1", port=0, health_timeout_s=1.0, api_keys={KEY: f"viewer-{time.monotonic_ns()}"},
+                        upstreams={"orchestrator": f"127.0.0.1:{orch_port}", "llm_gateway": f"127.0.0.1:{llm_port}",
+                                   "retrieval": nowhere, "sandbox": nowhere})
+    client = TestClient(TestServer(create_app(cfg)))
+    await client.start_server()
+    try:
+        yield client
+    finally:
+        await client.close()
+        await orch_server.stop(None)
+        for hook in orch.on_shutdown:
+            await hook()
+        await llm_server.stop(None)
+        await llm.aclose()
+
+
+@pytest.fixture
+async def site(redis_server):
+    with registered(WeatherTool):
+        async with _stack(redis_server.url) as client:
+            for title, model in (("Forecaster", "weather"), ("Broken", "broken")):
+                body = await (await client.post("/api/v1/agents", headers={"Authorization": f"Bearer {KEY}"},
+                                                json={"title": title, "dsl": _canvas(model)})).json()
+                assert body["code"] == 0, body
+            yield str(client.server.make_url("/ui/"))
+
+
+@pytest.fixture
+async def browser():
+    async with async_playwright() as pw:
+        # Debian's build, never playwright's own download; root in a container has no user namespaces.
+        b = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        await b.close()
+
+
+async def _sign_in(page, url: str) -> None:
+    await page.goto(url)
+    await page.fill("#api-key", "not-a-key")
+    await page.click("#sign-in-form button")
+    await expect(page.locator("#sign-in-error")).to_contain_text("API key is invalid")
+    await page.fill("#api-key", KEY)
+    await page.click("#sign-in-form button")
+    await expect(page.locator("#viewer")).to_be_visible()
+
+
+async def _ask(page, text: str) -> None:
+    await page.fill("#query", text)
+    await page.click("#send")
+
+
+async def test_sign_in_run_watch_and_replay_on_a_laptop(site, browser, tmp_path):
+    page = await browser.new_page(viewport={"width": 1366, "height": 860})
+    page.on("console", lambda m: print("console:", m.text))
+    page.on("pageerror", lambda e: print("pageerror:", e))
+    await _sign_in(page, site)
+    await expect(page.locator("#agents button")).to_have_count(2)
+    await page.click("#agents button:text-is('Forecaster')")
+    graph = page.locator("#graph")
+    for node in ("begin", "Agent:Forecaster", "Message:Reply"):
+        await expect(graph.locator(f'.node[data-id="{node}"]')).to_be_visible()
+    await expect(graph.locator('.node[data-id="Agent:Forecaster"] .chip')).to_have_text("Weather")
+    await expect(graph.locator("svg path[data-from]")).to_have_count(2)
+    await page.screenshot(path=tmp_path / "1-laptop-canvas.png")
+
+    await _ask(page, "Weather in Paris?")
+    answer = page.locator(".msg.assistant").last
+    # Mid-stream: part of the answer is there while the run still streams.
+    await expect(page.locator(".msg.assistant.streaming .msg-body")).to_contain_text("forecast")
+    await page.screenshot(path=tmp_path / "2-laptop-streaming.png")
+    await expect(page.locator("#run-status")).to_contain_text("done", timeout=30_000)
+    await expect(answer).to_contain_text("The forecast says: Sunny, 21 degrees in Paris")
+    for node in ("begin", "Agent:Forecaster", "Message:Reply"):
+        await expect(graph.locator(f'.node[data-id="{node}"]')).to_have_class("node done")
+        await expect(graph.locator(f'.node[data-id="{node}"] .node-time')).to_have_text(re.compile(r"^(\d+ ms|\d+\.\d+ s)$"))
+    tool = page.locator("#trace li.t-tool")
+    await expect(tool).to_contain_text("tool get_weather_0 returned")
+    await tool.locator("summary").first.click()
+    await expect(tool.locator("pre").first).to_contain_text('"city": "Paris"')
+    await expect(page.locator("#trace")).to_contain_text("Agent started")
+    await page.screenshot(path=tmp_path / "3-laptop-finished.png")
+
+    # The session now lists this run; its stored trace replays onto the canvas.
+    await page.click("#new-chat")
+    await expect(page.locator("#messages .msg")).to_have_count(0)
+    await page.locator("#sessions button").first.click()
+    await expect(page.locator("#messages")).to_contain_text("Weather in Paris?")
+    await page.click(".trace-link")
+    await expect(page.locator("#trace li.t-run").first).to_have_text(re.compile(r"^run (succeeded|done) in "))
+    await expect(page.locator("#trace li.t-tool")).to_contain_text("get_weather_0")
+    await expect(graph.locator('.node[data-id="Agent:Forecaster"]')).to_have_class("node visited")
+    await page.screenshot(path=tmp_path / "4-laptop-replay.png")
+
+    # A failing component is named, on the canvas and in the answer.
+    await page.click("#agents button:text-is('Broken')")
+    await _ask(page, "anything")
+    await expect(page.locator("#run-status")).to_have_text("failed", timeout=30_000)
+    await expect(graph.locator('.node[data-id="Agent:Forecaster"]')).to_have_class("node failed")
+    await expect(page.locator(".msg.assistant .error")).to_contain_text("model refused the prompt")
+    await expect(page.locator("#trace li.t-fail").last).to_contain_text("Agent:Forecaster")
+    await page.screenshot(path=tmp_path / "5-laptop-failed.png")
+    print(f"screenshots: {tmp_path}")
+
+
+async def test_the_viewer_works_on_a_phone(site, browser, tmp_path):
+    context = await browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
+                                        device_scale_factor=2)
+    page = await context.new_page()
+    await _sign_in(page, site)
+    await page.click("#agents button:text-is('Forecaster')")
+    await _ask(page, "Weather in Oslo?")
+    await expect(page.locator("#run-status")).to_contain_text("done", timeout=30_000)
+    await expect(page.locator(".msg.assistant").last).to_contain_text("Sunny, 21 degrees in Paris")
+    # One column: nothing wider than the screen except inside the scrollable canvas.
+    width = await page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page scrolls sideways on a phone: {width}px"
+    await page.screenshot(path=tmp_path / "6-phone.png", full_page=True)
+    await context.close()
+    print(f"screenshots: {tmp_path}")
