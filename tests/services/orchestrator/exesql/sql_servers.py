@@ -12,7 +12,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from helpers import free_port
 
 USER, PASSWORD, DATABASE = "trellis", "s3cret", "shop"
 START_TIMEOUT_S = 60
@@ -48,12 +48,6 @@ class Database:
         """ExeSQL params reaching this server as the test login."""
         return {"db_type": self.db_type, "host": self.host, "port": self.port, "database": DATABASE,
                 "username": USER, "password": PASSWORD, **extra}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _as_unprivileged() -> tuple[list[str], str | None]:

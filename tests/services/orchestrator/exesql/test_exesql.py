@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from sql_servers import DATABASE, Database, free_port
+from helpers import free_port
+from sql_servers import DATABASE, Database
 from thinking_kit import cpn, llm_gateway, of, run_canvas, services
 
 from services.orchestrator.components import _tools
