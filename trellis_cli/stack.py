@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.common.config import DEFAULT_HTTP_PORT, DEFAULT_PORTS, data_dir, env_int
+from services.llm_gateway.factories import provider_configured
 
 REPLICA_PORT_STEP = 1000
 
@@ -38,6 +39,7 @@ def plan_stack() -> tuple[list[Process], dict[str, str]]:
     root = data_dir()
     env = dict(os.environ)
     env["TRELLIS_DATA_DIR"] = str(root)
+    env.setdefault("TRELLIS_MODEL_FALLBACK", "0" if provider_configured(env) else "1")  # no key: templates run locally
     procs: list[Process] = []
     if not os.environ.get("TRELLIS_REDIS_URL"):
         redis_port = env_int("TRELLIS_REDIS_PORT", 6390)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.common.config import DEFAULT_PORTS, ServerConfig, env_bool, env_float, env_int, env_str
+from services.llm_gateway import factories
 from services.llm_gateway.providers_file import ProvidersFile, load_providers_file
 
 
@@ -19,6 +20,8 @@ class LlmGatewayConfig:
     default_embedding_model: str  # TRELLIS_DEFAULT_EMBEDDING_MODEL: same for embeddings
     openai_base_url: str  # OPENAI_BASE_URL: an OpenAI-compatible endpoint, registered as the open factory "OpenAI"
     openai_api_key: str  # OPENAI_API_KEY
+    factory_endpoints: dict[str, factories.Endpoint]  # <FACTORY>_API_KEY / <FACTORY>_BASE_URL (factories.py)
+    model_fallback: bool  # TRELLIS_MODEL_FALLBACK: unresolvable chat model ids run on the default chat model
     local_enabled: bool  # TRELLIS_LLM_LOCAL: offer the bundled local models (default on; loaded on first use)
     local_threads: int  # TRELLIS_LLM_LOCAL_THREADS: CPU threads for local chat inference (default 2)
     local_context: int  # TRELLIS_LLM_LOCAL_CONTEXT: local chat context window in tokens (default 4096)
@@ -42,6 +45,8 @@ class LlmGatewayConfig:
             default_embedding_model=env_str("TRELLIS_DEFAULT_EMBEDDING_MODEL", ""),
             openai_base_url=env_str("OPENAI_BASE_URL", ""),
             openai_api_key=env_str("OPENAI_API_KEY", ""),
+            factory_endpoints=factories.configured(os.environ),
+            model_fallback=env_bool("TRELLIS_MODEL_FALLBACK", False),
             local_enabled=env_bool("TRELLIS_LLM_LOCAL", True),
             local_threads=env_int("TRELLIS_LLM_LOCAL_THREADS", 2),
             local_context=env_int("TRELLIS_LLM_LOCAL_CONTEXT", 4096),
@@ -64,6 +69,8 @@ class LlmGatewayConfig:
             default_embedding_model="",
             openai_base_url="",
             openai_api_key="",
+            factory_endpoints={},
+            model_fallback=False,
             local_enabled=False,
             local_threads=2,
             local_context=2048,

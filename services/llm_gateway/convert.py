@@ -124,8 +124,8 @@ def chat_call_from_proto(req: llm_pb.ChatRequest) -> ChatCall:
     )
 
 
-def delta_to_proto(d: ChatDelta, model: str = "") -> llm_pb.ChatResponse:
-    out = llm_pb.ChatResponse(content_delta=d.content, model=model)
+def delta_to_proto(d: ChatDelta, model: str = "", notice: str = "") -> llm_pb.ChatResponse:
+    out = llm_pb.ChatResponse(content_delta=d.content, model=model, notice=notice or d.notice)
     for tc in d.tool_calls:
         out.tool_call_deltas.add(index=tc.index, id=tc.id, name=tc.name, arguments_delta=tc.arguments)
     if d.finish_reason:
@@ -178,4 +178,5 @@ def delta_from_proto(r: llm_pb.ChatResponse) -> ChatDelta:
         tool_calls=tuple(ToolCallDelta(t.index, t.id, t.name, t.arguments_delta) for t in r.tool_call_deltas),
         finish_reason=_FINISH.get(r.finish_reason),  # type: ignore[arg-type]
         usage=Usage(r.usage.prompt_tokens, r.usage.completion_tokens) if r.HasField("usage") else None,
+        notice=r.notice,
     )

@@ -17,7 +17,7 @@ from typing import Any, AsyncIterator, Mapping, Sequence
 import grpc
 
 from services.common.errors import InvalidArgument, ServiceError
-from services.llm_gateway import metrics
+from services.llm_gateway import factories, metrics
 from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.providers import local as local_models
 from services.llm_gateway.providers.local import LocalProvider
@@ -40,6 +40,7 @@ class ChatStream:
 
     model: str
     deltas: AsyncIterator[ChatDelta]
+    notice: str = ""  # the fallback ran `model` in place of the id asked for (registry.py)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,9 @@ class LlmGateway:
             raise InvalidArgument(f"Chat: max_tokens is {call.max_tokens}; use 0 for the provider's default")
         resolved = self.registry.resolve(model_id, "chat")
         call = dataclasses.replace(call, model=resolved.upstream)
-        return ChatStream(resolved.id, self._chat(resolved, call, self._budget(timeout_s)))
+        if resolved.notice:
+            log.warning("%s", resolved.notice)
+        return ChatStream(resolved.id, self._chat(resolved, call, self._budget(timeout_s)), resolved.notice)
 
     async def _chat(self, r: Resolved, call: ChatCall, budget: Budget) -> AsyncIterator[ChatDelta]:
         labels = (r.factory, r.upstream)
@@ -198,10 +201,17 @@ def _register_providers(registry: Registry, cfg: LlmGatewayConfig, book: ScriptB
     if cfg.openai_base_url or cfg.openai_api_key:
         env_openai = OpenAIProvider(OPENAI_FACTORY, base_url=cfg.openai_base_url, api_key=cfg.openai_api_key)
         registry.add_open_factory(OPENAI_FACTORY, env_openai, bare_names=True)
-    for factory, spec in (cfg.providers.factories.items() if cfg.providers else ()):
+    file_factories = cfg.providers.factories if cfg.providers else {}
+    declared = {name.lower() for name in file_factories}
+    for name, endpoint in cfg.factory_endpoints.items():
+        if name.lower() not in declared:  # the providers file's entry for a factory wins
+            provider = OpenAIProvider(name, base_url=endpoint.base_url, api_key=endpoint.api_key)
+            registry.add_open_factory(name, provider)
+    for factory, spec in file_factories.items():
+        known = factories.find(factory)
         provider = OpenAIProvider(
             factory,
-            base_url=spec.base_url,
+            base_url=spec.base_url or (known.base_url if known else ""),
             api_key=spec.api_key,
             stream=spec.stream,
             stream_usage=spec.stream_usage,
@@ -234,6 +244,7 @@ def _set_defaults(registry: Registry, cfg: LlmGatewayConfig) -> None:
             registry.set_default(type_, model_id)
         except ServiceError as exc:
             raise SystemExit(f"llm_gateway: {source}={model_id!r}: {exc.message}") from None
+    registry.fallback = cfg.model_fallback
     if (cfg.openai_base_url or cfg.openai_api_key) and local_chat and registry.default("chat") == local_chat:
         log.warning("OPENAI_BASE_URL is set but TRELLIS_DEFAULT_CHAT_MODEL is not: llm_id \"\" runs the local model")
 

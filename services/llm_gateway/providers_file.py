@@ -22,6 +22,10 @@ Example::
 
 An "open" factory passes any model name through (upstream name = the id's first '@' segment, so RAGFlow's
 "deepseek-v4-pro@default@DeepSeek" asks for "deepseek-v4-pro"); a closed one knows only its `models`.
+
+For one of RAGFlow's factories that factories.py knows (DeepSeek, Moonshot, Tongyi-Qianwen...), `base_url`
+may be left out (RAGFlow's endpoint is used) and so may the key (its `<FACTORY>_API_KEY`, e.g.
+DASHSCOPE_API_KEY, is read when set). A factory declared here replaces that factory's environment settings.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from typing import Any, Literal, Mapping
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from services.llm_gateway import factories as known_factories
 
 
 class _Model(BaseModel):
@@ -96,5 +102,8 @@ def load_providers_file(path: Path, environ: Mapping[str, str]) -> ProvidersFile
             if not environ.get(f.api_key_env):
                 raise SystemExit(f"llm_gateway: {where}: factories.{name}.api_key_env: {f.api_key_env} is not set")
             f = f.model_copy(update={"api_key": environ[f.api_key_env]})
+        known = known_factories.find(name)
+        if known is not None and not f.api_key and environ.get(known.key_env):
+            f = f.model_copy(update={"api_key": environ[known.key_env]})
         factories[name] = f
     return spec.model_copy(update={"factories": factories})

@@ -6,14 +6,17 @@ Ids (case-insensitive):
   `open: true`). The factory is the part after the last '@' (RAGFlow also writes "name@default@Factory").
 - "name": the one declared model of that name and type, else the OPENAI_BASE_URL endpoint when configured.
 - "": the default model of the type (TRELLIS_DEFAULT_CHAT_MODEL / TRELLIS_DEFAULT_EMBEDDING_MODEL).
-Anything else is NOT_FOUND, naming the id and the known models.
+Anything else is NOT_FOUND, naming the id and what would configure it (factories.py knows the env names of
+RAGFlow's factories). With the fallback on (TRELLIS_MODEL_FALLBACK=1), an unresolvable *chat* id runs on the
+default chat model instead, and the result's `notice` says so (the run's events carry it to the client).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from services.common.errors import InvalidArgument
+from services.llm_gateway import factories
 from services.llm_gateway.errors import ModelNotFound
 from services.llm_gateway.providers.base import Provider
 from services.llm_gateway.types import ModelType
@@ -26,6 +29,7 @@ class Resolved:
     type: ModelType
     provider: Provider = field(repr=False, compare=False)
     upstream: str  # the name the provider knows the model by
+    notice: str = ""  # set when the fallback ran this model in place of one that could not be resolved
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Registry:
         self._bare: _Open | None = None
         self._defaults: dict[ModelType, str] = {}
         self.providers: list[Provider] = []
+        self.fallback = False  # TRELLIS_MODEL_FALLBACK: unresolvable chat ids run on the default chat model
 
     # -- building -------------------------------------------------------------------------------------
     def add_provider(self, provider: Provider) -> None:
@@ -79,7 +84,13 @@ class Registry:
                 raise ModelNotFound(f"no default {type} model is configured" + (f" (set {env})" if env else ""))
         found = self._find(wanted, type)
         if found is None:
-            raise ModelNotFound(f"unknown {type} model {wanted!r}; known: {self._known(type)}")
+            problem = self._missing(wanted, type)
+            if self.fallback and type == "chat" and self.default("chat") and wanted != self.default("chat"):
+                default = self.resolve(self.default("chat"), "chat")
+                notice = (f"model {wanted!r} is not configured ({problem}); it ran on the default chat model "
+                          f"{default.id} because TRELLIS_MODEL_FALLBACK=1")
+                return replace(default, notice=notice)
+            raise ModelNotFound(f"unknown {type} model {wanted!r}: {problem}")
         if found.type != type:
             raise InvalidArgument(f"model {wanted!r} is a {found.type} model; this call needs a {type} model")
         return found
@@ -90,7 +101,7 @@ class Registry:
             return exact
         if "@" in wanted:
             factory = wanted.rsplit("@", 1)[1]
-            name = wanted.split("@", 1)[0]
+            name = factories.upstream_name(wanted)
             open_ = self._open.get(factory.lower())
             if open_ is None or not name:
                 return None
@@ -110,7 +121,28 @@ class Registry:
     def _known(self, type: ModelType) -> str:
         ids = sorted(m.id for m in self._models.values() if m.type == type)
         ids += [f"<any>@{o.factory}" for o in self._open.values()]
-        return ", ".join(ids) or "none (configure OPENAI_BASE_URL, TRELLIS_LLM_PROVIDERS or the local models)"
+        return ", ".join(ids) or "none"
+
+    def _missing(self, wanted: str, type: ModelType) -> str:
+        """Why `wanted` names nothing, and what would configure it."""
+        file_hint = "or declare it in the providers file (TRELLIS_LLM_PROVIDERS)"
+        fallback_hint = "" if type != "chat" else "; TRELLIS_MODEL_FALLBACK=1 runs it on the default chat model"
+        if "@" not in wanted:
+            return (f"no configured model has that name (known: {self._known(type)}); name its factory as "
+                    f"'{wanted}@Factory', set OPENAI_BASE_URL for an endpoint that takes bare names, "
+                    f"{file_hint}{fallback_hint}")
+        factory_name = wanted.rsplit("@", 1)[1]
+        if factory_name.lower() in self._open or any(m.factory.lower() == factory_name.lower()
+                                                      for m in self._models.values()):
+            return (f"factory {factory_name} is configured but declares no such {type} model "
+                    f"(known: {self._known(type)}); add it to the factory's `models` in the providers file "
+                    f"or make the factory `open: true`{fallback_hint}")
+        known = factories.find(factory_name)
+        if known is None:
+            return (f"{factory_name!r} is not one of RAGFlow's OpenAI-compatible factories that Trellis knows "
+                    f"(docs/models.md lists them); declare it with its base_url in the providers file "
+                    f"(TRELLIS_LLM_PROVIDERS){fallback_hint}")
+        return f"factory {known.name} is not configured: {known.how_to_configure()}, {file_hint}{fallback_hint}"
 
     # -- listing ----------------------------------------------------------------------------------------
     def models(self) -> list[tuple[Resolved, bool]]:

@@ -27,11 +27,11 @@ class LlmServicer(llm_grpc.LlmServiceServicer):
     async def Chat(self, request: llm_pb.ChatRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[llm_pb.ChatResponse]:
         call = convert.chat_call_from_proto(request)
         stream = self.gateway.chat(request.model_id, call, timeout_s=context.time_remaining())
-        model = stream.model
+        model, notice = stream.model, stream.notice
         # While one chunk is being written to the orchestrator, what the provider sends meanwhile merges.
         async for delta in coalesce(stream.deltas, merge_deltas):
-            yield convert.delta_to_proto(delta, model)
-            model = ""  # the resolved id rides on the first chunk only
+            yield convert.delta_to_proto(delta, model, notice)
+            model = notice = ""  # the resolved id and the fallback notice ride on the first chunk only
 
     async def Embed(self, request: llm_pb.EmbedRequest, context: grpc.aio.ServicerContext) -> llm_pb.EmbedResponse:
         model, result = await self.gateway.embed(request.model_id, list(request.texts), timeout_s=context.time_remaining())

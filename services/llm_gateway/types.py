@@ -107,6 +107,8 @@ class ChatDelta:
     tool_calls: tuple[ToolCallDelta, ...] = ()
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
+    # First chunk only: the gateway ran another model than the one asked for (TRELLIS_MODEL_FALLBACK), and why.
+    notice: str = ""
 
 
 @dataclass(frozen=True)
@@ -192,4 +194,4 @@ def merge_deltas(a: ChatDelta, b: ChatDelta) -> ChatDelta | None:
             else:
                 joined.append(tc)
         calls = tuple(joined)
-    return ChatDelta(a.content + b.content, calls, b.finish_reason, b.usage)
+    return ChatDelta(a.content + b.content, calls, b.finish_reason, b.usage, a.notice or b.notice)

@@ -334,7 +334,9 @@ def client(ctx: NodeContext) -> Any:
 async def stream(ctx: NodeContext, conf: ModelConf, messages: Sequence[Message], *,
                  tools: Sequence[Tool] = (), tool_choice: ToolChoice | None = None,
                  response_format: ResponseFormat | None = None) -> AsyncIterator[ChatDelta]:
-    """One model turn's deltas; its token usage is added to the run's total."""
+    """One model turn's deltas; its token usage is added to the run's total. When the gateway ran its
+    default model in place of an unconfigured one (TRELLIS_MODEL_FALLBACK), the notice saying so becomes the
+    node's `model_fallback` input, which the run's node_finished event carries to the client."""
     usage = None
     deltas = client(ctx).stream_chat(conf.model_id, list(messages), tools=list(tools), tool_choice=tool_choice,
                                      response_format=response_format, sampling=conf.sampling,
@@ -343,6 +345,8 @@ async def stream(ctx: NodeContext, conf: ModelConf, messages: Sequence[Message],
         async for d in deltas:
             if d.usage is not None:
                 usage = d.usage
+            if d.notice:
+                ctx.set_input("model_fallback", d.notice)
             yield d
     finally:
         await deltas.aclose()
