@@ -1,0 +1,136 @@
+"""services/common/coalesce.py: nothing waits on a timer, a slow consumer gets fewer, merged items, order and
+content are exact, errors and clean-up reach the right side."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.common.coalesce import coalesce
+from services.llm_gateway.types import ChatDelta, ToolCallDelta, Usage, assemble, merge_deltas
+
+
+def join_text(a, b):
+    return a + b if isinstance(a, str) and isinstance(b, str) else None
+
+
+async def test_the_first_item_goes_out_while_the_source_still_waits():
+    more = asyncio.Event()
+
+    async def source():
+        yield "first"
+        await more.wait()  # released only once the consumer has the first item
+        yield "second"
+
+    got = []
+    async for item in coalesce(source(), join_text):
+        got.append(item)
+        more.set()
+    assert got == ["first", "second"]
+
+
+async def test_a_slow_consumer_gets_fewer_items_with_exactly_the_same_text():
+    words = [f"w{i} " for i in range(200)]
+
+    async def source():
+        for w in words:
+            yield w
+            await asyncio.sleep(0)
+
+    got = []
+    async for item in coalesce(source(), join_text):
+        got.append(item)
+        await asyncio.sleep(0.01)  # a busy next hop
+    assert "".join(got) == "".join(words)
+    assert len(got) < len(words)
+
+
+async def test_items_that_cannot_merge_keep_their_order():
+    items = ["a", "b", 1, "c", 2, 3, "d", "e"]
+
+    async def source():
+        for x in items:
+            yield x
+
+    got = []
+    async for item in coalesce(source(), join_text):
+        got.append(item)
+        await asyncio.sleep(0.001)
+    flat = []
+    for x in got:  # merged strings split back into single letters
+        flat.extend(list(x) if isinstance(x, str) else [x])
+    assert flat == items
+
+
+async def test_an_error_arrives_after_the_items_read_before_it():
+    async def source():
+        yield "a"
+        yield "b"
+        raise ValueError("upstream broke")
+
+    got = []
+    with pytest.raises(ValueError, match="upstream broke"):
+        async for item in coalesce(source(), join_text):
+            got.append(item)
+    assert "".join(got) == "ab"
+
+
+async def test_leaving_early_closes_the_source_before_returning():
+    closed = asyncio.Event()
+
+    async def source():
+        try:
+            yield "a"
+            await asyncio.Event().wait()  # never ends by itself
+        finally:
+            closed.set()
+
+    stream = coalesce(source(), join_text)
+    async for _ in stream:
+        break
+    await stream.aclose()
+    assert closed.is_set()
+
+
+async def test_a_bounded_buffer_pauses_the_reader():
+    produced = 0
+
+    async def source():
+        nonlocal produced
+        for i in range(100):
+            produced += 1
+            yield i  # ints never merge
+
+    stream = coalesce(source(), join_text, max_pending=4)
+    first = await anext(stream)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert first == 0 and produced <= 6  # the reader waits for room instead of reading all 100
+    rest = [x async for x in stream]
+    assert rest == list(range(1, 100))
+
+
+def test_merged_tool_call_deltas_assemble_to_the_same_turn():
+    deltas = [
+        ChatDelta("Let me "), ChatDelta("check."),
+        ChatDelta(tool_calls=(ToolCallDelta(0, "call_a", "weather", ""),)),
+        ChatDelta(tool_calls=(ToolCallDelta(0, "", "", '{"ci'),)),
+        ChatDelta(tool_calls=(ToolCallDelta(0, "", "", 'ty": "Pa'),)),
+        ChatDelta(tool_calls=(ToolCallDelta(1, "call_b", "time", '{"tz"'),)),
+        ChatDelta(tool_calls=(ToolCallDelta(0, "", "", 'ris"}'),)),
+        ChatDelta(tool_calls=(ToolCallDelta(1, "", "", ': "CET"}'),)),
+        ChatDelta("after tools"),
+        ChatDelta(finish_reason="tool_calls", usage=Usage(3, 4)),
+        ChatDelta("never merged into a finished delta"),
+    ]
+    merged = [deltas[0]]
+    for d in deltas[1:]:
+        joined = merge_deltas(merged[-1], d)
+        if joined is None:
+            merged.append(d)
+        else:
+            merged[-1] = joined
+    assert len(merged) < len(deltas)
+    assert assemble(merged) == assemble(deltas)
+    assert merge_deltas(ChatDelta(tool_calls=(ToolCallDelta(0, "x", "f", "{}"),)), ChatDelta("text")) is None
