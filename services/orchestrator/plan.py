@@ -2,7 +2,8 @@
 
 A scope is the top level or the children of one Iteration/Loop (`parent_id`). Edges come from
 `downstream`, `upstream` (both directions mean the same edge), branch targets (Switch `to` /
-`end_cpn_ids`, Categorize `to`) and `exception_goto`. Only edges inside one scope are scheduled;
+`end_cpn_ids`, Categorize `to`) and `exception_goto`. An edge from a child back to its container's
+IterationItem/LoopItem (RAGFlow's way of ending a pass) is not an edge: the container repeats the body. Only edges inside one scope are scheduled;
 an Iteration/Loop runs its children itself. Nodes not reachable from the scope's root (`begin`, or
 the IterationItem/LoopItem child) never run, as in RAGFlow, and are left out of the plan.
 """
@@ -62,8 +63,16 @@ def build_graph(canvas: CanvasV2) -> Graph:
     goto_only: dict[str, set[str]] = {cid: set() for cid in comps}
 
     def add(a: str, b: Any) -> None:
-        if isinstance(b, str) and b in comps and b not in out[a]:
+        if isinstance(b, str) and b in comps and b not in out[a] and not _back_to_item(a, b):
             out[a].append(b)
+
+    def _back_to_item(a: str, b: str) -> bool:
+        # RAGFlow's Iteration form: the last child of an Iteration (or Loop) points back to its
+        # IterationItem (LoopItem), which moves on to the next item. The container already runs its
+        # body once per item, so that edge means "this pass is done", not a cycle to schedule.
+        parent = comps[b].parent_id
+        return (parent is not None and parent in comps and comps[a].parent_id == parent and a != b
+                and CONTAINERS.get(comps[parent].name) == comps[b].name)
 
     for cid, c in comps.items():
         for t in c.downstream:

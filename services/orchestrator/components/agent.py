@@ -75,6 +75,11 @@ def _check_tools(cpn_id: str, field: str, tools: Any) -> list[ValidationIssue]:
     return issues
 
 
+def _tool_entries(params: dict[str, Any]) -> Any:
+    """`tools`, or `llm_enabled_tools` as pre-0.20 DSLs (RAGFlow's DSL examples) name them."""
+    return params.get("tools") or params.get("llm_enabled_tools")
+
+
 @register
 class Agent(Component):
     component_name = "Agent"
@@ -82,7 +87,7 @@ class Agent(Component):
     __slots__ = ("tools",)
 
     def setup(self) -> None:
-        entries = self.params.get("tools")
+        entries = _tool_entries(self.params)
         self.tools = _tools.build_toolset(self.id, entries)
         # MCP tools are numbered on after every `tools` entry, as RAGFlow numbers them.
         self.tools += _mcp_tools.build(self.id, self.params.get("mcp"), len(entries) if isinstance(entries, list) else 0,
@@ -98,7 +103,8 @@ class Agent(Component):
                                           f"must be a non-negative integer, got {rounds!r}"))
         if params.get("tool_calling", "native") not in ("native", "text"):
             issues.append(ValidationIssue(cpn_id, "params.tool_calling", "must be 'native' or 'text'"))
-        return issues + _check_tools(cpn_id, "params.tools", params.get("tools")) + _mcp_tools.check(cpn_id, params.get("mcp"))
+        field = "params.tools" if params.get("tools") or not params.get("llm_enabled_tools") else "params.llm_enabled_tools"
+        return issues + _check_tools(cpn_id, field, _tool_entries(params)) + _mcp_tools.check(cpn_id, params.get("mcp"))
 
     def thoughts(self, ctx: NodeContext) -> str:
         return _llm.thinking_text(ctx, self.params)
@@ -130,11 +136,20 @@ class Agent(Component):
             ctx.set_output("use_tools", loop.use_tools)  # filled in as the tools run
             ctx.set_output("agent_thoughts", loop.steps)
         chunks = loop.answer()
-        if as_tool or not _llm.should_stream(self.params, schema):
+        # Pre-0.20 DSLs (RAGFlow's iteration example) give `output_structure`, an example of the JSON the
+        # answer must be, and read the parsed answer as `structured_content`.
+        legacy = bool(self.params.get("output_structure"))
+        if as_tool or legacy or not _llm.should_stream(self.params, schema):
             text = "".join([c async for c in chunks])
             ctx.set_output("content", text)
             if schema is not None:
                 ctx.set_output("structured", await self._structured(ctx, conf, text, schema))
+            if legacy:
+                try:
+                    ctx.set_output("structured_content", _llm.parse_structured(text))
+                except ValueError:
+                    raise ValueError(f"{ctx.component_id}: the answer is not the JSON that params.output_structure "
+                                     "asks for") from None
             return
         rest = await _llm.primed(chunks)
         ctx.set_output("content", "" if rest is None else ctx.stream(rest))

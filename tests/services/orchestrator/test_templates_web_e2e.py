@@ -1,0 +1,148 @@
+"""RAGFlow's canvases that search the web, end to end: the real tools (TavilySearch, Google, Bing, DuckDuckGo,
+Wikipedia, YahooFinance...) against one local fake speaking each service's API (`web_kit.py`), models
+scripted in a real llm_gateway, the real sandbox and retrieval services where a template needs them.
+
+The canvases (tests/data, see NOTICE.md) run as shipped except for their `llm_id`s, which name scripted
+models ("" is the gateway's default chat model), and, for Retrieval, the dataset id. Each test checks the
+run reaches RunFinished without error, what the tools sent, what the models were shown, the answer, and
+the references `message_end` carries (RAGFlow's shape: chunks by citation id, doc_aggs by title).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from thinking_kit import llm_gateway, of, run_canvas, services
+from web_kit import DATA, fake_web, tavily_results
+
+from fakes.web_api import allow_local
+from services.orchestrator.components.retrieval import hash_str2int
+from services.orchestrator.events import MessageEnd, NodeFinished, RunFinished, ToolCallFinished
+
+
+def canvas(path: str, models: dict[str, str] | None = None) -> dict[str, Any]:
+    """A canvas of tests/data with each `llm_id` mapped through `models`."""
+    models = models or {}
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: (models.get(v, v) if k == "llm_id" else walk(v)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+    return walk(json.loads((DATA / path).read_text(encoding="utf-8")))
+
+
+def citation(content: str) -> str:
+    """The key of a web result in the references (RAGFlow: hash of the hash of its content)."""
+    return str(hash_str2int(str(hash_str2int(content))))
+
+
+def finished(events: list[Any]) -> RunFinished:
+    last = events[-1]
+    assert isinstance(last, RunFinished) and last.error is None, last.error
+    return last
+
+
+def answer(events: list[Any], node: str) -> str:
+    [done] = of(events, NodeFinished, node)
+    return done.outputs["content"]
+
+
+def reference(events: list[Any]) -> dict[str, Any]:
+    ends = [e for e in of(events, MessageEnd) if e.reference]
+    assert ends, "no message_end carried references"
+    return ends[-1].reference
+
+
+def urls(ref: dict[str, Any]) -> set[str]:
+    return {c["url"] for c in ref["chunks"].values()}
+
+
+@pytest.fixture
+async def web(monkeypatch):
+    async with fake_web(monkeypatch) as api:
+        yield api
+
+
+async def test_tavily_and_generate_searches_as_a_canvas_node_and_the_llm_answers_from_it(web):
+    scripts = {"chat": {"writer": ["Solid-state cells lead the market [ID:0]."]}}
+    dsl = canvas("dsl_examples/tavily_and_generate.json", {"deepseek-chat": "writer@Scripted"})
+    async with llm_gateway(scripts) as llm:
+        events = await run_canvas(dsl, services(llm, settings=allow_local()), query="solid state batteries")
+        [call] = llm.calls_to("writer")
+    finished(events)
+    [seen] = web.seen("/search")
+    assert seen.json["query"] == "solid state batteries"
+    assert seen.headers["Authorization"].startswith("Bearer tvly-dev-")  # the DSL's own key
+    system = call.messages[0].content
+    assert "Overview of solid state batteries: the key facts." in system
+    assert "├── URL: https://web.example/solid-state-batteries/1" in system
+    [msg] = of(events, NodeFinished, "message:0")
+    assert msg.outputs["content"] == "Solid-state cells lead the market [ID:0]."
+    ref = reference(events)
+    assert urls(ref) == {r["url"] for r in tavily_results("solid state batteries")}
+    first = tavily_results("solid state batteries")[0]
+    assert ref["chunks"][citation(first["content"])]["document_name"] == first["title"]
+    assert ref["doc_aggs"][first["title"]]["url"] == first["url"]
+
+
+ITERATION_SCRIPTS = {"chat": {"researcher": {"rules": [
+    {"when": {"system_contains": "decompose"}, "reply": '["battery chemistry", "charging networks"]'},
+    {"when": {"system_contains": "battery chemistry overview"}, "reply": "REPORT on battery chemistry."},
+    {"when": {"system_contains": "charging networks overview"}, "reply": "REPORT on charging networks."},
+]}}}
+
+
+async def test_iteration_example_runs_its_body_once_per_sub_topic(web):
+    dsl = canvas("dsl_examples/iteration.json", {"deepseek-chat": "researcher@Scripted"})
+    async with llm_gateway(ITERATION_SCRIPTS) as llm:
+        events = await run_canvas(dsl, services(llm, settings=allow_local()), query="electric vehicles")
+        calls = llm.calls_to("researcher")
+    finished(events)
+    assert sorted(s.json["query"] for s in web.seen("/search")) == ["battery chemistry", "charging networks"]
+    reports = [c for c in calls if "based on information from the internet" in c.messages[0].content]
+    assert len(reports) == 2
+    for c in reports:  # each item's Agent read its own item's search results
+        item = "battery chemistry" if "battery chemistry overview" in c.messages[0].content else "charging networks"
+        assert f'answer the following question or topic: "{item} "' in c.messages[0].content
+    bodies = [e for e in of(events, NodeFinished, "generate:1")]
+    assert sorted(e.outputs["content"] for e in bodies) == ["REPORT on battery chemistry.", "REPORT on charging networks."]
+    # The shipped Message reads `{iteration:0@generate:1}`, an output the Iteration does not declare: RAGFlow
+    # renders it empty too. The references hold both searches' results (by title: two contents may share a
+    # citation id, which is RAGFlow's content hash modulo 500, and then the first one keeps it).
+    ref = reference(events)
+    assert {a["url"] for a in ref["doc_aggs"].values()} == {r["url"] for q in ("battery chemistry", "charging networks")
+                                                            for r in tavily_results(q)}
+    assert 2 <= len(ref["chunks"]) <= 4
+
+
+async def test_iteration_example_with_declared_outputs_collects_the_reports_in_item_order(web):
+    dsl = canvas("dsl_examples/iteration.json", {"deepseek-chat": "researcher@Scripted"})
+    dsl["components"]["iteration:0"]["obj"]["params"]["outputs"] = {"reports": {"ref": "generate:1@content"}}
+    dsl["components"]["message:0"]["obj"]["params"]["content"] = ["{iteration:0@reports}"]
+    async with llm_gateway(ITERATION_SCRIPTS) as llm:
+        events = await run_canvas(dsl, services(llm, settings=allow_local()), query="electric vehicles")
+    finished(events)
+    [msg] = of(events, NodeFinished, "message:0")
+    assert json.loads(msg.outputs["content"]) == ["REPORT on battery chemistry.", "REPORT on charging networks."]
+
+
+async def test_categorize_then_an_agent_with_tavily(web):
+    scripts = {"chat": {"router": {"rules": [
+        {"when": {"system_contains": "product_related"}, "reply": "product_related"},
+        {"when": {"last_role": "tool"}, "reply": "The X200 charges in 40 minutes (source: {last_tool})"},
+        {"tool_calls": [{"name": "tavily_search_0", "arguments": {"query": "X200 charging time"}}]}]}}}
+    dsl = canvas("dsl_examples/categorize_and_agent_with_tavily.json", {"deepseek-chat": "router@Scripted"})
+    async with llm_gateway(scripts) as llm:
+        events = await run_canvas(dsl, services(llm, settings=allow_local()), query="How fast does the X200 charge?")
+        agent_call = [c for c in llm.calls_to("router") if c.tools][0]
+    finished(events)
+    assert [t.name for t in agent_call.tools] == ["tavily_search_0"]  # `llm_enabled_tools`, the pre-0.20 key
+    assert [s.json["query"] for s in web.seen("/search")] == ["X200 charging time"]
+    [done] = of(events, ToolCallFinished, "agent:0")
+    assert done.error is None and "Overview of X200 charging time" in done.result
+    content = answer(events, "message:1")
+    assert content.startswith("The X200 charges in 40 minutes (source: \nID:")
+    assert urls(reference(events)) == {r["url"] for r in tavily_results("X200 charging time")}
