@@ -36,7 +36,7 @@ FROM ${PYTHON_IMAGE} AS runtime
 COPY scripts/install_system_deps.sh /tmp/install_system_deps.sh
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini libgomp1 nodejs \
- && bash /tmp/install_system_deps.sh \
+ && TRELLIS_SKIP_TEST_PACKAGES=1 bash /tmp/install_system_deps.sh \
  && rm -rf /var/lib/apt/lists/* /tmp/install_system_deps.sh
 RUN groupadd --system --gid 10001 trellis \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \

@@ -2,7 +2,9 @@
 # System packages the stack needs that PyPI does not ship. Installs only what is missing; needs root (or sudo)
 # the first time. Everything else comes from pyproject.toml.
 set -euo pipefail
-packages=(postgresql mariadb-server chromium fonts-dejavu-core)  # Debian package names (the two database servers: ExeSQL tests; chromium: the run viewer's browser tests and the Browser component; fonts-dejavu-core: DocGenerator's PDF font)
+packages=(chromium fonts-dejavu-core)  # Debian package names (chromium: the run viewer's browser tests and the Browser component; fonts-dejavu-core: DocGenerator's PDF font)
+# Only the tests need these (ExeSQL's real database servers): an image skips them with TRELLIS_SKIP_TEST_PACKAGES=1.
+[ "${TRELLIS_SKIP_TEST_PACKAGES:-0}" = 1 ] || packages+=(postgresql mariadb-server)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
