@@ -58,7 +58,10 @@ class Ranking:
 
 
 def _error(exc: grpc.aio.AioRpcError) -> ServiceError:
-    return ServiceError(exc.details() or exc.code().name, code=exc.code(), retryable=exc.code() in _RETRYABLE)
+    message = exc.details() or exc.code().name
+    if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):  # the service went away, not the model
+        message = f"the llm_gateway is unavailable: {message}"
+    return ServiceError(message, code=exc.code(), retryable=exc.code() in _RETRYABLE)
 
 
 class LlmClient:

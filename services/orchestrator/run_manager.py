@@ -162,6 +162,7 @@ class RunManager:
     async def watch(self, tenant: str, run_id: str, after_seq: int = 0) -> AsyncIterator[ev_pb.RunEvent]:
         """The run's stored events after `after_seq`, then its live tail, until its RunFinished."""
         await self._info(tenant, run_id)
+        await self.runs.settled(tenant, run_id)
         async for seq, fields in tail_events(self.runs.redis, tenant, run_id, after_seq):
             if not seq:  # nothing new for a while: stop if the run ended without a last event to send
                 status = (await self.runs.status(tenant, run_id)).get("status", "")
@@ -257,6 +258,7 @@ class RunManager:
             state = (record.state() if record is not None else None) or SessionState.fresh(plan.variables)
             records = [NodeRecord.from_json(r) for r in await read_checkpoint(self.runs.redis, tenant, run_id)]
             last_seq = await drop_unfinished(self.runs.redis, tenant, run_id)
+            await self.runs.set_fields(tenant, run_id, resuming="")
             turn = TurnRecord()
             for _, fields in await read_events(self.runs.redis, tenant, run_id, 0, count=100_000):
                 turn.observe(event_from_proto(ev_pb.RunEvent.FromString(fields[b"e"])))

@@ -50,7 +50,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return nil end
 if redis.call('HGET', KEYS[2], 'status') ~= 'running' then redis.call('ZREM', KEYS[3], ARGV[4]) return nil end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
-redis.call('HSET', KEYS[2], 'owner', ARGV[1])
+redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'resuming', '1')
 return redis.call('HINCRBY', KEYS[2], 'attempts', 1)
 """
 
@@ -159,6 +159,16 @@ class RunStore:
 
     async def status(self, tenant: str, run_id: str) -> dict[str, str]:
         return _decode(await self.redis.hgetall(keys.run(tenant, run_id)))
+
+    async def settled(self, tenant: str, run_id: str) -> None:
+        """Wait while a running run has no live owner, or its new owner is still cleaning up its stream: what a
+        reader gets then is final (the half-sent output of the interrupted components is gone)."""
+        while True:
+            info = await self.status(tenant, run_id)
+            if info.get("status") != "running" or (
+                    info.get("resuming") != "1" and await self.redis.exists(keys.run_lease(run_id))):
+                return
+            await asyncio.sleep(min(0.1, self.lease_s / 4))
 
     async def set_fields(self, tenant: str, run_id: str, **values: Any) -> None:
         await self.redis.hset(keys.run(tenant, run_id), mapping=values)
