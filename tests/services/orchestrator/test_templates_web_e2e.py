@@ -146,3 +146,113 @@ async def test_categorize_then_an_agent_with_tavily(web):
     content = answer(events, "message:1")
     assert content.startswith("The X200 charges in 40 minutes (source: \nID:")
     assert urls(reference(events)) == {r["url"] for r in tavily_results("X200 charging time")}
+
+
+def agent(marker: str, reply: str, *calls: tuple[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Scripted rules for the agent whose system prompt holds `marker`: call the tools, then reply."""
+    rules: list[dict[str, Any]] = []
+    if calls:
+        rules.append({"when": {"system_contains": marker, "last_role": "user"},
+                      "tool_calls": [{"name": n, "arguments": a} for n, a in calls]})
+    return [*rules, {"when": {"system_contains": marker}, "reply": reply}]
+
+
+def order(prompt: str) -> dict[str, str]:
+    return {"user_prompt": prompt, "reasoning": "next stage", "context": "{last_tool}"}
+
+
+async def test_deep_research_lead_and_sub_agents_search_and_read_the_web(web):
+    models = {"qwen-max@Tongyi-Qianwen": "lead@Scripted", "qwen-plus@Tongyi-Qianwen": "searcher@Scripted",
+              "moonshot-v1-auto@Moonshot": "reader@Scripted", "moonshot-v1-128k@Moonshot": "writer@Scripted"}
+    scripts = {"chat": {
+        "lead": [{"tool_calls": [{"name": "Web_Search_Specialist_0", "arguments": order("find sources on EV batteries")},
+                                 {"name": "Content_Deep_Reader_1", "arguments": order("read https://web.example/ev-battery-market/1")}]},
+                 {"tool_calls": [{"name": "Research_Synthesizer_2", "arguments": order("write the report")}]},
+                 "FINAL REPORT\n{last_tool}"],
+        "searcher": [{"tool_calls": [{"name": "tavily_search_0", "arguments": {"query": "EV battery market"}}]},
+                     "URLs found: {last_tool}"],
+        "reader": [{"tool_calls": [{"name": "tavily_extract_0", "arguments": {"urls": ["https://web.example/ev-battery-market/1"]}}]},
+                   "Extracted: {last_tool}"],
+        "writer": ["Report: EV batteries are growing fast."]}}
+    async with llm_gateway(scripts) as llm:
+        events = await run_canvas(canvas("templates/deep_research.json", models), services(llm, settings=allow_local()),
+                                  query="EV battery market outlook")
+        lead_second = llm.calls_to("lead")[1]
+    finished(events)
+    [search] = web.seen("/search")
+    assert search.json["query"] == "EV battery market" and search.json["max_results"] == 5  # the template's params
+    assert search.headers["Authorization"] == "Bearer tavily-env-key"  # api_key "" in the template: TAVILY_API_KEY
+    assert web.seen("/extract")[0].json["urls"] == ["https://web.example/ev-battery-market/1"]
+    observed = [m.content for m in lead_second.messages if m.role == "tool"]
+    assert any("Overview of EV battery market: the key facts." in o for o in observed)
+    assert any("Page text of https://web.example/ev-battery-market/1" in o for o in observed)
+    assert answer(events, "Message:OrangeYearsShine") == "FINAL REPORT\nReport: EV batteries are growing fast."
+    assert urls(reference(events)) == {r["url"] for r in tavily_results("EV battery market")}
+
+
+async def test_trip_planner_searches_and_extracts_then_plans(web):
+    scripts = {"chat": {"web": {"rules": [
+        *agent("Professional tour guide", "ITINERARY: three days in Lisbon."),
+        *agent("Transit & Stay Agent", "STAY: {last_tool}",
+               ("tavily_search_0", {"query": "Lisbon hotels"}),
+               ("tavily_extract_1", {"urls": ["https://web.example/lisbon-hotels/1"]})),
+        *agent("Result Generator", "PLAN: day 1 Alfama, day 2 Belem, day 3 Sintra.")]}}}
+    async with llm_gateway(scripts, default_chat_model="web@Scripted") as llm:
+        events = await run_canvas(canvas("templates/trip_planner.json"), services(llm, settings=allow_local()),
+                                  query="Plan 3 days in Lisbon from Paris")
+        generator = [c for c in llm.calls_to("web") if "Result Generator" in c.messages[0].content][-1]
+    finished(events)
+    assert [s.json["query"] for s in web.seen("/search")] == ["Lisbon hotels"]
+    assert [s.json["urls"] for s in web.seen("/extract")] == [["https://web.example/lisbon-hotels/1"]]
+    assert "ITINERARY: three days in Lisbon." in generator.messages[-1].content
+    assert "STAY: " in generator.messages[-1].content and "Page text of https://web.example/lisbon-hotels/1" in (
+        generator.messages[-1].content)
+    assert answer(events, "Message:ThickEyesUnite") == "PLAN: day 1 Alfama, day 2 Belem, day 3 Sintra."
+    assert urls(reference(events)) == {r["url"] for r in tavily_results("Lisbon hotels")}
+
+
+async def test_seo_article_writer_lead_runs_outline_body_and_editor_agents(web):
+    scripts = {"chat": {"web": {"rules": [
+        {"when": {"system_contains": "You are the **Lead Agent**", "turn": 0},
+         "tool_calls": [{"name": "Outline_Agent_0", "arguments": order("outline a post on home composting")}]},
+        {"when": {"system_contains": "You are the **Lead Agent**", "turn": 1},
+         "tool_calls": [{"name": "Body_Agent_1", "arguments": order("write the body")}]},
+        {"when": {"system_contains": "You are the **Lead Agent**", "turn": 2},
+         "tool_calls": [{"name": "Editor_Agent_2", "arguments": order("edit it")}]},
+        {"when": {"system_contains": "You are the **Lead Agent**"}, "reply": "FINAL ARTICLE\n{last_tool}"},
+        *agent("You are the **Outline Agent**", "OUTLINE: {last_tool}",
+               ("tavily_search_0", {"query": "home composting basics"})),
+        *agent("You are the **Body Agent**", "BODY written.", ("tavily_search_0", {"query": "compost ratio"})),
+        *agent("You are the **Editor Agent**", "EDITED ARTICLE about composting.")]}}}
+    async with llm_gateway(scripts, default_chat_model="web@Scripted") as llm:
+        events = await run_canvas(canvas("templates/seo_article_writer.json"), services(llm, settings=allow_local()),
+                                  query="Write an SEO blog post about home composting")
+    finished(events)
+    assert [s.json["query"] for s in web.seen("/search")] == ["home composting basics", "compost ratio"]
+    lead = "Agent:LuckyApplesGrab"
+    assert [e.tool_name for e in of(events, ToolCallFinished, lead)] == ["Outline_Agent_0", "Body_Agent_1",
+                                                                        "Editor_Agent_2"]
+    outline = of(events, ToolCallFinished, lead)[0].result
+    assert outline.startswith("OUTLINE: \nID:") and "Overview of home composting basics" in outline
+    assert answer(events, "Message:ModernSwansThrow") == "FINAL ARTICLE\nEDITED ARTICLE about composting."
+    assert {a["url"] for a in reference(events)["doc_aggs"].values()} == {
+        r["url"] for q in ("home composting basics", "compost ratio") for r in tavily_results(q)}
+
+
+async def test_market_seo_article_writer_chains_four_agents_two_of_them_searching(web):
+    scripts = {"chat": {"web": {"rules": [
+        *agent("You are the **Parse_And_Keyword_Agent**", "KEYWORDS: compost bins, small gardens"),
+        *agent("You are the **Outline_Agent**", "OUTLINE: 1. Why 2. How", ("tavily_search_0", {"query": "compost bins"})),
+        *agent("You are the **Body_Agent**", "BODY: bins turn waste into soil.",
+               ("tavily_search_0", {"query": "compost bin sizes"})),
+        *agent("You are the **Editor_Agent**", "FINAL POST: Compost bins for small gardens.")]}}}
+    async with llm_gateway(scripts, default_chat_model="web@Scripted") as llm:
+        events = await run_canvas(canvas("templates/market_seo_article_writer.json"),
+                                  services(llm, settings=allow_local()), query="A post on compost bins")
+        editor = [c for c in llm.calls_to("web") if "**Editor_Agent**" in c.messages[0].content][-1]
+    finished(events)
+    assert [s.json["query"] for s in web.seen("/search")] == ["compost bins", "compost bin sizes"]
+    assert "KEYWORDS: compost bins" in editor.messages[-1].content and "BODY: bins turn waste" in editor.messages[-1].content
+    assert answer(events, "Message:LegalBeansBet") == "FINAL POST: Compost bins for small gardens."
+    assert {a["url"] for a in reference(events)["doc_aggs"].values()} == {
+        r["url"] for q in ("compost bins", "compost bin sizes") for r in tavily_results(q)}

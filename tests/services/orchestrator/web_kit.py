@@ -1,6 +1,6 @@
 """The web services the RAGFlow templates call, as one local fake speaking each API's shape.
 
-    async with fake_web(monkeypatch) as web:      # every TRELLIS_<SERVICE>_BASE_URL points at it
+    async with fake_web(monkeypatch) as web:      # every TRELLIS_<SERVICE>_BASE_URL points at it, keys are set
         ... run a canvas with services(llm, settings=allow_local()) ...
         web.seen("/search")                        # what the tools sent
 
@@ -55,6 +55,8 @@ async def fake_web(monkeypatch: Any) -> AsyncIterator[FakeWebApi]:
     async with FakeWebApi() as web:
         for service in SERVICES:
             monkeypatch.setenv(f"TRELLIS_{service}_BASE_URL", web.url)
+        for service in ("TAVILY", "SERPAPI", "BING"):  # the templates ship without keys: the deployment's env has them
+            monkeypatch.setenv(f"{service}_API_KEY", f"{service.lower()}-env-key")
         web.route("POST", "/search", lambda s: {"query": s.json["query"], "answer": None, "images": [],
                                                 "results": tavily_results(s.json["query"]), "response_time": 0.1})
         web.route("POST", "/extract", lambda s: {"results": [{"url": u, "raw_content": f"Page text of {u}"}

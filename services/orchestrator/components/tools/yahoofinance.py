@@ -8,7 +8,8 @@ A session first gets Yahoo's cookie (`GET {cookie}/`, https://fc.yahoo.com) and 
 - `financials`: quoteSummary `calendarEvents` -> "# Calendar:";
 - `balance_sheet` / `cash_flow_statement`: `GET {base}/ws/fundamentals-timeseries/v1/finance/timeseries/<code>
   ?symbol=<code>&type=annual<Key>,...&period1=..&period2=..` (then `quarterly<Key>`) -> "# Balance sheet:" and
-  "# Quarterly balance sheet:" (or cash flow), one row per item, one column per period, newest first;
+  "# Quarterly balance sheet:" (or cash flow), one row per item ("Total Assets", as yfinance labels them),
+  one column per period, newest first;
 - `news` (default on): `GET {base}/v1/finance/search?q=<code>&newsCount=10&quotesCount=0` -> "# News:".
 The sections, as Markdown tables, are the `report` output and the observation.
 No key. Base URLs: TRELLIS_YAHOOFINANCE_BASE_URL (https://query2.finance.yahoo.com) and
@@ -16,6 +17,7 @@ TRELLIS_YAHOOFINANCE_COOKIE_BASE_URL (https://fc.yahoo.com).
 """
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -29,11 +31,13 @@ INFO_MODULES = "financialData,quoteType,defaultKeyStatistics,assetProfile,summar
 # The main items of yfinance's statement keys (its full lists run to ~100 per statement).
 BALANCE_SHEET = ("TotalAssets", "CurrentAssets", "CashAndCashEquivalents", "Receivables", "Inventory",
                  "NetPPE", "Goodwill", "TotalLiabilitiesNetMinorityInterest", "CurrentLiabilities",
-                 "LongTermDebt", "TotalDebt", "NetDebt", "StockholdersEquity", "RetainedEarnings",
+                 "LongTermDebt", "TotalDebt", "NetDebt", "StockholdersEquity", "CommonStockEquity",
+                 "TotalEquityGrossMinorityInterest", "RetainedEarnings",
                  "WorkingCapital", "TangibleBookValue", "OrdinarySharesNumber")
 CASH_FLOW = ("OperatingCashFlow", "InvestingCashFlow", "FinancingCashFlow", "FreeCashFlow", "CapitalExpenditure",
              "RepurchaseOfCapitalStock", "CashDividendsPaid", "IssuanceOfDebt", "RepaymentOfDebt",
              "DepreciationAndAmortization", "StockBasedCompensation", "ChangesInCash", "EndCashPosition")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _FLAGS = ("info", "history", "count", "financials", "income_stmt", "balance_sheet", "cash_flow_statement", "news")
 
 
@@ -146,7 +150,7 @@ class YahooFinance(WebTool):
                 if values:
                     series[name.removeprefix(scale)] = values
         dates = sorted({d for v in series.values() for d in v}, reverse=True)
-        return table(["", *dates], [[k, *(v.get(d) for d in dates)] for k in keys if (v := series.get(k))])
+        return table(["", *dates], [[title_case(k), *(v.get(d) for d in dates)] for k in keys if (v := series.get(k))])
 
 
 def table(header: list[str], rows: list[list[Any]]) -> str:
@@ -156,6 +160,11 @@ def table(header: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(":---" for _ in header) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def title_case(key: str) -> str:
+    """yfinance's row labels: "TotalAssets" -> "Total Assets", "NetPPE" -> "Net PPE"."""
+    return _CAMEL.sub(" ", key)
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -50,7 +50,7 @@ async def test_balance_sheet_as_the_stock_template_asks_reaches_the_model_as_a_r
     assert annual.query["symbol"] == "NVDA" and annual.query["type"].startswith("annualTotalAssets,")
     assert quarterly.query["type"].startswith("quarterlyTotalAssets,")
     assert observation.startswith("# Balance sheet:\n|  | 2025-01-31 | 2024-01-31 |")
-    assert "| TotalAssets | 111601000000 | 65728000000 |" in observation
+    assert "| Total Assets | 111601000000 | 65728000000 |" in observation
     assert "| Goodwill | 5188000000 |  |" in observation
     assert "# Quarterly balance sheet:" in observation
 
