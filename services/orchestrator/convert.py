@@ -153,7 +153,8 @@ def run_spec_from_proto(request: canvas_pb.RunRequest) -> RunSpec:
         user_id=request.user_id, chat_template_kwargs=kwargs or None,
         history=[(m.role, m.content) for m in request.history if m.role in ("user", "assistant")],
         overrides=_overrides(request.overrides) if request.HasField("overrides") else {},
-        continue_on_disconnect=request.continue_on_disconnect)
+        continue_on_disconnect=request.continue_on_disconnect,
+        custom_header=json_object(request.custom_header_json, "custom_header_json"))
 
 
 def _overrides(o: canvas_pb.RunOverrides) -> dict[str, Any]:

@@ -442,7 +442,7 @@ class _Pump:
         request = RunRequest(run_id=self.run_id, session_id=self.session_id, query=self.spec.query,
                              inputs=self.spec.inputs, files=self.spec.files, user_id=self.spec.user_id,
                              chat_template_kwargs=self.spec.chat_template_kwargs, tenant_id=self.spec.tenant_id,
-                             overrides=self.spec.overrides)
+                             overrides=self.spec.overrides, custom_header=self.spec.custom_header)
         async for event in run_engine(self.plan, request, self.state, self.manager.services,
                                       replay=self.replay, checkpoints=True):
             await queue.put(event)

@@ -22,6 +22,7 @@ class RunSpec:
     chat_template_kwargs: dict[str, Any] | None = None
     history: list[tuple[str, str]] = field(default_factory=list)  # (role, content) of a new session
     overrides: dict[str, Any] = field(default_factory=dict)  # llm_id, system_prompt, enabled_tools, attachments
+    custom_header: dict[str, Any] = field(default_factory=dict)  # RAGFlow's request `custom_header`: sent to MCP servers
     continue_on_disconnect: bool = False  # keep running when the caller goes away
 
     def to_json(self) -> dict[str, Any]:

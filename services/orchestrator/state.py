@@ -124,3 +124,5 @@ class RunRequest:
     overrides: dict[str, Any] = field(default_factory=dict)
     # The tenant the run belongs to: components that call tenant-scoped services (Retrieval) pass it on.
     tenant_id: str = ""
+    # RAGFlow's `custom_header` of the request: extra HTTP headers for the MCP servers an Agent calls.
+    custom_header: dict[str, Any] = field(default_factory=dict)

@@ -3,6 +3,7 @@ against a real FastMCP server; then an agent whose Agent uses the saved server a
 
 from __future__ import annotations
 
+import json
 import sys
 import uuid
 from pathlib import Path
@@ -27,7 +28,8 @@ from mcp_test_server import serving  # noqa: E402
 
 KEY_A, KEY_B = "mcp-key-a", "mcp-key-b"
 SCRIPTS = {"chat": {"helper": [{"tool_calls": [{"name": "add_0", "arguments": {"a": 19, "b": 23}}]},
-                               "The answer is {last_tool}."]}}
+                               "The answer is {last_tool}."],
+                    "caller": [{"tool_calls": [{"name": "whoami_0", "arguments": {}}]}, "Sent: {last_tool}."]}}
 
 
 @pytest.fixture
@@ -165,19 +167,36 @@ async def test_tenants_see_only_their_own_servers(gateway):
     assert (await call(gateway, "GET", f"/api/v1/mcp/servers/{mcp_id}"))["code"] == 0
 
 
+def _agent_dsl(model: str, mcp_id: str, tools: dict) -> dict:
+    return {"components": {
+        "begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": ["Agent:a"], "upstream": []},
+        "Agent:a": {"obj": {"component_name": "Agent", "params": {
+            "llm_id": model, "sys_prompt": "Use tools.", "prompts": [{"role": "user", "content": "{sys.query}"}],
+            "mcp": [{"mcp_id": mcp_id, "tools": tools}]}},
+            "downstream": ["Message:m"], "upstream": ["begin"]},
+        "Message:m": {"obj": {"component_name": "Message", "params": {"content": ["{Agent:a@content}"]}},
+                      "downstream": [], "upstream": ["Agent:a"]}}}
+
+
+async def test_the_requests_custom_header_reaches_the_mcp_server(gateway):
+    async with serving() as mcp:
+        server = (await call(gateway, "POST", "/api/v1/mcp/servers", json={
+            "name": "echo", "url": mcp + "/sse", "server_type": "sse"}))["data"]
+        dsl = _agent_dsl("caller@Scripted", server["id"], {"whoami": server["variables"]["tools"]["whoami"]})
+        agent_id = (await call(gateway, "POST", "/api/v1/agents", json={"title": "Caller", "dsl": dsl}))["data"]["id"]
+        done = await call(gateway, "POST", "/api/v1/agents/chat/completions", json={
+            "agent_id": agent_id, "query": "who?", "stream": False,
+            "custom_header": {"Authorization": "Bearer from-request"}})
+    assert done["code"] == 0, done
+    assert "Sent: Bearer from-request." in json.dumps(done["data"])
+
+
 async def test_an_agent_answers_with_a_saved_servers_tool(gateway):
     async with serving(token="tok-1") as mcp:
         server = (await call(gateway, "POST", "/api/v1/mcp/servers", json={
             "name": "calc", "url": mcp + "/mcp", "server_type": "streamable-http",
             "headers": {"Authorization": "Bearer tok-1"}}))["data"]
-        dsl = {"components": {
-            "begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": ["Agent:a"], "upstream": []},
-            "Agent:a": {"obj": {"component_name": "Agent", "params": {
-                "llm_id": "helper@Scripted", "sys_prompt": "Use tools.", "prompts": [{"role": "user", "content": "{sys.query}"}],
-                "mcp": [{"mcp_id": server["id"], "tools": {"add": server["variables"]["tools"]["add"]}}]}},
-                "downstream": ["Message:m"], "upstream": ["begin"]},
-            "Message:m": {"obj": {"component_name": "Message", "params": {"content": ["{Agent:a@content}"]}},
-                          "downstream": [], "upstream": ["Agent:a"]}}}
+        dsl = _agent_dsl("helper@Scripted", server["id"], {"add": server["variables"]["tools"]["add"]})
         created = await call(gateway, "POST", "/api/v1/agents", json={"title": "Adder", "dsl": dsl})
         assert created["code"] == 0, created
         base = str(gateway.server.make_url("")).rstrip("/") + "/v1"
