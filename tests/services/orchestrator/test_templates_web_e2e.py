@@ -10,15 +10,22 @@ the references `message_end` carries (RAGFlow's shape: chunks by citation id, do
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
-from thinking_kit import llm_gateway, of, run_canvas, services
-from web_kit import DATA, fake_web, tavily_results
+from thinking_kit import llm_gateway, of, run_canvas, sandbox_service, services
+from web_kit import DATA, fake_web, slug, tavily_results
 
 from fakes.web_api import allow_local
 from services.orchestrator.components.retrieval import hash_str2int
+from services.orchestrator.dsl import load_canvas
+from services.orchestrator.engine_settings import Services
 from services.orchestrator.events import MessageEnd, NodeFinished, RunFinished, ToolCallFinished
+from services.orchestrator.runner import run
+from services.orchestrator.state import RunRequest
+from services.orchestrator.validate import compile_plan
 
 
 def canvas(path: str, models: dict[str, str] | None = None) -> dict[str, Any]:
@@ -152,7 +159,7 @@ def agent(marker: str, reply: str, *calls: tuple[str, dict[str, Any]]) -> list[d
     """Scripted rules for the agent whose system prompt holds `marker`: call the tools, then reply."""
     rules: list[dict[str, Any]] = []
     if calls:
-        rules.append({"when": {"system_contains": marker, "last_role": "user"},
+        rules.append({"when": {"system_contains": marker, "turn": 0},
                       "tool_calls": [{"name": n, "arguments": a} for n, a in calls]})
     return [*rules, {"when": {"system_contains": marker}, "reply": reply}]
 
@@ -256,3 +263,107 @@ async def test_market_seo_article_writer_chains_four_agents_two_of_them_searchin
     assert answer(events, "Message:LegalBeansBet") == "FINAL POST: Compost bins for small gardens."
     assert {a["url"] for a in reference(events)["doc_aggs"].values()} == {
         r["url"] for q in ("compost bins", "compost bin sizes") for r in tavily_results(q)}
+
+
+# ------------------------------------------------------------------------------ templates with a dataset too
+GUIDE = "# Composting guide\n\nA compost pile needs a carbon to nitrogen ratio of about thirty to one.\n"
+REPORT = "# NVDA research report\n\nAnalysts expect NVDA data center revenue to keep growing in 2026.\n"
+
+
+@pytest.fixture
+async def kb(tmp_path):
+    """A real retrieval service with one dataset holding the composting guide and the NVDA report."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "retrieval"))
+    from retrieval_helpers import llm_gateway as embedding_gateway
+    from retrieval_helpers import running_stack
+
+    async with embedding_gateway() as addr, running_stack("sqlite", tmp_path, addr) as stack:
+        ds = await stack.dataset("research")
+        for name, text in (("composting.md", GUIDE), ("nvda_report.md", REPORT)):
+            await stack.ingest(ds.id, name, text)
+        stack.dataset_id = ds.id
+        yield stack
+
+
+def with_dataset(node: Any, dataset_id: str) -> Any:
+    """Every Retrieval's `kb_ids` (empty or another deployment's ids in the templates) -> the test's dataset."""
+    if isinstance(node, dict):
+        if node.get("component_name") == "Retrieval" and isinstance(node.get("params"), dict):
+            node["params"]["kb_ids"] = [dataset_id]
+        for v in node.values():
+            with_dataset(v, dataset_id)
+    elif isinstance(node, list):
+        for v in node:
+            with_dataset(v, dataset_id)
+    return node
+
+
+async def run_for(dsl: dict[str, Any], svc: Services, query: str, tenant: str) -> list[Any]:
+    plan = compile_plan(load_canvas(dsl))
+    req = RunRequest(run_id="run-1", session_id="s-1", query=query, tenant_id=tenant)
+    return [ev async for ev in run(plan, req, None, svc)]
+
+
+async def test_web_search_assistant_asks_every_search_engine_and_the_dataset(web, kb):
+    q = "compost carbon nitrogen ratio"
+    scripts = {"chat": {"web": {"rules": [
+        *agent("Question Refinement Agent", q),
+        *agent("Search-Driven Information Agent", "WEB: {last_tool}",
+               ("tavily_search_0", {"query": q}), ("tavily_extract_1", {"urls": ["https://web.example/x"]}),
+               ("google_search_2", {"q": q}), ("bing_search_3", {"query": q}),
+               ("duckduckgo_search_4", {"query": q}), ("wikipedia_search_5", {"query": "Compost"})),
+        *agent("Answer Organizer", "About 30:1 carbon to nitrogen.")]}}}
+    dsl = with_dataset(canvas("templates/web_search_assistant.json"), kb.dataset_id)
+    async with llm_gateway(scripts, default_chat_model="web@Scripted") as llm:
+        svc = Services(settings=allow_local(), llm=llm.client, retrieval=kb.stub)
+        events = await run_for(dsl, svc, "how much brown vs green in compost?", kb.tenant)
+        organizer = [c for c in llm.calls_to("web") if "Answer Organizer" in c.messages[0].content][-1]
+    finished(events)
+    assert [s.json["query"] for s in web.seen("/search")] == [q]
+    assert web.seen("/search.json")[0].query["q"] == q and web.seen("/search.json")[0].query["gl"] == "us"
+    assert web.seen("/v7.0/search")[0].query["cc"] == "CH"  # the template's Bing params, BING_API_KEY for the key
+    assert web.seen("/html")[0].form["q"] == q and web.seen("/w/api.php")[0].query["gsrsearch"] == "Compost"
+    results = {e.tool_name: e for e in of(events, ToolCallFinished, "Agent:WildGoatsRule")}
+    assert all(r.error is None for r in results.values()), {n: r.error for n, r in results.items()}
+    assert "Google's top result on" in results["google_search_2"].result
+    assert "Bing's page on" in results["bing_search_3"].result
+    assert "Privacy-first results on" in results["duckduckgo_search_4"].result
+    assert "The encyclopedia article on Compost." in results["wikipedia_search_5"].result
+    # The template's "Retrieval result" reads the web agent's answer again, not the Retrieval node (as shipped);
+    # the dataset's chunk still reaches the references.
+    assert "Web search result:\nWEB: " in organizer.messages[-1].content
+    assert "Retrieval result:\nWEB: " in organizer.messages[-1].content
+    [found] = of(events, NodeFinished, "Retrieval:WarmTimesRun")
+    assert "thirty to one" in found.outputs["formalized_content"]
+    assert answer(events, "Message:ShaggyRingsCrash") == "About 30:1 carbon to nitrogen."
+    ref = reference(events)
+    assert "composting.md" in ref["doc_aggs"]
+    assert {"https://google.example/" + slug(q), "https://bing.example/" + slug(q), "https://ddg.example/" + slug(q),
+            "https://wiki.example/compost"} <= {a.get("url") for a in ref["doc_aggs"].values()}
+
+
+async def test_stock_market_research_assistant_reads_the_balance_sheet_and_the_reports(web, kb):
+    scripts = {"chat": {
+        "web": {"rules": [
+            *agent("identify and extract the stock name", "NVDA"),
+            *agent("senior investment banking (IB) analyst", "ANALYSIS: strong balance sheet; {last_user}")]},
+        "analyst": {"rules": [
+            *agent("information extraction agent", "EXTRACTED: {last_tool}",
+                   ("Internal_Research_Report_Retrieval_Agent_0", order("find NVDA research reports"))),
+            *agent("<Task Objective>", "REPORTS: {last_tool}", ("search_my_dateset_0", {"query": "NVDA data center revenue"}))]}}}
+    dsl = with_dataset(canvas("templates/stock_market_research_assistant.json",
+                              {"kimi-k2-turbo-preview@Moonshot": "analyst@Scripted"}), kb.dataset_id)
+    async with llm_gateway(scripts, default_chat_model="web@Scripted") as llm, sandbox_service() as sandbox:
+        svc = Services(settings=allow_local(), llm=llm.client, retrieval=kb.stub, sandbox=sandbox)
+        events = await run_for(dsl, svc, "NVDA", kb.tenant)
+    finished(events)
+    sheets = web.seen("/ws/fundamentals-timeseries/v1/finance/timeseries/NVDA")
+    assert [s.query["type"].split(",")[0] for s in sheets] == ["annualTotalAssets", "quarterlyTotalAssets"]
+    assert all(s.query["crumb"] == "crumb-1" for s in sheets)
+    [code] = of(events, NodeFinished, "CodeExec:LightSheepTrade")
+    table_ = code.outputs["md_table"]
+    assert table_.startswith("| Indicator | 2025-01-31 |") and "| Total Assets (USD) | 111,601,000,000 |" in table_
+    content = answer(events, "Message:OliveLawsArgue")
+    assert content.startswith("Company financial statements:\n\n| Indicator | 2025-01-31 |")
+    assert "ANALYSIS: strong balance sheet;" in content and "data center revenue" in content
+    assert "nvda_report.md" in reference(events)["doc_aggs"]
