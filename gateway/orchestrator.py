@@ -15,13 +15,14 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import grpc
 from aiohttp import web
 from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
+from trellis.canvas.v1 import attachment_service_pb2_grpc as attachment_grpc
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.canvas.v1 import events_pb2
 from trellis.canvas.v1 import mcp_service_pb2_grpc as mcp_grpc
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
-from gateway.errors import from_rpc_error
+from gateway.errors import GatewayError, from_rpc_error
 from services.common.coalesce import coalesce
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,35 @@ def merge_run_events(a: events_pb2.RunEvent, b: events_pb2.RunEvent) -> events_p
             or a.path != b.path or a.run_id != b.run_id):
         return None
     ma.content += mb.content
+    a.seq = b.seq  # a client that saw the merged event has seen everything up to b
     return a
+
+
+class EventIds:
+    """The SSE `id` of what was sent last, `<run id>:<seq>`: a client that lost the stream sends it back as
+    `Last-Event-ID` and gets the rest of the run (`Orchestrator.run(..., last_event_id=...)`)."""
+
+    def __init__(self, events: AsyncIterator[events_pb2.RunEvent]) -> None:
+        self._events = events
+        self.last = ""
+
+    def __aiter__(self) -> "EventIds":
+        return self
+
+    async def __anext__(self) -> events_pb2.RunEvent:
+        event = await self._events.__anext__()
+        if event.seq:
+            self.last = f"{event.run_id}:{event.seq}"
+        return event
+
+
+def parse_event_id(value: str) -> tuple[str, int]:
+    """`<run id>:<seq>` from a Last-Event-ID header, or a clear error naming the header."""
+    run_id, _, seq = value.strip().rpartition(":")
+    if not run_id or not seq.isdigit():
+        raise GatewayError(f"invalid Last-Event-ID {value!r}: expected '<run id>:<seq>' as sent in the stream's id lines",
+                           param="Last-Event-ID")
+    return run_id, int(seq)
 
 
 class Orchestrator:
@@ -79,6 +108,7 @@ class Orchestrator:
         self.sessions = session_grpc.SessionServiceStub(channel)
         self.canvas = canvas_grpc.CanvasServiceStub(channel)
         self.mcp = mcp_grpc.McpServerServiceStub(channel)
+        self.attachments = attachment_grpc.AttachmentServiceStub(channel)
         self.rpc_timeout_s = rpc_timeout_s
         self.run_timeout_s = run_timeout_s
 
@@ -87,14 +117,21 @@ class Orchestrator:
         return await method(request, timeout=self.rpc_timeout_s)
 
     @asynccontextmanager
-    async def run(self, request: canvas_pb.RunRequest) -> AsyncIterator[RunStream]:
-        call = self.canvas.Run(request, timeout=self.run_timeout_s)
+    async def run(self, request: canvas_pb.RunRequest, *, last_event_id: str = "") -> AsyncIterator[EventIds]:
+        """Start the run, or with `last_event_id` (the Last-Event-ID header) rejoin the run it names after
+        that event: the events missed, then the live tail."""
+        if last_event_id:
+            run_id, seq = parse_event_id(last_event_id)
+            call = self.canvas.WatchRun(canvas_pb.WatchRunRequest(tenant_id=request.tenant_id, run_id=run_id,
+                                                                  after_seq=seq), timeout=self.run_timeout_s)
+        else:
+            call = self.canvas.Run(request, timeout=self.run_timeout_s)
         stream = RunStream(call)
         try:
             await stream.start()
             # What arrives while the previous event is being written to the client goes out as one event.
             async with aclosing(coalesce(stream, merge_run_events)) as events:
-                yield events
+                yield EventIds(events)
         finally:
             # A no-op once the run ended. On a client disconnect aiohttp cancels the handler, and this
             # cancels the RPC at once, so the orchestrator stops the run (and its LLM request) too.

@@ -10,7 +10,7 @@ from gateway.config import GatewayConfig
 from gateway.endpoint import KEYS, Dialect, endpoint
 from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR, Orchestrator
-from gateway.routes import agents, completions, datasets, envelope, mcp, openai, sessions, ui
+from gateway.routes import agents, attachments, completions, datasets, envelope, mcp, openai, runs, sessions, ui
 from gateway.upstreams import Upstreams
 
 
@@ -26,8 +26,10 @@ def setup(app: web.Application, cfg: GatewayConfig, upstreams: web.AppKey[Upstre
 
     app.cleanup_ctx.append(context)
     completions.add_routes(app)  # first: /agents/chat/completions before /agents/{agent_id}/...
+    attachments.add_routes(app)  # /agents/attachments/... before /agents/{agent_id}/... too
     agents.add_routes(app)
     sessions.add_routes(app)
+    runs.add_routes(app)
     envelope.add_routes(app)
     openai.add_routes(app)
     datasets.add_routes(app)

@@ -11,6 +11,8 @@ from typing import Any, Awaitable, Callable
 import redis.asyncio as aioredis
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
+from trellis.canvas.v1 import attachment_service_pb2 as att_pb
+from trellis.canvas.v1 import attachment_service_pb2_grpc as att_grpc
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.canvas.v1 import mcp_service_pb2 as mcp_pb
@@ -23,6 +25,8 @@ from trellis.sandbox.v1 import sandbox_service_pb2_grpc as sandbox_grpc
 from services.common.channels import open_channel
 from services.common.server import Binding
 from services.llm_gateway.client import LlmClient
+from services.orchestrator.attachment_servicer import AttachmentServicer
+from services.orchestrator.attachments import AttachmentStore
 from services.orchestrator.config import OrchestratorConfig
 from services.orchestrator.engine_settings import Services
 from services.orchestrator.http_client import EgressPolicy, OutboundHttp
@@ -55,13 +59,14 @@ def build(cfg: OrchestratorConfig) -> Orchestrator:
     runs = RunStore(redis, owner=owner, lease_s=cfg.run_lease_s)
     http = OutboundHttp(EgressPolicy.from_entries(cfg.engine.ssrf_allowlist))
     mcp_servers = McpServerStore(redis)
+    attachments = AttachmentStore.from_env(redis)
     mcp_access = McpAccess(http, cfg.engine.mcp_timeout_s, cfg.engine.mcp_allow_stdio)
     # Channels connect lazily: a peer that is down fails the component that calls it, not start-up.
     channels = [open_channel(addr) for addr in (cfg.llm_gateway_addr, cfg.retrieval_addr, cfg.sandbox_addr)]
     services = Services(
         settings=cfg.engine, http=http, llm=LlmClient(channels[0]),
         retrieval=rr_grpc.RetrievalServiceStub(channels[1]), sandbox=sandbox_grpc.SandboxServiceStub(channels[2]),
-        mcp_servers=mcp_servers)
+        mcp_servers=mcp_servers, attachments=attachments)
     manager = RunManager(agents, sessions, runs, services, max_attempts=cfg.run_max_attempts)
     listener = CancelListener(redis, manager.cancel_local, manager.recheck_cancels)
 
@@ -83,5 +88,6 @@ def build(cfg: OrchestratorConfig) -> Orchestrator:
         Binding(agent_grpc.add_AgentServiceServicer_to_server, AgentServicer(agents, sessions), _name(agent_pb, "AgentService")),
         Binding(session_grpc.add_SessionServiceServicer_to_server, SessionServicer(agents, sessions), _name(session_pb, "SessionService")),
         Binding(mcp_grpc.add_McpServerServiceServicer_to_server, McpServerServicer(mcp_servers, mcp_access), _name(mcp_pb, "McpServerService")),
+        Binding(att_grpc.add_AttachmentServiceServicer_to_server, AttachmentServicer(attachments), _name(att_pb, "AttachmentService")),
     ]
     return Orchestrator(bindings, on_startup=[start], on_shutdown=[stop])

@@ -56,4 +56,5 @@ class Services:
     sandbox: Any = None  # trellis.sandbox.v1 SandboxService stub
     http: Any = None  # shared outbound HTTP client with the SSRF guard (http_client.py)
     mcp_servers: Any = None  # the tenants' MCP servers (store/mcp_servers.py), for Agents' `mcp` tools
+    attachments: Any = None  # files runs produce (attachments.py: DocGenerator, ExcelProcessor, Browser)
     extra: dict[str, Any] = field(default_factory=dict)

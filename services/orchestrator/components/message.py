@@ -4,6 +4,10 @@ One template is picked at random (RAGFlow). Plain templates stream: literal text
 go out as MessageDelta as soon as they are known, and an upstream StreamValue (an LLM's content) is
 forwarded chunk by chunk while it is produced. A template with `{{`, `}}` or `{%` is Jinja2 (sandboxed),
 rendered once the values are known. Outputs: `content` (full text), `downloads`.
+
+A reference to a file a component produced (DocGenerator's `download`, ExcelProcessor's `attachment`: see
+attachments.py) renders as nothing and is listed in `downloads` and the message_end event instead, as RAGFlow
+does (unless the info asks for `include_download_info_in_content`).
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from typing import Any
 
 from jinja2.sandbox import SandboxedEnvironment
 
+from ..attachments import download_infos
 from ..variables import REF_PATTERN, StreamValue, to_text
 from .base import Component, NodeContext, ValidationIssue, register
 
@@ -48,6 +53,7 @@ class Message(Component):
 
     async def run(self, ctx: NodeContext) -> None:
         template = random.choice(self._templates) if len(self._templates) > 1 else self._templates[0]
+        template, downloads = _take_downloads(ctx, template)
         if _JINJA_MARK.search(template):
             text = await self._render_jinja(ctx, template)
             if text:
@@ -60,8 +66,8 @@ class Message(Component):
         else:
             text = await self._stream(ctx, template)
         ctx.set_output("content", text)
-        ctx.set_output("downloads", [])
-        ctx.emit_message_end(reference=_reference(ctx))
+        ctx.set_output("downloads", downloads)
+        ctx.emit_message_end(reference=_reference(ctx), downloads=downloads)
 
     async def _stream(self, ctx: NodeContext, template: str) -> str:
         # Literal text and already-known values go out as one delta; a stream is forwarded live.
@@ -121,6 +127,22 @@ class Message(Component):
         for name in sorted(bare, key=len, reverse=True):
             text = text.replace(name, values[name])
         return text
+
+
+def _take_downloads(ctx: NodeContext, template: str) -> tuple[str, list[dict[str, Any]]]:
+    """The template without its references to download infos, and those infos (RAGFlow `_extract_downloads`)."""
+    downloads: list[dict[str, Any]] = []
+    blank: set[str] = set()
+    for ref in ctx.refs(template):
+        value = ctx.get(ref)
+        infos = [] if isinstance(value, StreamValue) else download_infos(value)
+        for info in infos:
+            downloads.append({k: v for k, v in info.items() if k != "include_download_info_in_content"})
+        if infos and not any(i.get("include_download_info_in_content") for i in infos):
+            blank.add(ref)
+    if blank:
+        template = REF_PATTERN.sub(lambda m: "" if m.group(1) in blank else m.group(0), template)
+    return template, downloads
 
 
 def _reference(ctx: NodeContext) -> dict[str, Any]:

@@ -119,3 +119,8 @@ def cancel_flag(run_id: str) -> str:
 
 
 CANCEL_CHANNEL = "trellis:cancel"
+
+
+def attachment(tenant: str, attachment_id: str) -> str:
+    """A file a run produced (attachments.py): a hash of its name, type, bytes and run, with a TTL."""
+    return f"t:{_id(tenant, 'tenant id')}:attachment:{_id(attachment_id, 'attachment id')}"

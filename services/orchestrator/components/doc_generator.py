@@ -1,0 +1,109 @@
+"""DocGenerator: writes its (markdown) content to a PDF, DOCX, TXT, Markdown or HTML file, an attachment of the run.
+
+Params (RAGFlow `agent/component/docs_generator.py`): `output_format` ("pdf" default, "docx", "txt",
+"markdown", "html"), `content` (markdown with {references}; `<think>` sections dropped), `filename` (default
+`document_<time>_<id>.<ext>`), `header_text`, `footer_text`, `watermark_text`, `add_page_numbers` (true),
+`add_timestamp` (true), `include_download_info_in_content` (false), `font_size` (at least 12).
+Outputs: `doc_id`, `filename`, `mime_type`, `size`, and `download`: the download info as JSON text, which a
+Message referencing it lists in its message_end `downloads` (attachments.py). RAGFlow converts with pandoc;
+here the markdown goes through one HTML tree (_documents.py), so no TeX or pandoc is needed.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+import uuid
+from datetime import datetime
+from typing import Any
+
+from .. import attachments
+from ._documents import Decorations, docx, html_page, markdown_file, pdf, plain_text
+from ._fields import as_bool
+from .base import Component, NodeContext, ValidationIssue, register
+
+# format -> (extension, mime type, writer)
+FORMATS: dict[str, tuple[str, str, Any]] = {
+    "pdf": ("pdf", "application/pdf", pdf),
+    "docx": ("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document", docx),
+    "txt": ("txt", "text/plain", plain_text),
+    "markdown": ("md", "text/markdown", markdown_file),
+    "html": ("html", "text/html", None),  # html_page also takes the title
+}
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+
+
+def sanitize_filename(name: str, extension: str) -> str:
+    """RAGFlow's rule: path and control characters become spaces, at most 180 characters, the format's extension."""
+    name = re.sub(r'[\\/\x00-\x1f?#%*:|<>"]', " ", str(name or "").strip())
+    name = re.sub(r"\s+", " ", name).strip(" .")
+    base = os.path.splitext(name)[0][:180].rstrip() if name else ""
+    return f"{base or 'file'}.{extension}"
+
+
+def _font_size(value: Any) -> int | None:
+    try:
+        size = int(float(value))
+    except (TypeError, ValueError):
+        return None
+    return size if size >= 12 else None
+
+
+@register
+class DocGenerator(Component):
+    component_name = "DocGenerator"
+
+    @classmethod
+    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
+        issues = []
+        content = params.get("content")
+        if not isinstance(content, str) or not content.strip():
+            issues.append(ValidationIssue(cpn_id, "params.content", "a DocGenerator needs content (markdown text)"))
+        fmt = params.get("output_format") or "pdf"
+        if fmt not in FORMATS:
+            issues.append(ValidationIssue(cpn_id, "params.output_format",
+                                          f"must be one of {', '.join(FORMATS)}, got {fmt!r}"))
+        if _font_size(params.get("font_size", 12)) is None:
+            issues.append(ValidationIssue(cpn_id, "params.font_size",
+                                          f"must be a number of at least 12, got {params.get('font_size')!r}"))
+        return issues
+
+    def thoughts(self, ctx: NodeContext) -> str:
+        return f"Generating {(self.params.get('output_format') or 'pdf').upper()} document with markdown conversion..."
+
+    async def run(self, ctx: NodeContext) -> None:
+        p = self.params
+        fmt = p.get("output_format") or "pdf"
+        extension, mime, writer = FORMATS[fmt]
+        content = _THINK.sub("", await ctx.render(p.get("content") or "")).strip()
+        for ref in ctx.refs(p.get("content") or ""):
+            ctx.set_input(ref, str(await ctx.value(ref))[:200])
+        if p.get("filename"):
+            filename = sanitize_filename(await ctx.render(str(p["filename"])), extension)
+        else:
+            filename = f"document_{datetime.now().strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:8]}.{extension}"
+        deco = Decorations(
+            font_size=_font_size(p.get("font_size", 12)) or 12,
+            header_text=await ctx.render(str(p.get("header_text") or "")),
+            footer_text=await ctx.render(str(p.get("footer_text") or "")),
+            watermark_text=await ctx.render(str(p.get("watermark_text") or "")),
+            add_page_numbers=as_bool(p.get("add_page_numbers", True)),
+            timestamp=(f"Generated: {time.strftime('%Y-%m-%d %H:%M:%S')}"
+                       if as_bool(p.get("add_timestamp", True)) else ""),
+        )
+        try:
+            if writer is None:
+                data = await asyncio.to_thread(html_page, content, os.path.splitext(filename)[0], deco)
+            else:
+                data = await asyncio.to_thread(writer, content, deco)
+        except Exception as exc:  # a library's failure on odd content: say which component and format
+            raise RuntimeError(f"{ctx.component_id}: {fmt.upper()} generation failed: {exc}") from exc
+        info = await attachments.save(ctx, filename, mime, data)
+        info["include_download_info_in_content"] = as_bool(p.get("include_download_info_in_content", False))
+        ctx.set_output("doc_id", info["doc_id"])
+        ctx.set_output("filename", filename)
+        ctx.set_output("mime_type", mime)
+        ctx.set_output("size", len(data))
+        ctx.set_output("download", json.dumps(info, ensure_ascii=False))
