@@ -95,11 +95,11 @@ async def test_an_agent_calls_an_mcp_tool_and_reads_its_answer(redis_client, ten
 async def test_a_server_down_or_too_slow_is_an_observation_and_the_agent_goes_on(redis_client, tenant):
     store = McpServerStore(redis_client)
     async with serving() as base:
-        slow_id, tools = await save(store, tenant, "slow", base + "/mcp", timeout_s=0.5)
+        slow_id, tools = await save(store, tenant, "slow", base + "/mcp")
     down = await store.create(tenant, name="down", url=f"http://127.0.0.1:{free_port()}/mcp",
                               server_type="streamable-http")
     async with serving() as base:  # a new port: "slow" now points at nothing, so serve it again there
-        await store.update(tenant, slow_id, url=base + "/mcp")
+        await store.update(tenant, slow_id, url=base + "/mcp", timeout_s=0.5)  # the server's own limit
         dsl = agent_dsl([{"mcp_id": slow_id, "tools": {"nap": tools["nap"]}},
                          {"mcp_id": down.id, "tools": {"add": tools["add"]}},
                          {"mcp_id": "0" * 32, "tools": {"shout": tools["shout"]}}])
