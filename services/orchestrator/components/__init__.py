@@ -14,7 +14,7 @@ from .base import (Component, NodeContext, Pause, Route, RunEnv, UnknownComponen
 # Explicit list (STYLE.md section 7): adding a component = one module + one name here.
 _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop", "loop_item",
             "exit_loop", "variable_assigner", "variable_aggregator", "string_transform",
-            "data_operations", "list_operations", "invoke", "retrieval", "doc_generator",
+            "data_operations", "list_operations", "invoke", "retrieval", "doc_generator", "excel_processor",
             "llm", "agent", "categorize", "code_exec", "exesql", "user_fill_up",
             "tools.tavily", "tools.google", "tools.bing", "tools.duckduckgo", "tools.wikipedia",
             "tools.yahoofinance")
@@ -24,7 +24,7 @@ for _name in _MODULES:
 
 # RAGFlow components and tools that come with later issues (agent/component, agent/tools, rag/flow).
 PENDING = frozenset({
-    "ExcelProcessor", "Browser", "GoogleScholar",
+    "Browser", "GoogleScholar",
     "PubMed", "ArXiv", "GitHub", "SearXNG", "KeenableSearch", "BGPT",
     "QueritSearch", "QueritContents", "Crawler", "DeepL", "QWeather", "AkShare", "WenCai",
     "Email", "Jin10", "TuShare",
