@@ -6,8 +6,7 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # --- builder: compilers, the project's dependencies, generated protos -------------------------------
 FROM ${PYTHON_IMAGE} AS builder
-# llama-cpp-python compiles from source: build for any x86-64, not just the build host's CPU.
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 CMAKE_ARGS=-DGGML_NATIVE=OFF
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake pkg-config \
  && rm -rf /var/lib/apt/lists/*
@@ -15,8 +14,11 @@ RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /app
 
-# Dependencies first, from pyproject.toml alone, so a source change does not rebuild them.
+# Dependencies first, from pyproject.toml alone, so a source change does not rebuild them. llama-cpp-python
+# compiles from source, with a CPU backend per x86-64 level: the image runs on any x86-64 host, not just this one.
 COPY pyproject.toml ./
+COPY scripts/install_llama_cpp.sh scripts/
+RUN bash scripts/install_llama_cpp.sh python
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
       > /tmp/requirements.txt \
  && pip install -r /tmp/requirements.txt

@@ -4,15 +4,15 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# llama-cpp-python compiles from source: build for any x86-64, not just this CPU.
-export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
 .PHONY: install proto up test bench clean
 
-$(VENV)/.installed: pyproject.toml scripts/install_system_deps.sh scripts/install_extras.sh
+# llama-cpp-python first: the script builds it for any x86-64 CPU and rebuilds it when its flags change.
+$(VENV)/.installed: pyproject.toml scripts/install_system_deps.sh scripts/install_llama_cpp.sh scripts/install_extras.sh
 	bash scripts/install_system_deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	bash scripts/install_llama_cpp.sh $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	bash scripts/install_extras.sh $(BIN)/python
 	touch $@

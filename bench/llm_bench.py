@@ -100,9 +100,10 @@ async def bench_openai_stream(runs: int) -> dict[str, object]:
 
 
 async def bench_local(runs: int) -> dict[str, object]:
-    from llama_cpp import Llama
-
     from services.llm_gateway.providers._minilm import MiniLMEncoder
+    from services.llm_gateway.providers.llama_cpu import import_llama
+
+    Llama = import_llama()  # loads the CPU backend that runs here
 
     llm = Llama(model_path=str(local.chat_model_path()), n_ctx=2048, n_threads=2, verbose=False)
     encoder = MiniLMEncoder(local.embedding_model_dir())

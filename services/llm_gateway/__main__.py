@@ -8,6 +8,7 @@ import os
 from services.common import serve
 from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.gateway import LlmGateway
+from services.llm_gateway.providers.local import LocalProvider
 from services.llm_gateway.server import LlmServicer
 
 
@@ -16,7 +17,9 @@ async def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     cfg = LlmGatewayConfig.from_env()
     gateway = LlmGateway.create(cfg)
-    await serve(cfg.server, [LlmServicer(gateway).binding()], on_shutdown=[gateway.aclose])
+    # The local chat model's runtime against this CPU: one line at start, not SIGILL at the first token.
+    checks = [p.check for p in gateway.registry.providers if isinstance(p, LocalProvider)]
+    await serve(cfg.server, [LlmServicer(gateway).binding()], on_startup=checks, on_shutdown=[gateway.aclose])
 
 
 if __name__ == "__main__":

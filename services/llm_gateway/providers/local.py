@@ -25,6 +25,7 @@ from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 from services.common.errors import InvalidArgument, ServiceError
 from services.llm_gateway.errors import LocalModelBusy, ModelNotFound, ModelUnavailable
 from services.llm_gateway.providers import _openai_format as fmt
+from services.llm_gateway.providers import llama_cpu
 from services.llm_gateway.providers.base import Provider
 from services.llm_gateway.types import (
     ChatCall,
@@ -141,6 +142,10 @@ class LocalProvider(Provider):
             cancel.set()  # stops the generation at its next token
             fut.cancel()  # or drops the job if it has not started yet
 
+    async def check(self) -> None:
+        """Fail now, in one line, if the chat model's runtime cannot run on this CPU (a start-up hook)."""
+        await asyncio.to_thread(llama_cpu.check_this_cpu)
+
     async def _chat_model(self) -> Any:
         async with self._load_lock:
             if self._llm is None:
@@ -149,12 +154,7 @@ class LocalProvider(Provider):
 
     def _load_llm(self) -> Any:
         path = chat_model_path()
-        try:
-            from llama_cpp import Llama
-        except ImportError as exc:
-            raise ModelUnavailable(
-                "llama-cpp-python is not installed: CMAKE_ARGS=-DGGML_NATIVE=OFF pip install llama-cpp-python"
-            ) from exc
+        Llama = llama_cpu.import_llama()  # an error naming what this CPU lacks, not SIGILL at the first token
         llm = Llama(model_path=str(path), n_ctx=self._context, n_threads=self._threads, verbose=False)
         global _warned
         if not _warned:
