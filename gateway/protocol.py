@@ -7,7 +7,7 @@ refusing them would break those clients.
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -31,8 +31,9 @@ def truthy(value: Any) -> bool:
 # ---- RAGFlow agents, versions, sessions -------------------------------------------------------------
 
 class CreateAgentBody(_Body):
-    title: str = Field(min_length=1)
-    dsl: dict[str, Any] | str
+    # Both optional here: a missing one gets RAGFlow's own message ("No DSL data in request.").
+    title: str | None = None
+    dsl: dict[str, Any] | str | None = None
     description: str | None = None
     canvas_type: str | None = None
     canvas_category: str | None = None
@@ -78,6 +79,8 @@ class ChatMessageIn(_Body):
 
 
 class RagflowCompletionBody(_Body):
+    # "continue": the run goes on when the client disconnects (rejoin with Last-Event-ID); default "cancel"
+    on_disconnect: Literal["cancel", "continue"] = "cancel"
     agent_id: str | None = None
     query: str | None = None
     question: str | None = None  # the legacy name of `query`
@@ -106,6 +109,8 @@ class StreamOptions(_Body):
 
 
 class OpenAIChatBody(_Body):
+    # "continue": the run goes on when the client disconnects (rejoin with Last-Event-ID); default "cancel"
+    on_disconnect: Literal["cancel", "continue"] = "cancel"
     model: str | None = None
     messages: list[ChatMessageIn] = Field(min_length=1)
     stream: bool | None = None  # RAGFlow's agents_openai default: false
@@ -122,6 +127,8 @@ class OpenAIChatBody(_Body):
 
 
 class EnvelopeRunBody(_Body):
+    # "continue": the run goes on when the client disconnects (rejoin with Last-Event-ID); default "cancel"
+    on_disconnect: Literal["cancel", "continue"] = "cancel"
     query: str | None = None
     message: str | None = None  # the seed's name for the user's text
     thread_id: str | None = None
@@ -170,6 +177,17 @@ def parse(model: type[M], body: dict[str, Any]) -> M:
 
 async def read_body(request: web.Request, model: type[M]) -> M:
     return parse(model, await read_json(request))
+
+
+def parse_query(request: web.Request, model: type[M]) -> M:
+    """The query string validated with `model` (a repeated parameter keeps its last value)."""
+    try:
+        return model.model_validate(dict(request.query))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "query"
+        raise GatewayError(first["msg"] if first["type"] == "page_size" else
+                           f"query parameter `{field}`: {first['msg']}", param=field) from None
 
 
 def dsl_text(dsl: dict[str, Any] | str) -> str:

@@ -13,7 +13,7 @@ cancels the handler (handler_cancellation), which closes the frame generator and
 from __future__ import annotations
 
 from contextlib import aclosing
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from aiohttp import web
 
@@ -27,12 +27,20 @@ HEADERS = {
 }
 
 
-async def send(request: web.Request, frames: AsyncIterator[bytes]) -> web.StreamResponse:
+async def send(request: web.Request, frames: AsyncIterator[bytes], ids: Any = None) -> web.StreamResponse:
+    """With `ids` (gateway.orchestrator.EventIds), every frame ends with an `id:` line naming the last event it
+    holds, so a client can rejoin with Last-Event-ID."""
     resp = web.StreamResponse(status=200, headers=HEADERS)
     await resp.prepare(request)
     request[STREAM] = resp
+    sent_id = ""
     async with aclosing(frames):
         async for chunk in frames:
+            if ids is not None and ids.last != sent_id and chunk.endswith(b"\n\n"):
+                # After the data line, so a frame still starts with "data:" for clients that read it so; only
+                # when it moved on, so closing frames such as "data:[DONE]" stay as the dialect wrote them.
+                sent_id = ids.last
+                chunk = chunk[:-1] + b"id: " + sent_id.encode() + b"\n\n"
             await resp.write(chunk)
     await resp.write_eof()
     return resp

@@ -49,12 +49,12 @@ async def _run(request: web.Request, body: RagflowCompletionBody, agent_id: str,
         agent=target, tenant_id=tenant, query=body.text(), inputs_json=json_field(body.inputs),
         files=input_files(body.files), session_id=session_id, user_id=user_id,
         return_trace=return_trace, chat_template_kwargs_json=json_field(body.chat_template_kwargs),
-        custom_header_json=json_field(custom_header))
+        custom_header_json=json_field(custom_header), continue_on_disconnect=body.on_disconnect == "continue")
     stream = body.stream if body.stream is not None else legacy
     run = RagflowRun(mode, return_trace=return_trace, session_id=session_id)
-    async with orch.run(req) as events:
+    async with orch.run(req, last_event_id=request.headers.get("Last-Event-ID", "")) as events:
         if stream:
-            return await sse.send(request, ragflow.sse(events, run))
+            return await sse.send(request, ragflow.sse(events, run), events)
         async for ev in events:
             run.feed(ev)
     return ok(run.result())

@@ -34,9 +34,10 @@ async def stream(request: web.Request) -> web.StreamResponse:
     else:
         target = agent_target(agent_id, version_id=body.version_id or "", draft=bool(body.draft))
     req = canvas_pb.RunRequest(agent=target, tenant_id=tenant, query=body.text(), inputs_json=json_field(body.inputs),
-                               session_id=thread_id, user_id=body.user_id or tenant)
-    async with orch.run(req) as events:
-        return await sse.send(request, envelope.sse(events, EnvelopeRun(thread_id)))
+                               session_id=thread_id, user_id=body.user_id or tenant,
+                               continue_on_disconnect=body.on_disconnect == "continue")
+    async with orch.run(req, last_event_id=request.headers.get("Last-Event-ID", "")) as events:
+        return await sse.send(request, envelope.sse(events, EnvelopeRun(thread_id)), events)
 
 
 def add_routes(app: web.Application) -> None:

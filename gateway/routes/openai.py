@@ -59,9 +59,10 @@ async def run_chat(request: web.Request, agent_id: str, body: OpenAIChatBody) ->
     _attach_history(req, history)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     run = OpenAIRun(model=agent_id, completion_id=session.id, include_usage=include_usage)
-    async with orch.run(req) as events:
+    req.continue_on_disconnect = body.on_disconnect == "continue"
+    async with orch.run(req, last_event_id=request.headers.get("Last-Event-ID", "")) as events:
         if body.stream:
-            return await sse.send(request, openai.sse(events, run))
+            return await sse.send(request, openai.sse(events, run), events)
         async for ev in events:
             run.delta(ev)
     return web.json_response(run.completion())

@@ -77,7 +77,7 @@ async def test_raw_stream_ends_with_done_and_workflow_path_sends_everything(gate
     raw = (await resp.read()).decode()
     frames = [f for f in raw.split("\n\n") if f]
     assert all(f.startswith("data:{") for f in frames[:-1]) and frames[-1] == "data:[DONE]"
-    events = [json.loads(f[5:])["event"] for f in frames[:-1]]
+    events = [json.loads(f.split("\n", 1)[0][5:])["event"] for f in frames[:-1]]  # then its `id:` line
     assert events[0] == "workflow_started" and events[-1] == "workflow_finished"
     assert {"node_started", "node_finished", "message", "message_end"} <= set(events)
 
@@ -98,7 +98,7 @@ async def test_openai_client_stream_and_not(gateway):
 async def test_envelope_stream(gateway):
     agent_id = await _create_agent(gateway)
     resp = await gateway.post(f"/api/v1/agents/{agent_id}/stream", json={"query": "env"}, headers=_h())
-    frames = [json.loads(f[6:]) for f in (await resp.read()).decode().split("\n\n") if f]
+    frames = [json.loads(f.split("\n", 1)[0][6:]) for f in (await resp.read()).decode().split("\n\n") if f]
     assert frames[0]["type"] == "thread_id" and frames[-1]["type"] == "done"
     assert "".join(f["data"]["delta"] for f in frames if f["type"] == "content") == "You said: env"
 
