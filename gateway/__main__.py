@@ -8,7 +8,7 @@ from aiohttp import web
 
 from gateway.app import create_app
 from gateway.config import GatewayConfig
-from services.common import logs
+from services.common import logs, tracing
 from services.common.config import env_bool
 
 log = logging.getLogger(__name__)
@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 def main() -> None:
     cfg = GatewayConfig.from_env()
     logs.configure("gateway")
+    tracing.configure("gateway")  # OTEL_* variables; off when none names an exporter
     log.info("gateway listening on http://%s:%s", cfg.host, cfg.port)
     # handler_cancellation: a client that disconnects cancels its handler, and with it the gRPC call.
     # TRELLIS_HTTP_REUSE_PORT=1 (set by `trellis up` when it starts several gateways): share the port with

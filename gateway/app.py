@@ -9,6 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_
 
 from gateway import routes
 from gateway.config import GatewayConfig
+from gateway.tracing import tracing_middleware
 from services.common import context as ctxvars
 from gateway.upstreams import Upstreams
 
@@ -72,7 +73,8 @@ async def metrics(request: web.Request) -> web.Response:
 
 def create_app(cfg: GatewayConfig) -> web.Application:
     # client_max_size: a larger body makes request.read() raise, which the routes answer with a 413.
-    app = web.Application(middlewares=[_request_id_middleware, _metrics_middleware], client_max_size=cfg.max_body_bytes)
+    app = web.Application(middlewares=[tracing_middleware, _request_id_middleware, _metrics_middleware],
+                          client_max_size=cfg.max_body_bytes)
     app[CONFIG] = cfg
 
     async def upstreams_ctx(app: web.Application):

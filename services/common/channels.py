@@ -1,19 +1,25 @@
-"""Outbound gRPC channels: every call carries the current request id to the next service."""
+"""Outbound gRPC channels: every call carries the current request id, and the current span as W3C
+`traceparent` when tracing is on (services/common/tracing.py), to the next service."""
 
 from __future__ import annotations
 
 import grpc
 
 from services.common import context as ctxvars
+from services.common import tracing
 
 
 def _with_request_id(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
     rid = ctxvars.request_id.get()
-    if not rid:
+    trace_headers = tracing.inject() if tracing.ACTIVE else None
+    if not rid and not trace_headers:
         return details
     metadata = grpc.aio.Metadata(*(details.metadata or ()))
-    if ctxvars.REQUEST_ID_HEADER not in metadata:
+    if rid and ctxvars.REQUEST_ID_HEADER not in metadata:
         metadata.add(ctxvars.REQUEST_ID_HEADER, rid)
+    for key, value in (trace_headers or {}).items():
+        if key not in metadata:
+            metadata.add(key, value)
     return grpc.aio.ClientCallDetails(details.method, details.timeout, metadata, details.credentials, details.wait_for_ready)
 
 

@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator, Callable
 import grpc
 
 from services.common import context as ctxvars
-from services.common import metrics
+from services.common import metrics, tracing
 from services.common.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,40 @@ async def _request_context(method: str, context: grpc.aio.ServicerContext):
         ctxvars.request_id.reset(token)
 
 
+def _tracing(service: str) -> Around:
+    """A SERVER span per RPC, child of the caller's `traceparent` metadata (rpc.* semantic conventions)."""
+
+    @asynccontextmanager
+    async def around(method: str, context: grpc.aio.ServicerContext):
+        if not tracing.ACTIVE or method.startswith(metrics.UNMETERED_PREFIXES):
+            yield
+            return
+        rpc_service, _, rpc_method = method.lstrip("/").rpartition("/")
+        span = tracing.start(method.lstrip("/"), kind=tracing.SpanKind.SERVER,
+                             parent=tracing.extract(context.invocation_metadata() or ()),
+                             attributes={"rpc.system": "grpc", "rpc.service": rpc_service, "rpc.method": rpc_method,
+                                         "trellis.service": service})
+        token = tracing.attach(span)
+        code = grpc.StatusCode.OK
+        try:
+            yield
+        except asyncio.CancelledError:
+            code = grpc.StatusCode.CANCELLED
+            raise
+        except BaseException:
+            code = context.code() or grpc.StatusCode.UNKNOWN
+            raise
+        finally:
+            if not isinstance(code, grpc.StatusCode) or code == grpc.StatusCode.OK:
+                code = context.code() or grpc.StatusCode.OK
+            tracing.detach(token)
+            failed = isinstance(code, grpc.StatusCode) and code != grpc.StatusCode.OK
+            tracing.end(span, (context.details() or code.name) if failed else None,
+                        **{"rpc.grpc.status_code": code.value[0] if isinstance(code, grpc.StatusCode) else 2})
+
+    return around
+
+
 def _metrics(service: str) -> Around:
     @asynccontextmanager
     async def around(method: str, context: grpc.aio.ServicerContext):
@@ -141,5 +175,6 @@ async def _error_mapping(method: str, context: grpc.aio.ServicerContext):
 
 
 def server_interceptors(service: str) -> list[grpc.aio.ServerInterceptor]:
-    """Outermost first: the request id is set before metrics and errors are recorded."""
-    return [_AroundInterceptor(_request_context), _AroundInterceptor(_metrics(service)), _AroundInterceptor(_error_mapping)]
+    """Outermost first: the request id and the span are set before metrics and errors are recorded."""
+    return [_AroundInterceptor(_request_context), _AroundInterceptor(_tracing(service)),
+            _AroundInterceptor(_metrics(service)), _AroundInterceptor(_error_mapping)]

@@ -1,4 +1,5 @@
-"""JSON logs, configured once per process; every line carries the service and the request context."""
+"""JSON logs, configured once per process; every line carries the service, the request context and, when
+tracing is on, the current trace_id and span_id (services/common/tracing.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 
 from pythonjsonlogger.json import JsonFormatter
 
-from services.common import context
+from services.common import context, tracing
 
 _configured = False
 
@@ -22,6 +23,7 @@ class _ContextFilter(logging.Filter):
         record.request_id = context.request_id.get()
         record.run_id = context.run_id.get()
         record.node_id = context.node_id.get()
+        record.trace_id, record.span_id = tracing.current_ids() if tracing.ACTIVE else ("", "")
         return True
 
 
@@ -34,7 +36,8 @@ def configure(service: str, level: str = "INFO") -> None:
     handler.addFilter(_ContextFilter(service))
     handler.setFormatter(
         JsonFormatter(
-            "%(asctime)s %(levelname)s %(name)s %(message)s %(service)s %(request_id)s %(run_id)s %(node_id)s",
+            "%(asctime)s %(levelname)s %(name)s %(message)s %(service)s %(request_id)s %(run_id)s %(node_id)s"
+            " %(trace_id)s %(span_id)s",
             rename_fields={"levelname": "level", "asctime": "time"},
         )
     )

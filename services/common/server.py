@@ -13,7 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from services.common import logs, metrics
+from services.common import logs, metrics, tracing
 from services.common.channels import SERVER_OPTIONS
 from services.common.config import ServerConfig
 from services.common.errors import ServiceError
@@ -65,6 +65,7 @@ async def serve(
     metrics exporter; on a signal: NOT_SERVING, drain, stop(grace), shutdown hooks.
     """
     logs.configure(cfg.name)
+    tracing.configure(cfg.name)
     server, health = await build_server(cfg.name, bindings)
     address = f"{cfg.host}:{cfg.port}"
     try:

@@ -25,6 +25,7 @@ from services.llm_gateway.providers.openai import OpenAIProvider
 from services.llm_gateway.providers.scripted import ScriptBook, ScriptedProvider
 from services.llm_gateway.registry import Registry, Resolved
 from services.llm_gateway.robust import Budget, CallPolicy, call_with_retries, stream_with_retries
+from services.llm_gateway.tracing import traced_chat
 from services.llm_gateway.types import ChatCall, ChatDelta, Embeddings, ModelType, RerankScore
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,8 @@ class LlmGateway:
         call = dataclasses.replace(call, model=resolved.upstream)
         if resolved.notice:
             log.warning("%s", resolved.notice)
-        return ChatStream(resolved.id, self._chat(resolved, call, self._budget(timeout_s)), resolved.notice)
+        deltas = traced_chat(resolved, call, self._chat(resolved, call, self._budget(timeout_s)))  # a span when tracing is on
+        return ChatStream(resolved.id, deltas, resolved.notice)
 
     async def _chat(self, r: Resolved, call: ChatCall, budget: Budget) -> AsyncIterator[ChatDelta]:
         labels = (r.factory, r.upstream)

@@ -31,6 +31,7 @@ from .state import RunRequest, SessionState
 from .validate import ValidationFailed, compile_plan
 from .variables import Scope, to_jsonable, to_text
 from ._scope_run import ScopeRun as _ScopeRun
+from .tracing import RunTrace, start_run
 from .watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ class RunPaused(Exception):
 
 
 class _Execution:
+    trace: RunTrace | None = None  # the run's spans (tracing.py), only while tracing is on
+
     def __init__(self, plan: Plan, request: RunRequest, state: SessionState, services: Services,
                  replay: Replay | None = None, checkpoints: bool = False) -> None:
         self.plan = plan
@@ -115,6 +118,7 @@ class _Execution:
     async def drive(self) -> None:
         req = self.request
         t0 = perf()
+        self.trace = start_run(req)
         self.emit(RunStarted(run_id=req.run_id, session_id=req.session_id, node_id="",
                              timestamp=now(), inputs=to_jsonable(req.inputs)))
         error: str | None = None
@@ -143,6 +147,8 @@ class _Execution:
                               timestamp=now(), outputs=to_jsonable(self.last_outputs),
                               elapsed_s=perf() - t0, usage=dict(self.env.usage), error=error,
                               cancelled=cancelled, waiting_for_user=bool(self.paused) and error is None))
+        if self.trace is not None:
+            self.trace.run_finished(error, cancelled, self.env.usage)
 
     def _run_error(self, message: str, component_id: str, code: str) -> None:
         self.emit(RunError(run_id=self.request.run_id, session_id=self.request.session_id,
@@ -239,6 +245,7 @@ class _Execution:
         if self.waiter is not None:
             self.emit_wake()
         t0 = perf()
+        started = self.trace.node_started(nid, node, sr.path) if self.trace is not None else None
         timeout = self._timeout(node.name)
         wd = self.watchdog
         attempt = 0
@@ -275,6 +282,8 @@ class _Execution:
             ctx.outputs.clear()
             ctx.inputs.clear()
 
+        if started is not None:
+            RunTrace.node_ran(started, attempt)
         taken: Any = None  # None: every normal edge; else the set of ids routed to
         fatal: NodeFailed | None = None
         error: str | None = None
@@ -326,6 +335,8 @@ class _Execution:
     def _finished(self, sr: _ScopeRun, node: NodePlan, ctx: NodeContext, t0: float, error: str | None,
                   taken: set[str] | None = None) -> None:
         elapsed = perf() - t0
+        if self.trace is not None:
+            self.trace.node_finished(node.id, sr.path, error, elapsed)
         outputs = to_jsonable(ctx.outputs)
         outputs["_created_time"] = t0
         outputs["_elapsed_time"] = elapsed

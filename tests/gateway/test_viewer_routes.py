@@ -25,6 +25,6 @@ async def test_ui_serves_the_page_and_its_modules_without_a_key(stack):
 async def test_envelope_error_names_the_failing_component(stack):
     agent = stack.fake.add_agent(stack.tenant_a)
     resp = await stack.client.post(f"/api/v1/agents/{agent.id}/stream", json={"query": "explode"}, headers=stack.auth())
-    frames = [json.loads(f[len("data: "):]) for f in (await resp.read()).decode().split("\n\n") if f]
+    frames = [json.loads(line[len("data: "):]) for line in (await resp.read()).decode().splitlines() if line.startswith("data: ")]
     [error] = [f for f in frames if f["type"] == "error"]
     assert error["data"]["component_id"] == "Agent:A" and error["node_name"] == "Agent:A"

@@ -12,6 +12,8 @@ from typing import Any
 import grpc
 from trellis.sandbox.v1 import sandbox_service_pb2 as sb_pb
 
+from ..tracing import traced_sandbox
+
 # RAGFlow spellings (CodeExecutionRequest.normalize_language) -> the service's languages.
 LANGUAGES = {"python": sb_pb.LANGUAGE_PYTHON, "python3": sb_pb.LANGUAGE_PYTHON,
              "javascript": sb_pb.LANGUAGE_JAVASCRIPT, "nodejs": sb_pb.LANGUAGE_JAVASCRIPT,
@@ -35,6 +37,7 @@ class SandboxRun:
     output_truncated: bool
 
 
+@traced_sandbox
 async def execute(stub: Any, lang: str, code: str, arguments: dict[str, Any], *,
                   timeout_s: float | None) -> SandboxRun:
     if stub is None:

@@ -29,6 +29,7 @@ import json_repair
 
 from services.llm_gateway.types import Tool
 
+from ..tracing import traced_tool
 from ..variables import Scope, StreamValue, to_jsonable, to_text
 from .base import Component, NodeContext, UnknownComponent, get_class
 
@@ -183,6 +184,7 @@ def merge_arguments(component_name: str, params: dict[str, Any], args: dict[str,
     return {**params, **args}
 
 
+@traced_tool
 async def call_tool(parent: NodeContext, spec: ToolSpec, args: dict[str, Any]) -> tuple[str, str | None]:
     """Run one tool call: (observation, error or None). Never raises, except on cancellation."""
     timeout = parent.settings.timeout_for(spec.component_name)

@@ -24,6 +24,7 @@ from typing import Any
 import grpc
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 
+from ..tracing import traced_retrieval
 from ._fields import FieldError
 from .base import Component, NodeContext, ValidationIssue, register
 
@@ -145,6 +146,7 @@ class Retrieval(Component):
         await self.retrieve(ctx, str(arguments.get("query") or ""))
         return str(ctx.output("formalized_content", ""))
 
+    @traced_retrieval
     async def retrieve(self, ctx: NodeContext, query: str) -> None:
         cid, p = ctx.component_id, self.params
         empty = str(p.get("empty_response") or "")
