@@ -15,6 +15,7 @@ from .base import (Component, NodeContext, Pause, Route, RunEnv, UnknownComponen
 _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop", "loop_item",
             "exit_loop", "variable_assigner", "variable_aggregator", "string_transform",
             "data_operations", "list_operations", "invoke", "retrieval", "doc_generator", "excel_processor",
+            "browser",
             "llm", "agent", "categorize", "code_exec", "exesql", "user_fill_up",
             "tools.tavily", "tools.google", "tools.bing", "tools.duckduckgo", "tools.wikipedia",
             "tools.yahoofinance")
@@ -24,7 +25,7 @@ for _name in _MODULES:
 
 # RAGFlow components and tools that come with later issues (agent/component, agent/tools, rag/flow).
 PENDING = frozenset({
-    "Browser", "GoogleScholar",
+    "GoogleScholar",
     "PubMed", "ArXiv", "GitHub", "SearXNG", "KeenableSearch", "BGPT",
     "QueritSearch", "QueritContents", "Crawler", "DeepL", "QWeather", "AkShare", "WenCai",
     "Email", "Jin10", "TuShare",

@@ -1,0 +1,171 @@
+"""Browser: a model operates a headless Chromium to carry out a task (RAGFlow `agent/component/browser.py`).
+
+Params (RAGFlow's BrowserParam): the LLM params (`llm_id`, sampling flags...), `prompts` (the task; default
+"{sys.query}"), `max_steps` (30: model turns), `headless` (true), `chromium_sandbox` (false),
+`enable_default_extensions`, `persist_session`, `upload_sources` (accepted; see docs/attachments.md).
+Outputs: `content` (the model's final answer) and `downloaded_files` (the download info of each file the
+page downloaded: attachments of the run).
+
+RAGFlow runs the browser-use library; here the model gets a few browser actions as tools (open a URL, read
+the page, click, type, go back, finish) and the browser is driven through its DevTools protocol
+(_browser.py). Each action is a tool call in the run's events and trace. A deployment without Chromium
+fails validation naming the component.
+"""
+from __future__ import annotations
+
+import json
+import mimetypes
+import secrets
+import time
+from typing import Any
+
+from services.llm_gateway.types import Message, Tool, ToolCall, ToolCallAssembler
+
+from .. import attachments
+from ..events import ToolCallFinished, ToolCallStarted
+from . import _browser, _llm
+from ._fields import as_bool
+from .base import Component, NodeContext, ValidationIssue, register
+
+DEFAULT_MAX_STEPS = 30
+SYSTEM_PROMPT = """You operate a web browser to complete the user's task. Use the tools: open pages, read
+their content, click links or buttons by their visible text, type into fields, go back. Read a page with
+extract_content before you rely on what it says. When the task is complete, call done with your final
+answer (or reply with the answer without calling a tool). Answer from what the pages said."""
+
+
+def _tool(name: str, description: str, properties: dict[str, Any] | None = None, required: tuple[str, ...] = ()) -> Tool:
+    return Tool(name, description, {"type": "object", "properties": properties or {}, "required": list(required)})
+
+
+TOOLS = [
+    _tool("go_to_url", "Open a URL in the browser tab.", {"url": {"type": "string", "description": "http(s) URL"}},
+          ("url",)),
+    _tool("extract_content", "Read the current page: its URL, title, visible text and links."),
+    _tool("click_element", "Click the first element whose visible text contains `text`.",
+          {"text": {"type": "string"}}, ("text",)),
+    _tool("input_text", "Type text into the field matching a CSS selector; `submit` presses Enter.",
+          {"selector": {"type": "string"}, "text": {"type": "string"}, "submit": {"type": "boolean"}},
+          ("selector", "text")),
+    _tool("go_back", "Go back to the previous page."),
+    _tool("done", "Finish the task with the final answer.", {"text": {"type": "string"}}, ("text",)),
+]
+
+
+def _max_steps(value: Any) -> int | None:
+    try:
+        steps = int(value)
+    except (TypeError, ValueError):
+        return None
+    return steps if steps > 0 else None
+
+
+@register
+class Browser(Component):
+    component_name = "Browser"
+    exception_output = "content"
+
+    @classmethod
+    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
+        issues = _llm.check_llm_params(cpn_id, {k: v for k, v in params.items() if k != "prompts"})
+        reason = _browser.unavailable_reason()
+        if reason:
+            issues.append(ValidationIssue(cpn_id, "component_name",
+                                          f"the Browser component cannot run in this deployment: {reason}"))
+        if _max_steps(params.get("max_steps", DEFAULT_MAX_STEPS)) is None:
+            issues.append(ValidationIssue(cpn_id, "params.max_steps",
+                                          f"must be a positive integer, got {params.get('max_steps')!r}"))
+        prompts = params.get("prompts", "{sys.query}")
+        if not isinstance(prompts, (str, list)) or not _prompt_text(prompts).strip():
+            issues.append(ValidationIssue(cpn_id, "params.prompts", "the Browser needs a task (text)"))
+        return issues
+
+    def thoughts(self, ctx: NodeContext) -> str:
+        return "Operating the browser..."
+
+    async def run(self, ctx: NodeContext) -> None:
+        p = self.params
+        conf = _llm.ModelConf.of(ctx, p)
+        task = await _llm.render_recorded(ctx, _prompt_text(p.get("prompts", "{sys.query}")))
+        messages = [Message("system", SYSTEM_PROMPT), Message("user", task)]
+        steps = _max_steps(p.get("max_steps", DEFAULT_MAX_STEPS)) or DEFAULT_MAX_STEPS
+        session = _browser.BrowserSession(ctx.http, headless=as_bool(p.get("headless", True)),
+                                          chromium_sandbox=as_bool(p.get("chromium_sandbox", False)))
+        answer = ""
+        async with session:
+            for step in range(steps):
+                last = step == steps - 1
+                text, calls = await _turn(ctx, conf, messages, last)
+                if not calls:
+                    answer = text
+                    break
+                messages.append(Message("assistant", text, tool_calls=calls))
+                finished = None
+                for call in calls:
+                    observation, finished = await _act(ctx, session, call)
+                    messages.append(Message("tool", observation, tool_call_id=call.id, name=call.name))
+                    if finished is not None:
+                        break
+                if finished is not None:
+                    answer = finished
+                    break
+            await session.settle_downloads()
+        files = [await attachments.save(ctx, d.filename, _mime(d.filename), d.content) for d in session.downloads]
+        ctx.set_output("content", answer)
+        ctx.set_output("downloaded_files", files)
+
+
+def _prompt_text(prompts: Any) -> str:
+    if isinstance(prompts, list):
+        return "\n\n".join(str(p.get("content", "")) for p in prompts if isinstance(p, dict))
+    return str(prompts or "")
+
+
+async def _turn(ctx: NodeContext, conf: _llm.ModelConf, messages: list[Message], last: bool) -> tuple[str, tuple[ToolCall, ...]]:
+    """One model turn: its text and its tool calls (none on the last allowed turn)."""
+    text: list[str] = []
+    calls = ToolCallAssembler()
+    async for d in _llm.stream(ctx, conf, messages, tools=TOOLS, tool_choice="none" if last else None):
+        if d.content:
+            text.append(d.content)
+        for tc in d.tool_calls:
+            calls.add(tc)
+    return "".join(text), () if last else calls.calls()
+
+
+async def _act(ctx: NodeContext, session: _browser.BrowserSession, call: ToolCall) -> tuple[str, str | None]:
+    """Run one browser action: (observation, final answer when the model called `done`)."""
+    call_id = f"{call.id}-{secrets.token_hex(3)}"
+    try:
+        args = json.loads(call.arguments or "{}")
+    except ValueError:
+        args = None
+    args = args if isinstance(args, dict) else {}
+    ctx.emit(ToolCallStarted, call_id=call_id, tool_name=call.name, arguments=args)
+    start = time.perf_counter()
+    finished: str | None = None
+    error: str | None = None
+    if call.name == "go_to_url":
+        observation = await session.go_to_url(str(args.get("url", "")))
+    elif call.name == "extract_content":
+        observation = await session.extract_content()
+    elif call.name == "click_element":
+        observation = await session.click(str(args.get("text", "")))
+    elif call.name == "input_text":
+        observation = await session.input_text(str(args.get("selector", "")), str(args.get("text", "")),
+                                               as_bool(args.get("submit", False)))
+    elif call.name == "go_back":
+        observation = await session.go_back()
+    elif call.name == "done":
+        finished = str(args.get("text", ""))
+        observation = "Task finished."
+    else:
+        error = f"unknown browser action {call.name!r}; use one of {', '.join(t.name for t in TOOLS)}"
+        observation = error
+    ctx.emit(ToolCallFinished, call_id=call_id, tool_name=call.name, result=observation[:8000], error=error,
+             elapsed_s=time.perf_counter() - start)
+    return observation, finished
+
+
+def _mime(filename: str) -> str:
+    return mimetypes.guess_type(filename)[0] or "application/octet-stream"
