@@ -98,7 +98,7 @@ class RunManager:
                 log.warning("could not renew run leases", exc_info=True)
                 continue
             for pump, ok in zip(pumps, held):
-                if not ok and not pump.task.done():
+                if not ok and not pump.finishing and not pump.task.done():  # (finishing: its own end freed it)
                     log.warning("run %s: lease lost to another replica; stopping here", pump.run_id)
                     pump.abandon()
 
@@ -355,6 +355,7 @@ class _Pump:
         self._engine: asyncio.Task | None = None
         self._stop_reason = ""
         self._abandoned = False
+        self.finishing = False  # storing the turn: the lease is released on purpose
         self.task = asyncio.create_task(self._run(), name=f"run-{spec.run_id}")
 
     def attach(self) -> asyncio.Queue:
@@ -426,6 +427,7 @@ class _Pump:
             if self.out is not None:
                 await self.out.put(_END)
             if not self._abandoned:
+                self.finishing = True
                 persist = asyncio.ensure_future(self._finish())
                 self.manager._persisting.add(persist)
                 persist.add_done_callback(self.manager._persisting.discard)
