@@ -11,7 +11,8 @@
 Saving a server lists its tools first (stored in `variables.tools`); one that cannot be reached is not saved.
 As RAGFlow answers: a missing required field is code 101, any other refusal (unsupported type, duplicated
 name, unknown id, unreachable server) code 102 with the reason. `timeout` (seconds) is the server's tool call
-limit, stored with it (0 or absent: TRELLIS_MCP_TIMEOUT_S), and also bounds listing its tools.
+limit, stored with it (0 or absent: TRELLIS_MCP_TIMEOUT_S), and bounds listing its tools while saving or
+testing it (absent: 10 s, as in RAGFlow); this route waits that long plus a margin.
 `headers` and `variables` are JSON objects (or strings holding one); `$name` in a header takes the value of
 variable `name`.
 """
@@ -31,14 +32,18 @@ from gateway.orchestrator import ORCHESTRATOR, Orchestrator
 from gateway.protocol import query_bool, query_int, read_json
 from gateway.routes._views import _times, ok
 
+LIST_TIMEOUT_S = 10.0  # the orchestrator's limit on listing a server's tools when the body sets no `timeout`
+
 # Refusals RAGFlow answers with its data-error code (get_data_error_result) rather than 101.
 _DATA_ERRORS = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.ALREADY_EXISTS,
                 grpc.StatusCode.FAILED_PRECONDITION}
 
 
-async def _call(orch: Orchestrator, method: Any, request: Any) -> Any:
+async def _call(orch: Orchestrator, method: Any, request: Any, listings: int = 0, list_timeout_s: float = 0.0) -> Any:
+    """The RPC, waiting longer when the orchestrator lists `listings` servers' tools on the way."""
+    wait = orch.rpc_timeout_s + listings * ((list_timeout_s or LIST_TIMEOUT_S) + 5)
     try:
-        return await method(request, timeout=orch.rpc_timeout_s)
+        return await method(request, timeout=wait)
     except grpc.aio.AioRpcError as exc:
         if exc.code() in _DATA_ERRORS:
             raise GatewayError(exc.details() or exc.code().name.lower(), code=exc.code(), ragflow_code=102) from None
@@ -132,7 +137,7 @@ async def create_server(request: web.Request) -> web.Response:
         server_type=str(body["server_type"] or ""), description=str(body.get("description") or ""),
         headers_json=_json_text(body, "headers"), variables_json=_json_text(body, "variables"),
         timeout_s=_timeout(body))
-    return ok(server_view((await _call(orch, stub.CreateMcpServer, req)).server))
+    return ok(server_view((await _call(orch, stub.CreateMcpServer, req, 1, req.timeout_s)).server))
 
 
 @endpoint(Dialect.RAGFLOW)
@@ -148,7 +153,7 @@ async def update_server(request: web.Request) -> web.Response:
             setattr(req, f"{name}_json", _json_text(body, name))
     if body.get("timeout") not in (None, ""):
         req.timeout_s = _timeout(body)
-    return ok(server_view((await _call(orch, stub.UpdateMcpServer, req)).server))
+    return ok(server_view((await _call(orch, stub.UpdateMcpServer, req, 1, req.timeout_s)).server))
 
 
 @endpoint(Dialect.RAGFLOW)
@@ -169,8 +174,10 @@ async def import_servers(request: web.Request) -> web.Response:
         raise GatewayError("No MCP servers provided.", ragflow_code=102)
     if not isinstance(servers, dict):
         raise GatewayError("`mcpServers` must be an object {name: server}", param="mcpServers")
+    timeout_s = _timeout(body)
     resp = await _call(orch, stub.ImportMcpServers, mcp_pb.ImportMcpServersRequest(
-        tenant_id=tenant, servers_json=json.dumps(servers, ensure_ascii=False), timeout_s=_timeout(body)))
+        tenant_id=tenant, servers_json=json.dumps(servers, ensure_ascii=False), timeout_s=timeout_s),
+        len(servers), timeout_s)
     results = []
     for r in resp.results:
         item: dict[str, Any] = {"server": r.server, "success": r.success}
@@ -191,7 +198,7 @@ async def test_server(request: web.Request) -> web.Response:
         tenant_id=tenant, url=str(body["url"] or ""), server_type=str(body["server_type"] or ""),
         headers_json=_json_text(body, "headers"), variables_json=_json_text(body, "variables"),
         timeout_s=_timeout(body))
-    return ok(json.loads((await _call(orch, stub.TestMcpServer, req)).tools_json or "[]"))
+    return ok(json.loads((await _call(orch, stub.TestMcpServer, req, 1, req.timeout_s)).tools_json or "[]"))
 
 
 def add_routes(app: web.Application) -> None:

@@ -137,12 +137,14 @@ async def open_session(server: McpServer, access: McpAccess, timeout_s: float,
     else:
         await _check_url(server, access)
         headers = resolved_headers(server, custom_header)
-        http_timeout = httpx.Timeout(timeout_s, read=max(timeout_s, 60.0))
+        # One operation per session: no stream needs to stay quiet longer than the operation's own limit.
+        read_s = timeout_s + 1
         if kind == "sse":
-            streams = sse_client(server.url.strip(), headers=headers, timeout=timeout_s,
-                                 sse_read_timeout=max(timeout_s, 60.0), httpx_client_factory=_http_client)
+            streams = sse_client(server.url.strip(), headers=headers, timeout=timeout_s, sse_read_timeout=read_s,
+                                 httpx_client_factory=_http_client)
         else:
-            streams = _streamable(server.url.strip(), _http_client(headers=headers, timeout=http_timeout))
+            streams = _streamable(server.url.strip(),
+                                  _http_client(headers=headers, timeout=httpx.Timeout(timeout_s, read=read_s)))
     async with streams as (read, write, *_):
         async with ClientSession(read, write, read_timeout_seconds=timedelta(seconds=timeout_s)) as session:
             await session.initialize()
@@ -188,8 +190,8 @@ async def _guarded(server: McpServer, what: str, timeout_s: float) -> AsyncItera
     where = f"MCP server {server.name!r} ({server.url})" if server.server_type != "stdio" else \
         f"MCP server {server.name!r}"
     try:
-        # The session's own read timeout answers first; this also bounds connecting and the handshake.
-        async with asyncio.timeout(timeout_s + 5):
+        # The session's and the HTTP client's own timeouts answer first; this bounds everything else.
+        async with asyncio.timeout(timeout_s + 2):
             yield
     except McpError:
         raise

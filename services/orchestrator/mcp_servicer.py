@@ -21,6 +21,11 @@ from services.orchestrator.mcp_client import McpAccess, McpError, McpServer
 from services.orchestrator.store.mcp_servers import McpServerRecord, McpServerStore, check_name
 
 
+# Listing a server's tools while saving or testing it: the request's `timeout`, else RAGFlow's 10 s (the gateway
+# waits that long plus a margin for each server).
+LIST_TIMEOUT_S = 10.0
+
+
 def _tenant(request) -> str:
     if not request.tenant_id:
         raise InvalidArgument("tenant_id is required")
@@ -55,9 +60,9 @@ class McpServerServicer(mcp_grpc.McpServerServiceServicer):
         self.store = store
         self.access = access
 
-    async def _tools(self, server: McpServer, timeout_s: float = 0.0) -> dict[str, Any]:
+    async def _tools(self, server: McpServer, timeout_s: float) -> dict[str, Any]:
         try:
-            tools = await mcp_client.list_tools(server, self.access, timeout_s=timeout_s or None)
+            tools = await mcp_client.list_tools(server, self.access, timeout_s=timeout_s or LIST_TIMEOUT_S)
         except McpError as exc:
             raise FailedPrecondition(str(exc)) from None
         return {t["name"]: t for t in tools if isinstance(t, dict) and "name" in t}
@@ -81,7 +86,7 @@ class McpServerServicer(mcp_grpc.McpServerServiceServicer):
         if await self.store.name_taken(tenant, request.name):  # before contacting the server
             raise AlreadyExists("Duplicated MCP server name.")
         server = McpServer(request.name, request.url, request.server_type, headers, variables, request.timeout_s)
-        variables["tools"] = await self._tools(server)
+        variables["tools"] = await self._tools(server, request.timeout_s)
         record = await self.store.create(
             tenant, name=request.name, url=request.url, server_type=request.server_type,
             description=request.description, headers=headers, variables=variables, timeout_s=request.timeout_s)
@@ -106,7 +111,7 @@ class McpServerServicer(mcp_grpc.McpServerServiceServicer):
         variables.pop("tools", None)
         timeout_s = given("timeout_s") if request.HasField("timeout_s") else current.timeout_s
         server = McpServer(name, url, server_type, headers, variables, timeout_s, id=current.id)
-        variables["tools"] = await self._tools(server)
+        variables["tools"] = await self._tools(server, request.timeout_s if request.HasField("timeout_s") else 0.0)
         record = await self.store.update(
             tenant, request.mcp_id, name=name, url=url, server_type=server_type, description=given("description"),
             headers=headers, variables=variables, timeout_s=timeout_s)
@@ -165,7 +170,7 @@ class McpServerServicer(mcp_grpc.McpServerServiceServicer):
         server = McpServer("test", request.url, request.server_type, json_object(request.headers_json, "headers"),
                            json_object(request.variables_json, "variables"), request.timeout_s)
         try:
-            tools = await mcp_client.list_tools(server, self.access)
+            tools = await mcp_client.list_tools(server, self.access, timeout_s=request.timeout_s or LIST_TIMEOUT_S)
         except McpError as exc:
             raise FailedPrecondition(f"Test MCP error: {exc}") from None
         return mcp_pb.TestMcpServerResponse(tools_json=json.dumps([{**t, "enabled": True} for t in tools],

@@ -3,6 +3,7 @@ against a real FastMCP server; then an agent whose Agent uses the saved server a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import uuid
@@ -134,6 +135,23 @@ async def test_refusals_use_ragflows_codes_and_say_why(gateway):
     assert bad_json["code"] == 101 and bad_json["message"] == "`headers` is not valid JSON"
     listed = await call(gateway, "GET", "/api/v1/mcp/servers")
     assert [s["name"] for s in listed["data"]["mcp_servers"]] == ["calc"]  # nothing else was saved
+
+
+async def test_a_server_that_never_answers_is_refused_after_the_requests_timeout(gateway):
+    async def swallow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # accepts, reads, never answers
+
+    silent = await asyncio.start_server(swallow, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    try:
+        created = await call(gateway, "POST", "/api/v1/mcp/servers", json={
+            "name": "mute", "url": f"http://127.0.0.1:{port}/mcp", "server_type": "streamable-http", "timeout": 0.5})
+        tested = await call(gateway, "POST", "/api/v1/mcp/servers/x/test", json={
+            "url": f"http://127.0.0.1:{port}/sse", "server_type": "sse", "timeout": 0.5})
+    finally:
+        silent.close()
+    assert created["code"] == 102 and created["message"].endswith("could not list its tools: no answer within 0.5 s")
+    assert tested["code"] == 102 and "no answer within 0.5 s" in tested["message"]
 
 
 async def test_import_renames_duplicates_and_reports_each_server(gateway):
