@@ -31,13 +31,14 @@ HEADERS = {"Authorization": f"Bearer {KEY}"}
 
 
 @asynccontextmanager
-async def chain(redis_url: str, **llm_cfg):
-    """Yields an HTTP test client in front of real llm_gateway and orchestrator servers."""
+async def chain(redis_url: str, engine: EngineSettings | None = None, **llm_cfg):
+    """Yields an HTTP test client in front of real llm_gateway and orchestrator servers (`engine`: the
+    orchestrator's engine settings)."""
     gateway = LlmGateway.create(LlmGatewayConfig.for_tests(**llm_cfg))
     llm_server, llm_port = await start_server([LlmServicer(gateway).binding()], service="llm_gateway")
     nowhere = f"127.0.0.1:{free_port()}"
     orch = build(OrchestratorConfig(
-        server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
+        server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=engine or EngineSettings(),
         redis_url=redis_url, llm_gateway_addr=f"127.0.0.1:{llm_port}", retrieval_addr=nowhere, sandbox_addr=nowhere))
     for hook in orch.on_startup:
         await hook()
