@@ -4,25 +4,31 @@ A tool is a component with RAGFlow's `component_name` that runs two ways:
 - as an Agent tool: `call_tool(ctx, arguments)` with the model's arguments, returning the observation;
 - as a plain canvas node: `run(ctx)`, its arguments taken from its params (a bare reference such as
   "sys.query" or "iterationitem:0@result" is resolved, text with {refs} is rendered), as RAGFlow does.
-Both end in the subclass's `async invoke(ctx, args) -> str`.
+Both end in the subclass's `async invoke(ctx, args)`, which returns the observation (text; a list or a
+dict reaches the model as JSON). As an Agent tool, the arguments the model leaves out come from the params.
 
-Writing one:
+Writing one (tavily.py is the complete example; docs/tools.md says how tools behave for users):
 
     @register
     class TavilySearch(WebTool):
         component_name = "TavilySearch"       # RAGFlow's component_name
         service = "TAVILY"                    # TRELLIS_TAVILY_BASE_URL, TRELLIS_TAVILY_TIMEOUT_S, TAVILY_API_KEY
         base_url = "https://api.tavily.com"   # the public service
-        meta = {...}                          # RAGFlow's ToolMeta: name, description, parameters
-        defaults = {"api_key": "", ...}       # RAGFlow's other params and their defaults
+        meta = {...}                          # RAGFlow's ToolMeta, verbatim: name, description, parameters
+        defaults = {"max_results": 6, ...}    # RAGFlow's other params and their defaults
         choices = {"topic": ("general", "news")}
 
         async def invoke(self, ctx, args):
-            data = await self.request_json(ctx, "POST", "/search", json={...,
-                                           "api_key": self.api_key(ctx)})
-            add_references(ctx, data["results"], title="title", url="url", content="content")
+            data = await self.request_json(ctx, "POST", "/search", json={"query": args["query"], ...},
+                                           headers={"Authorization": f"Bearer {self.api_key(ctx)}"})
+            add_references(ctx, data["results"], title=lambda r: r["title"], url=lambda r: r["url"],
+                           content=lambda r: r["content"])
             ctx.set_output("json", data["results"])
             return ctx.output("formalized_content")
+
+Unlike the rest of the engine (whose settings come in `EngineSettings`), a tool reads its own variables
+(key, base URL, time limit) from the orchestrator's environment when it runs: one family per service, as
+open-ended as the list of tools.
 
 `self.option(args, name)`: the model's argument, else the DSL's param, else the default.
 `self.api_key(ctx)`: `params.api_key` when set (RAGFlow's way), else `<SERVICE>_API_KEY` from the environment.
