@@ -180,3 +180,39 @@ def test_trellis_up_turns_the_fallback_on_only_without_a_provider(monkeypatch, t
     assert plan_stack()[1]["TRELLIS_MODEL_FALLBACK"] == "0"
     monkeypatch.setenv("TRELLIS_MODEL_FALLBACK", "1")  # an explicit setting is kept
     assert plan_stack()[1]["TRELLIS_MODEL_FALLBACK"] == "1"
+
+
+def _template_model_ids() -> set[str]:
+    import json
+    from pathlib import Path
+
+    found: set[str] = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            if isinstance(value.get("llm_id"), str) and value["llm_id"]:
+                found.add(value["llm_id"])
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    for path in sorted((Path(__file__).resolve().parents[2] / "data" / "templates").glob("*.json")):
+        walk(json.loads(path.read_text()))
+    return found
+
+
+def test_every_model_the_shipped_templates_name_resolves_once_its_factory_is_configured():
+    ids = _template_model_ids()
+    assert {"kimi-k2.5@Moonshot", "deepseek-v4-pro@default@DeepSeek", "agnuxo/cajal-4b-p2pclaw@Ollama"} <= ids
+    environ = {"MOONSHOT_API_KEY": "k", "DASHSCOPE_API_KEY": "k", "DEEPSEEK_API_KEY": "k",
+               "OLLAMA_BASE_URL": "http://127.0.0.1:11434/v1"}
+    configured, unconfigured = _gateway(environ).registry, _gateway({}).registry
+    for model_id in sorted(ids):
+        factory = model_id.rsplit("@", 1)[1]
+        assert configured.resolve(model_id, "chat").factory == factory
+        with pytest.raises(ModelNotFound) as err:
+            unconfigured.resolve(model_id, "chat")
+        hint = factories.find(factory)
+        assert hint is not None and (hint.key_env if not hint.self_hosted else hint.url_env) in err.value.message
