@@ -118,6 +118,14 @@ class WebTool(Component):
     def thoughts(self, ctx: NodeContext) -> str:
         return f"{ctx.env.display.get(ctx.component_id, self.component_name)} is running..."
 
+    def shown(self, ctx: NodeContext, name: str) -> Any:
+        """An argument for `thoughts`: what the node resolved, else its param (a reference's value), else "-_-!"."""
+        if ctx.inputs.get(name) not in (None, ""):
+            return ctx.inputs[name]
+        raw = self.params.get(name)
+        value = ctx.get(raw.strip()) if isinstance(raw, str) and ctx.is_ref(raw.strip()) else raw
+        return value if isinstance(value, (str, int, float, list)) and value not in ("", []) else "-_-!"
+
     # ------------------------------------------------------------------ the two ways in
     async def run(self, ctx: NodeContext) -> None:
         await self._call(ctx, await self.arguments_from_params(ctx))

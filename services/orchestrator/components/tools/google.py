@@ -57,7 +57,7 @@ class Google(WebTool):
     defaults = {"start": 0, "num": 6, "api_key": "", "country": "cn", "language": "en"}
 
     def thoughts(self, ctx: NodeContext) -> str:
-        return f"\nKeywords: {ctx.inputs.get('q', '-_-!')}\nLooking for the most relevant articles.\n"
+        return f"\nKeywords: {self.shown(ctx, 'q')}\nLooking for the most relevant articles.\n"
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         query = str(self.option(args, "q") or "").strip()

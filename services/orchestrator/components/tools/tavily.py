@@ -81,7 +81,7 @@ When searching:
     positive = ("max_results", "days")
 
     def thoughts(self, ctx: NodeContext) -> str:
-        return f"\nKeywords: {ctx.inputs.get('query', '-_-!')}\nLooking for the most relevant articles.\n"
+        return f"\nKeywords: {self.shown(ctx, 'query')}\nLooking for the most relevant articles.\n"
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         query = str(self.option(args, "query") or "").strip()
@@ -147,7 +147,7 @@ class TavilyExtract(_Tavily):
     choices = {"extract_depth": ("basic", "advanced"), "format": ("markdown", "text")}
 
     def thoughts(self, ctx: NodeContext) -> str:
-        return f"Opened {ctx.inputs.get('urls', '-_-!')}—pulling out the main text…"
+        return f"Opened {self.shown(ctx, 'urls')}—pulling out the main text…"
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> list[dict[str, Any]]:
         urls = self.option(args, "urls")

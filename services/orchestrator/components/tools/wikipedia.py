@@ -49,7 +49,7 @@ class Wikipedia(WebTool):
     positive = ("top_n",)
 
     def thoughts(self, ctx: NodeContext) -> str:
-        return f"\nKeywords: {ctx.inputs.get('query', '-_-!')}\nLooking for the most relevant articles.\n"
+        return f"\nKeywords: {self.shown(ctx, 'query')}\nLooking for the most relevant articles.\n"
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         query = str(self.option(args, "query") or "").strip()

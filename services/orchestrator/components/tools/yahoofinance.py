@@ -64,7 +64,7 @@ class YahooFinance(WebTool):
     exception_output = "report"
 
     def thoughts(self, ctx: NodeContext) -> str:
-        return f"Pulling live financial data for `{ctx.inputs.get('stock_code', '-_-!')}`."
+        return f"Pulling live financial data for `{self.shown(ctx, 'stock_code')}`."
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         code = str(self.option(args, "stock_code") or "").strip()

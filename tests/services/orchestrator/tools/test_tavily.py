@@ -143,3 +143,21 @@ def test_validation_names_a_bad_param():
     issues = get_class("TavilySearch").check("TavilySearch:x", {"topic": "sports", "max_results": 0})
     assert {(i.field) for i in issues} == {"params.topic", "params.max_results"}
     assert get_class("TavilyExtract").check("TavilyExtract:x", {"api_key": ""}) == []
+
+
+async def test_a_service_that_refuses_connections_is_an_observation(monkeypatch):
+    from helpers import free_port
+
+    monkeypatch.setenv("TRELLIS_TAVILY_BASE_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    observation, error, _ = await agent_call("TavilySearch", {"api_key": "k"}, {"query": "q"})
+    assert observation.startswith("Error: ") and "TavilySearch: POST http://127.0.0.1:" in error and "failed" in error
+
+
+def test_thoughts_name_the_query_before_and_after_the_run():
+    from tool_kit import context
+
+    ctx = context(query="battery prices")
+    tool = get_class("TavilySearch")("TavilySearch:t", {"query": "sys.query"})
+    assert "Keywords: battery prices" in tool.thoughts(ctx)
+    ctx.set_input("query", "lithium")
+    assert "Keywords: lithium" in tool.thoughts(ctx)
