@@ -71,7 +71,12 @@ class RunTrace:
 
 
 def start_run(request: Any) -> RunTrace | None:
-    return RunTrace(request) if tracing.ACTIVE else None
+    """The run's spans, or None when tracing is off. A run the sampler drops keeps its (non-recording) run
+    span as the current context, so the services it calls drop theirs too, and makes no component spans."""
+    if not tracing.ACTIVE:
+        return None
+    trace = RunTrace(request)
+    return trace if trace.span.is_recording() else None
 
 
 # ---- tool calls, retrievals, sandbox executions: decorators on the one function that does each ----------
