@@ -1,4 +1,4 @@
-"""RAGFlow's `text2sql_data_expert` template (a copy beside this file) end to end: three Retrievals find the
+"""RAGFlow's `text2sql_data_expert` template (tests/data) end to end: three Retrievals find the
 schema, samples and table descriptions in a REAL retrieval service, the Agent (a scripted model in the real
 llm_gateway) writes the SQL, ExeSQL runs it on the REAL MariaDB server (conftest.py) and the Message shows
 the table.
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "retrieval"))
 from retrieval_helpers import llm_gateway as embedding_gateway  # noqa: E402
 from retrieval_helpers import running_stack  # noqa: E402
 
-TEMPLATE = Path(__file__).with_name("text2sql_data_expert.json")
+TEMPLATE = Path(__file__).resolve().parents[3] / "data" / "templates" / "text2sql_data_expert.json"  # see NOTICE.md
 AGENT, EXESQL, MESSAGE = "Agent:WickedGoatsDivide", "ExeSQL:TiredShirtsPull", "Message:ShaggyMasksAttend"
 KNOWLEDGE = """# Shop database
 
