@@ -367,3 +367,29 @@ async def test_stock_market_research_assistant_reads_the_balance_sheet_and_the_r
     assert content.startswith("Company financial statements:\n\n| Indicator | 2025-01-31 |")
     assert "ANALYSIS: strong balance sheet;" in content and "data center revenue" in content
     assert "nvda_report.md" in reference(events)["doc_aggs"]
+
+
+async def test_deep_research_as_shipped_runs_on_the_default_model_with_the_fallback(web):
+    """The template names qwen-max@Tongyi-Qianwen and three other factory models, none configured here:
+    with TRELLIS_MODEL_FALLBACK each runs on the default chat model, and node_finished says so."""
+    scripts = {"chat": {"web": {"rules": [
+        {"when": {"system_contains": "Strategy Research Director", "turn": 0}, "tool_calls": [
+            {"name": "Web_Search_Specialist_0", "arguments": order("find sources on EV batteries")},
+            {"name": "Content_Deep_Reader_1", "arguments": order("read https://web.example/ev-battery-market/1")}]},
+        {"when": {"system_contains": "Strategy Research Director", "turn": 1}, "tool_calls": [
+            {"name": "Research_Synthesizer_2", "arguments": order("write the report")}]},
+        {"when": {"system_contains": "Strategy Research Director"}, "reply": "FINAL REPORT\n{last_tool}"},
+        *agent("You are a Web Search Specialist", "URLs found: {last_tool}",
+               ("tavily_search_0", {"query": "EV battery market"})),
+        *agent("You are a Content Deep Reader", "Extracted: {last_tool}",
+               ("tavily_extract_0", {"urls": ["https://web.example/ev-battery-market/1"]})),
+        *agent("You are a Research Synthesizer", "Report: EV batteries are growing fast.")]}}}
+    async with llm_gateway(scripts, default_chat_model="web@Scripted", model_fallback=True) as llm:
+        events = await run_canvas(canvas("templates/deep_research.json"), services(llm, settings=allow_local()),
+                                  query="EV battery market outlook")
+    finished(events)
+    assert [s.json["query"] for s in web.seen("/search")] == ["EV battery market"]
+    assert answer(events, "Message:OrangeYearsShine") == "FINAL REPORT\nReport: EV batteries are growing fast."
+    [lead] = of(events, NodeFinished, "Agent:NewPumasLick")
+    assert "qwen-max@Tongyi-Qianwen" in lead.inputs["model_fallback"]
+    assert urls(reference(events)) == {r["url"] for r in tavily_results("EV battery market")}
