@@ -115,11 +115,15 @@ def _mysql(t: Target) -> Any:
     conn = pymysql.connect(host=t.host, port=t.port, user=t.username, password=t.password, database=t.database,
                            charset="utf8mb4", connect_timeout=CONNECT_TIMEOUT_S,
                            read_timeout=math.ceil(t.timeout_s) + 5, write_timeout=math.ceil(t.timeout_s) + 5)
-    with conn.cursor() as cur:
-        if "mariadb" in conn.get_server_info().lower():
-            cur.execute("SET SESSION max_statement_time = %s", (t.timeout_s,))
-        else:
-            cur.execute("SET SESSION max_execution_time = %s", (int(t.timeout_s * 1000),))
+    mariadb = "mariadb" in conn.get_server_info().lower()
+    try:
+        with conn.cursor() as cur:
+            if mariadb:
+                cur.execute("SET SESSION max_statement_time = %s", (t.timeout_s,))
+            else:
+                cur.execute("SET SESSION max_execution_time = %s", (int(t.timeout_s * 1000),))
+    except pymysql.MySQLError:  # a MySQL-compatible server without the variable: the read timeout still holds
+        pass
     return conn
 
 
