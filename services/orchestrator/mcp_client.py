@@ -197,12 +197,12 @@ async def _guarded(server: McpServer, what: str, timeout_s: float) -> AsyncItera
         raise
     except TimeoutError:
         raise McpError(f"{where}: could not {what}: no answer within {timeout_s:g} s") from None
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - exception groups from anyio task groups
         leaf = _leaf(exc)
-        if isinstance(leaf, (KeyboardInterrupt, SystemExit)):
-            raise
+        if isinstance(leaf, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
+            raise  # a cancellation wrapped in a group is still ours to propagate
         raise McpError(f"{where}: could not {what}: {_describe(leaf, timeout_s)}") from None
 
 

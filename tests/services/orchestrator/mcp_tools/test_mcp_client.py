@@ -1,6 +1,7 @@
 """The MCP client against a real FastMCP server (mcp_test_server.py) over streamable HTTP, SSE and stdio."""
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -96,3 +97,14 @@ async def test_stdio_servers_are_off_unless_the_deployment_allows_them(access):
 async def test_an_unknown_server_type_is_named(access):
     with pytest.raises(mc.McpError, match=r"unsupported server_type 'websocket'"):
         await mc.list_tools(mc.McpServer("s", "ws://x", "websocket"), access)
+
+
+@pytest.mark.parametrize("kind, path", TRANSPORTS, ids=["streamable-http", "sse"])
+async def test_cancelling_a_call_cancels_it_rather_than_reporting_an_error(access, kind, path):
+    async with serving() as base:
+        server = mc.McpServer("slow", base + path, kind, timeout_s=60)
+        call = asyncio.create_task(mc.call_tool(server, "nap", {"seconds": 60}, access))
+        await asyncio.sleep(0.3)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(call, 30)  # ends long before the server's 60 s nap
