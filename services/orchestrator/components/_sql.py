@@ -54,9 +54,13 @@ class Target:
     username: str
     password: str
     timeout_s: float
+    host_name: str = ""  # the host as the params name it
 
     def where(self) -> str:
-        return self.database if self.db_type == "sqlite" else f"{self.db_type} {self.database!r} at {self.host}:{self.port}"
+        if self.db_type == "sqlite":
+            return self.database
+        host = self.host if self.host_name in ("", self.host) else f"{self.host_name} ({self.host})"
+        return f"{self.db_type} {self.database!r} at {host}:{self.port}"
 
 
 async def checked_address(host: str, port: int, policy: EgressPolicy) -> str:

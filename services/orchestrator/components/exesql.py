@@ -105,7 +105,8 @@ class ExeSQL(Component):
             host = await _sql.checked_address(fields["host"], port, self._policy(ctx))
         except _sql.SqlConnectionError as exc:
             raise RuntimeError(f"{cid}: {exc}") from None
-        return _sql.Target(db_type, host, port, fields["database"], fields["username"], fields["password"], timeout)
+        return _sql.Target(db_type, host, port, fields["database"], fields["username"], fields["password"], timeout,
+                           fields["host"])
 
     @staticmethod
     def _policy(ctx: NodeContext) -> EgressPolicy:

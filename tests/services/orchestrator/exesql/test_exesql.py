@@ -98,6 +98,9 @@ async def test_the_ssrf_guard_refuses_a_loopback_host_unless_allowed(postgres_db
         await run_sql(postgres_db.params(sql="SELECT 1"), EngineSettings())
     with pytest.raises(RuntimeError, match="database host 'localhost' is not allowed"):
         await run_sql({**postgres_db.params(sql="SELECT 1"), "host": "localhost"}, EngineSettings())
+    allowed = EngineSettings(ssrf_allowlist=("localhost",))
+    with pytest.raises(RuntimeError, match=rf"cannot connect to postgres 'shop' at localhost \(.+\):{postgres_db.port}"):
+        await run_sql({**postgres_db.params(sql="SELECT 1"), "host": "localhost", "password": "wrong"}, allowed)
 
 
 async def test_missing_connection_fields_name_the_field(postgres_db):
