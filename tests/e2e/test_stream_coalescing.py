@@ -15,7 +15,8 @@ TEXT = " ".join(f"w{i}é\"\\" for i in range(N))  # non-ASCII, quotes and backsl
 
 
 def _frames(raw: bytes, prefix: bytes) -> list[dict]:
-    frames = [f for f in raw.split(b"\n\n") if f]
+    """The JSON of each event's data line (an event may also carry an `id:` line)."""
+    frames = [f.split(b"\n")[0] for f in raw.split(b"\n\n") if f]
     assert all(f.startswith(prefix) for f in frames), frames[:3]
     return [json.loads(f[len(prefix):]) for f in frames if f[len(prefix):].strip() != b"[DONE]"]
 

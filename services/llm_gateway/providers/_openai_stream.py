@@ -33,6 +33,7 @@ class _Turn:
         self.finish: FinishReason | None = None
         self.usage: Usage | None = None
         self.done = False
+        self.error: ProviderUnavailable | None = None  # raised once the deltas read before it are out
         self._text: list[str] = []
         self._calls: list[ToolCallDelta] = []
         self._held: list[ChatDelta] = []  # complete deltas of this batch, before the one being built
@@ -49,7 +50,9 @@ class _Turn:
         if not isinstance(chunk, dict):
             return
         if "error" in chunk and chunk["error"]:
-            raise ProviderUnavailable(f"{self.where}: {_error_message(chunk['error'])}", retryable=False)
+            self.error = ProviderUnavailable(f"{self.where}: {_error_message(chunk['error'])}", retryable=False)
+            self.done = True
+            return
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.usage = Usage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
@@ -125,6 +128,8 @@ async def deltas(byte_chunks: AsyncIterator[bytes], where: str) -> AsyncIterator
         for line in lines:
             if line.endswith(b"\r"):
                 line = line[:-1]
+            if turn.done:
+                break
             if not line:  # the blank line ends an event
                 if data:
                     turn.event(b"\n".join(data))
@@ -136,10 +141,14 @@ async def deltas(byte_chunks: AsyncIterator[bytes], where: str) -> AsyncIterator
             # `event:`, `id:`, `retry:` and comments carry nothing a chat stream needs
         for delta in turn.take():
             yield delta
+        if turn.error is not None:
+            raise turn.error
         if turn.done:
             break
     if data and not turn.done:  # a server that ends without the final blank line
         turn.event(b"\n".join(data))
         for delta in turn.take():
             yield delta
+        if turn.error is not None:
+            raise turn.error
     yield turn.last()

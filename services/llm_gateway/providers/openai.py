@@ -6,12 +6,14 @@ retries, with one policy for every provider, and only errors marked retryable.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Mapping, Sequence
 
+import aiohttp
 import grpc
-import httpx
 import openai
+import orjson
 
 from services.common.errors import ServiceError
 from services.llm_gateway.errors import (
@@ -62,6 +64,12 @@ class OpenAIProvider(Provider):
         self._rerank_models = rerank_models
         # A local server needs no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(base_url=base_url or None, api_key=api_key or "unused", max_retries=0)
+        # Streams skip the SDK (its request building and typed chunks cost more than the rest of the hop): a
+        # plain aiohttp POST to the SDK's own URL and headers, read as raw SSE (providers/_openai_stream.py).
+        self._url = str(self._client.base_url).rstrip("/") + "/chat/completions"
+        self._headers = {"Authorization": f"Bearer {self._client.api_key}", "Content-Type": "application/json",
+                         "Accept": "text/event-stream"}
+        self._http: aiohttp.ClientSession | None = None
 
     async def stream(self, call: ChatCall, *, timeout: float) -> AsyncIterator[ChatDelta]:
         kwargs = fmt.chat_kwargs(call)
@@ -74,22 +82,35 @@ class OpenAIProvider(Provider):
             return
         if self._stream_usage:
             kwargs["stream_options"] = {"include_usage": True}
+        kwargs["stream"] = True
         where = f"{self.label} {call.model}"
-        # The raw response, read as SSE bytes (providers/_openai_stream.py): the SDK's typed chunk per token
-        # costs more than the rest of the hop. Leaving the context closes the connection, which is what stops
-        # the upstream request when the consumer is cancelled (client cancel, deadline): dropped, not drained.
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), trust_env=True)
+        # The deadline is the gateway's (robust.py); here each connect and each read gets what is left of it.
+        limits = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
+        started = False
         try:
-            async with self._client.chat.completions.with_streaming_response.create(
-                **kwargs, stream=True, timeout=timeout
-            ) as response:
-                async for delta in stream_deltas(response.iter_bytes(), where):
-                    yield delta
-        except openai.OpenAIError as exc:
-            raise map_error(exc, where) from exc
-        except httpx.TimeoutException as exc:
-            raise ProviderTimeout(f"{where}: the provider stopped answering mid-stream ({type(exc).__name__})") from exc
-        except httpx.HTTPError as exc:
-            raise ProviderUnavailable(f"{where}: the stream broke: {type(exc).__name__}: {exc}", retryable=False) from exc
+            async with self._http.post(self._url, data=orjson.dumps(kwargs), headers=self._headers,
+                                       timeout=limits) as resp:
+                try:
+                    if resp.status >= 400:
+                        raw = await resp.read()
+                        raise status_error(resp.status, _body(raw), resp.headers, where)
+                    # iter_any: everything that arrived since the last read at once, so a busy gateway reads
+                    # (and forwards) many tokens per step instead of falling behind one token at a time.
+                    async for delta in stream_deltas(resp.content.iter_any(), where):
+                        started = True
+                        yield delta
+                finally:
+                    # Not drained: closing drops the connection, which is what stops the upstream request when
+                    # the consumer is cancelled (client cancel, deadline).
+                    resp.close()
+        except asyncio.TimeoutError:
+            raise ProviderTimeout(f"{where}: the provider did not answer in time") from None
+        except aiohttp.ClientError as exc:
+            if started:
+                raise ProviderUnavailable(f"{where}: the stream broke: {type(exc).__name__}: {exc}", retryable=False) from exc
+            raise ProviderUnavailable(f"{where}: cannot reach the provider: {type(exc).__name__}: {exc}") from exc
 
     async def embed(self, model: str, texts: Sequence[str], *, timeout: float) -> Embeddings:
         try:
@@ -124,6 +145,8 @@ class OpenAIProvider(Provider):
 
     async def aclose(self) -> None:
         await self._client.close()
+        if self._http is not None:
+            await self._http.close()
 
 
 def _from_completion(completion: Any) -> ChatDelta:
@@ -140,19 +163,26 @@ def _from_completion(completion: Any) -> ChatDelta:
     return ChatDelta(content=msg.content or "", tool_calls=calls, finish_reason=finish, usage=usage)
 
 
-def _provider_message(exc: openai.APIError) -> str:
-    body = exc.body
+def _body(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw.decode("utf-8", "replace")[:500]
+
+
+def _provider_message(body: Any, fallback: str) -> str:
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and isinstance(inner.get("message"), str):
             return inner["message"]
         if isinstance(inner, str):
             return inner
-    return exc.message
+    if isinstance(body, str) and body.strip():
+        return body.strip()
+    return fallback
 
 
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    headers = exc.response.headers
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         raw = headers.get(header)
         if raw:
@@ -163,8 +193,24 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
     return None
 
 
+def status_error(status: int, body: Any, headers: Mapping[str, str], where: str, fallback: str = "") -> ServiceError:
+    """An HTTP error answer -> a gateway error carrying the provider's own message."""
+    message = f"{where}: {_provider_message(body, fallback or f'HTTP {status}')} (HTTP {status})"
+    if status == 429:
+        return ProviderRateLimited(message, retry_after_s=_retry_after(headers))
+    if status == 401:
+        return ProviderAuthFailed(message, code=grpc.StatusCode.UNAUTHENTICATED)
+    if status == 403:
+        return ProviderAuthFailed(message)
+    if status == 404:
+        return ModelNotFound(message)
+    if status in (408, 409) or status >= 500:
+        return ProviderUnavailable(message)
+    return ProviderRejected(message)
+
+
 def map_error(exc: openai.OpenAIError, where: str) -> ServiceError:
-    """The SDK's exception -> a gateway error carrying the provider's own message."""
+    """The SDK's exception (embeddings, rerank, whole answers) -> a gateway error with the provider's message."""
     if isinstance(exc, openai.APITimeoutError):
         return ProviderTimeout(f"{where}: the provider did not answer in time")
     if isinstance(exc, openai.APIConnectionError):
@@ -172,19 +218,7 @@ def map_error(exc: openai.OpenAIError, where: str) -> ServiceError:
         detail = f" ({type(cause).__name__}: {cause})" if cause else ""
         return ProviderUnavailable(f"{where}: cannot reach the provider: {exc.message}{detail}")
     if isinstance(exc, openai.APIStatusError):
-        message = f"{where}: {_provider_message(exc)} (HTTP {exc.status_code})"
-        status = exc.status_code
-        if status == 429:
-            return ProviderRateLimited(message, retry_after_s=_retry_after(exc))
-        if status == 401:
-            return ProviderAuthFailed(message, code=grpc.StatusCode.UNAUTHENTICATED)
-        if status == 403:
-            return ProviderAuthFailed(message)
-        if status == 404:
-            return ModelNotFound(message)
-        if status in (408, 409) or status >= 500:
-            return ProviderUnavailable(message)
-        return ProviderRejected(message)
-    if isinstance(exc, openai.APIError):  # an error event inside a stream
-        return ProviderUnavailable(f"{where}: {_provider_message(exc)}", retryable=False)
+        return status_error(exc.status_code, exc.body, exc.response.headers, where, exc.message)
+    if isinstance(exc, openai.APIError):
+        return ProviderUnavailable(f"{where}: {_provider_message(exc.body, exc.message)}", retryable=False)
     return ProviderUnavailable(f"{where}: {exc}", retryable=False)
