@@ -3,6 +3,13 @@
 
 export class ApiError extends Error {}
 
+// A listing's items: RAGFlow answers a bare list on some versions and {canvas | sessions | ...: [...], total}
+// on others.
+function items(data) {
+  if (Array.isArray(data)) return data;
+  return Object.values(data || {}).find(Array.isArray) || [];
+}
+
 export class Api {
   constructor(key) {
     this.key = key;
@@ -27,28 +34,32 @@ export class Api {
     } catch {
       throw new ApiError(`${method} ${path}: HTTP ${resp.status}`);
     }
+    // A refused key: HTTP 401 (code 401), or code 102 with HTTP 200 as older RAGFlow servers answer.
+    if (resp.status === 401 || payload.code === 401 || payload.code === 102) {
+      throw new ApiError("This API key was refused by the gateway.");
+    }
     if (payload.code !== 0) throw new ApiError(payload.message || `${method} ${path} failed`);
     return payload.data;
   }
 
-  agents() {
-    return this.call("GET", "/api/v1/agents?dsl=false&page_size=100");
+  async agents() {
+    return items(await this.call("GET", "/api/v1/agents?dsl=false&page_size=100"));
   }
 
   async agent(id) {
     return this.call("GET", `/api/v1/agents/${encodeURIComponent(id)}`);
   }
 
-  versions(id) {
-    return this.call("GET", `/api/v1/agents/${encodeURIComponent(id)}/versions`);
+  async versions(id) {
+    return items(await this.call("GET", `/api/v1/agents/${encodeURIComponent(id)}/versions`));
   }
 
   version(id, versionId) {
     return this.call("GET", `/api/v1/agents/${encodeURIComponent(id)}/versions/${encodeURIComponent(versionId)}`);
   }
 
-  sessions(id) {
-    return this.call("GET", `/api/v1/agents/${encodeURIComponent(id)}/sessions?page_size=30`);
+  async sessions(id) {
+    return items(await this.call("GET", `/api/v1/agents/${encodeURIComponent(id)}/sessions?page_size=30`));
   }
 
   runLog(id, messageId) {

@@ -97,7 +97,10 @@ async function openAgent(agent) {
   const select = $("versions");
   select.replaceChildren(new Option(versions.length ? "Latest published" : "Draft (no versions)", ""));
   if (versions.length) select.append(new Option("Draft", "draft"));
-  for (const v of versions) select.append(new Option(`v${v.number}${v.title ? ` · ${v.title}` : ""}`, v.id));
+  for (const v of versions) {
+    const label = `v${v.number}`;
+    select.append(new Option(v.title && v.title !== label ? `${label} · ${v.title}` : label, v.id));
+  }
   state.versionId = "";
   await showVersion();
   await loadSessions();

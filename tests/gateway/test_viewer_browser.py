@@ -39,6 +39,16 @@ SCRIPTS = {"chat": {
 }}
 
 
+ITERATION = {"components": {
+    "begin": cpn("Begin", ["Iteration:Each"]),
+    "Iteration:Each": cpn("Iteration", ["Message:Done"], {"items_ref": "sys.files", "outputs": {}}, up=["begin"]),
+    "IterationItem:Start": {**cpn("IterationItem", ["StringTransform:Upper"]), "parent_id": "Iteration:Each"},
+    "StringTransform:Upper": {**cpn("StringTransform", [], {"method": "merge", "script": "{IterationItem:Start@item}"},
+                                    up=["IterationItem:Start"]), "parent_id": "Iteration:Each"},
+    "Message:Done": cpn("Message", [], {"content": ["done"]}, up=["Iteration:Each"]),
+}}
+
+
 def _canvas(model: str) -> dict:
     return {"components": {
         "begin": cpn("Begin", ["Agent:Forecaster"]),
@@ -80,9 +90,11 @@ async def _stack(redis_url: str):
 async def site(redis_server):
     with registered(WeatherTool):
         async with _stack(redis_server.url) as client:
-            for title, model in (("Forecaster", "weather"), ("Broken", "broken")):
-                body = await (await client.post("/api/v1/agents", headers={"Authorization": f"Bearer {KEY}"},
-                                                json={"title": title, "dsl": _canvas(model)})).json()
+            auth = {"Authorization": f"Bearer {KEY}"}
+            for title, dsl, release in (("Forecaster", _canvas("weather"), True), ("Broken", _canvas("broken"), False),
+                                        ("Looper", ITERATION, False)):
+                body = await (await client.post("/api/v1/agents", headers=auth,
+                                                json={"title": title, "dsl": dsl, "release": release})).json()
                 assert body["code"] == 0, body
             yield str(client.server.make_url("/ui/"))
 
@@ -100,7 +112,7 @@ async def _sign_in(page, url: str) -> None:
     await page.goto(url)
     await page.fill("#api-key", "not-a-key")
     await page.click("#sign-in-form button")
-    await expect(page.locator("#sign-in-error")).to_contain_text("API key is invalid")
+    await expect(page.locator("#sign-in-error")).to_have_text("This API key was refused by the gateway.")
     await page.fill("#api-key", KEY)
     await page.click("#sign-in-form button")
     await expect(page.locator("#viewer")).to_be_visible()
@@ -116,8 +128,17 @@ async def test_sign_in_run_watch_and_replay_on_a_laptop(site, browser, tmp_path)
     page.on("console", lambda m: print("console:", m.text))
     page.on("pageerror", lambda e: print("pageerror:", e))
     await _sign_in(page, site)
-    await expect(page.locator("#agents button")).to_have_count(2)
+    await expect(page.locator("#agents button")).to_have_count(3)
+    # A container's children are drawn inside its box.
+    await page.click("#agents button:text-is('Looper')")
+    container = await page.locator('.node[data-id="Iteration:Each"]').bounding_box()
+    for child in ("IterationItem:Start", "StringTransform:Upper"):
+        box = await page.locator(f'.node[data-id="{child}"]').bounding_box()
+        assert container["x"] < box["x"] and box["x"] + box["width"] < container["x"] + container["width"], child
+        assert container["y"] < box["y"] and box["y"] + box["height"] < container["y"] + container["height"], child
+    await page.screenshot(path=tmp_path / "0-laptop-iteration.png")
     await page.click("#agents button:text-is('Forecaster')")
+    await expect(page.locator("#versions option")).to_have_text(["Latest published", "Draft", "v1"])
     graph = page.locator("#graph")
     for node in ("begin", "Agent:Forecaster", "Message:Reply"):
         await expect(graph.locator(f'.node[data-id="{node}"]')).to_be_visible()
