@@ -1,0 +1,139 @@
+"""RAGFlow's canvases that wait for the user, run conversation by conversation through the engine the way the
+run manager drives it: a run pauses at a UserFillUp, the next run replays everything that finished (from the
+records of every earlier run of the conversation) and hands the user's answer to the paused component.
+
+- `user_interaction.json` (the template): plan with an Agent, ask the user, search with a second Agent, answer;
+- the Go port's fixture: a menu (UserFillUp) routes through a Switch to a demo of each component, most of
+  which ask again; its Loop asks on every pass until the answer is 1.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from thinking_kit import llm_gateway, services
+
+from services.orchestrator.checkpoint import NodeRecord, Replay, node_key
+from services.orchestrator.dsl import load_canvas
+from services.orchestrator.engine_settings import Services
+from services.orchestrator.events import MessageDelta, NodeFinished, NodeStarted, RunFinished, UserInputRequired
+from services.orchestrator.runner import run
+from services.orchestrator.state import RunRequest, SessionState
+from services.orchestrator.validate import compile_plan
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+class Conversation:
+    """One session: its state and the checkpoint records of its paused run, carried from run to run."""
+
+    def __init__(self, dsl: dict[str, Any], svc: Services) -> None:
+        self.plan = compile_plan(load_canvas(dsl))
+        self.svc = svc
+        self.state = SessionState.fresh(self.plan.variables)
+        self.records: list[NodeRecord] = []
+        self.waiting: str = ""
+        self.runs = 0
+
+    async def turn(self, query: str = "", answer: dict[str, Any] | None = None) -> list[Any]:
+        replay = Replay(self.records, {self.waiting: answer or {}}) if self.waiting else None
+        if not self.waiting:
+            self.records = []
+        self.runs += 1
+        events = []
+        request = RunRequest(run_id=f"run-{self.runs}", session_id="s", query=query)
+        async for ev in run(self.plan, request, self.state, self.svc, replay=replay, checkpoints=True):
+            if isinstance(ev, NodeRecord):
+                self.records.append(NodeRecord.from_json(ev.to_json()))
+            else:
+                events.append(ev)
+        finished = events[-1]
+        assert isinstance(finished, RunFinished) and finished.error is None, finished
+        asked = [e for e in events if isinstance(e, UserInputRequired)]
+        self.waiting = node_key(asked[-1].path, asked[-1].node_id) if finished.waiting_for_user else ""
+        return events
+
+
+def asked(events: list[Any]) -> UserInputRequired | None:
+    found = [e for e in events if isinstance(e, UserInputRequired)]
+    return found[-1] if found else None
+
+
+def answer_text(events: list[Any]) -> str:
+    return "".join(e.content for e in events if isinstance(e, MessageDelta) and not e.path)
+
+
+def started(events: list[Any]) -> list[str]:
+    return [e.node_id for e in events if isinstance(e, NodeStarted)]
+
+
+async def test_user_interaction_template_plans_asks_and_answers_with_the_users_feedback() -> None:
+    dsl = json.loads((DATA / "templates" / "user_interaction.json").read_text(encoding="utf-8"))
+    scripts = {"chat": {"qwen-turbo": {"rules": [
+        {"when": {"system_contains": "Planning Agent"}, "reply": "Search plan: 1) official docs 2) reviews"},
+        {"when": {"any_contains": "Await Response feedback"}, "reply": "Searched as you asked: {last_user}"},
+    ], "turns": ["unexpected"]}}}
+
+    def scripted(node: Any) -> Any:  # the template's models, on scripted ones of the same name
+        if isinstance(node, dict):
+            return {k: ("qwen-turbo@Scripted" if k == "llm_id" else scripted(v)) for k, v in node.items()}
+        return [scripted(v) for v in node] if isinstance(node, list) else node
+
+    async with llm_gateway(scripts) as llm:
+        talk = Conversation(scripted(dsl), services(llm))
+        first = await talk.turn("Which laptop should I buy?")
+        question = asked(first)
+        assert question is not None and question.node_id == "UserFillUp:GoldBroomsRelate"
+        assert question.tips.startswith("Here is my search plan:\nSearch plan: 1) official docs")
+        assert set(question.inputs) == {"instructions"}
+        planner_calls = len(llm.calls)
+
+        second = await talk.turn(answer={"instructions": {"type": "paragraph", "value": "only reviews, please"}})
+        assert "Agent:LargeFliesMelt" not in started(second)  # the planner finished before the pause
+        assert len(llm.calls) == planner_calls + 1  # only the second Agent called the model
+        assert "only reviews, please" in answer_text(second)
+        assert not second[-1].waiting_for_user
+
+
+@pytest.fixture
+def go_fixture() -> Conversation:
+    dsl = json.loads((DATA / "dsl_examples" / "go_fixture_all_components.json").read_text(encoding="utf-8"))
+    return Conversation(dsl, Services())
+
+
+@pytest.mark.parametrize("demo, answers, expect", [
+    ("text", [{"text": "hello world ragflow"}], "StringTransform:SplitText"),
+    ("iteration", [{"csv": "a,b,c"}], "Iteration:IterateList"),
+    ("condition", [{"x": "yes"}], "Switch:CondSwitch"),
+    ("wait_input", [{"anything": "done"}], "Message:WaitDone"),
+    ("message", [], "Message:Only"),
+    ("var_assigner", [], "VariableAssigner:SetCounter"),
+])
+async def test_go_fixture_menu_routes_to_each_demo_through_its_user_inputs(go_fixture, demo, answers, expect) -> None:
+    talk = go_fixture
+    first = await talk.turn("hi")
+    assert asked(first).node_id == "UserFillUp:Menu" and first[-1].waiting_for_user
+    events = await talk.turn(answer={"demo": demo})
+    for answer in answers:
+        assert events[-1].waiting_for_user, f"{demo}: expected a question, got {started(events)}"
+        events = await talk.turn(answer=answer)
+    assert not events[-1].waiting_for_user
+    finished = {e.node_id for e in events if isinstance(e, NodeFinished) and not e.skipped}
+    assert expect in finished or any(e.startswith(expect) for e in finished), (demo, sorted(finished))
+    assert not [e for e in events if isinstance(e, UserInputRequired) and e.node_id == "UserFillUp:Menu"]
+
+
+async def test_go_fixture_loop_asks_on_every_pass_until_the_answer_is_one(go_fixture) -> None:
+    talk = go_fixture
+    await talk.turn("hi")
+    events = await talk.turn(answer={"demo": "loop"})
+    for value in ("0", "7"):
+        question = asked(events)
+        assert question is not None and question.node_id == "UserFillUp:LoopInput" and events[-1].waiting_for_user
+        events = await talk.turn(answer={"value": value})
+    assert asked(events).node_id == "UserFillUp:LoopInput"
+    events = await talk.turn(answer={"value": "1"})
+    assert not events[-1].waiting_for_user
+    assert any(e.node_id == "Message:LoopDone" for e in events if isinstance(e, NodeFinished))
