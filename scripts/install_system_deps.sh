@@ -2,7 +2,7 @@
 # System packages the stack needs that PyPI does not ship. Installs only what is missing; needs root (or sudo)
 # the first time. Everything else comes from pyproject.toml.
 set -euo pipefail
-packages=(chromium fonts-dejavu-core)  # Debian package names (chromium: the run viewer's browser tests and the Browser component; fonts-dejavu-core: DocGenerator's PDF font)
+packages=(chromium fonts-dejavu-core fonts-droid-fallback)  # Debian package names (chromium: the run viewer's browser tests and the Browser component; fonts-dejavu-core, fonts-droid-fallback: DocGenerator's PDF fonts, the second for CJK)
 # Only the tests need these (ExeSQL's real database servers): an image skips them with TRELLIS_SKIP_TEST_PACKAGES=1.
 [ "${TRELLIS_SKIP_TEST_PACKAGES:-0}" = 1 ] || packages+=(postgresql mariadb-server)
 missing=()

@@ -3,8 +3,9 @@
 The markdown is turned into HTML once (the `markdown` package: tables, fenced code); every binary format is
 built from that tree: PDF by fpdf2's HTML renderer, DOCX by walking the tree into python-docx paragraphs,
 tables and lists, text by the tree's text. A PDF needs a Unicode TTF font: DejaVu Sans from Debian's
-fonts-dejavu-core (scripts/install_system_deps.sh); without it, the PDF uses a core font and characters
-outside Latin-1 become "?".
+fonts-dejavu-core, with Droid Sans Fallback (fonts-droid-fallback) for Chinese, Japanese and Korean
+(scripts/install_system_deps.sh); without DejaVu, the PDF uses a core font and characters outside Latin-1
+become "?".
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ _FONT_DIR = Path("/usr/share/fonts/truetype/dejavu")
 _FONT_FILES = {"": "DejaVuSans.ttf", "B": "DejaVuSans-Bold.ttf", "I": "DejaVuSans-Oblique.ttf",
                "BI": "DejaVuSans-BoldOblique.ttf"}
 _MONO_FILE = "DejaVuSansMono.ttf"
+_CJK_FILE = Path("/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf")
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,9 @@ def pdf(markdown_text: str, deco: Decorations) -> bytes:
         for style, name in _FONT_FILES.items():
             doc.add_font("DejaVu", style, str(_FONT_DIR / name))
         doc.add_font("DejaVuMono", "", str(_FONT_DIR / _MONO_FILE))
+        if _CJK_FILE.is_file():  # glyphs DejaVu lacks (CJK) come from here
+            doc.add_font("DroidFallback", "", str(_CJK_FILE))
+            doc.set_fallback_fonts(["DroidFallback"], exact_match=False)
     doc.set_auto_page_break(True, margin=18)
     doc.add_page()
     doc.set_font(family, "", deco.font_size)

@@ -60,7 +60,7 @@ async def test_pdf_holds_the_text_header_footer_and_page_number(store):
                                   footer_text="Finance", watermark_text="DRAFT")
     assert (out["filename"], out["mime_type"]) == ("Q3 report.pdf", "application/pdf")
     text = "\n".join(page.extract_text() for page in PdfReader(io.BytesIO(stored.content)).pages)
-    for needle in ("Quarterly report", "Revenue grew", "Zürich", "EMEA", "second point", "ACME confidential",
+    for needle in ("Quarterly report", "Revenue grew", "Zürich", "東京", "EMEA", "second point", "ACME confidential",
                    "Finance", "Page 1/1", "Generated:"):
         assert needle in text, needle
 
