@@ -214,3 +214,20 @@ async def test_llm_gateway_gone_mid_call_fails_the_run_naming_it(cluster) -> Non
             await llm_server.stop(None)
     assert events[-1].WhichOneof("kind") == "run_finished"
     assert "llm" in events[-1].run_finished.error.lower()
+
+
+@pytest.mark.parametrize("component, params, service", [
+    ("CodeExec", {"lang": "python", "script": "def main():\n    return {'result': 1}\n",
+                  "outputs": {"result": {"type": "Number"}}}, "sandbox"),
+    ("Retrieval", {"kb_ids": ["kb1"], "query": "sys.query"}, "retrieval"),
+])
+async def test_a_peer_service_that_is_down_fails_the_run_naming_it(cluster, component, params, service) -> None:
+    (a, _), _, _ = cluster  # the replicas' sandbox and retrieval addresses are closed ports
+    dsl = json.dumps({"components": {
+        "begin": cpn("Begin", [f"{component}:X"]),
+        f"{component}:X": cpn(component, [], params, ["begin"]),
+    }})
+    events = [e async for e in a.stub.Run(canvas_pb.RunRequest(tenant_id="t1", dsl_json=dsl, query="q"), timeout=120)]
+    assert events[-1].WhichOneof("kind") == "run_finished"
+    error = events[-1].run_finished.error
+    assert error.startswith(f"{component}:X") and service in error.lower()
