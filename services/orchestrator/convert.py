@@ -6,6 +6,7 @@ import base64
 import json
 from typing import Any
 
+import orjson
 from google.protobuf.timestamp_pb2 import Timestamp
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
@@ -20,8 +21,12 @@ from services.orchestrator.store import AgentRecord, SessionRecord, VersionRecor
 
 
 def dumps(value: Any) -> str:
-    """JSON text for free-form values; anything unserialisable (a bytes blob, an object) becomes its str()."""
-    return json.dumps(value, ensure_ascii=False, default=str)
+    """JSON text for free-form values; anything unserialisable (a bytes blob, an object) becomes its str().
+    orjson (every node's inputs and outputs go through here); the stdlib for what it refuses (ints past 64 bits)."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _usage(usage: dict[str, Any]) -> ev_pb.Usage:
