@@ -1,0 +1,571 @@
+"""`make bench`, the whole pipeline: HTTP clients -> gateway -> orchestrator replicas -> llm_gateway -> a scripted
+OpenAI-compatible model server (bench/model_server.py, one token per SSE chunk), with the stack started the way
+`trellis up` starts it, and the same model server called directly by the same client in the same run.
+
+    .venv/bin/python bench/pipeline_bench.py [--quick] [--no-profile]
+
+Measures (each beside its direct counterpart): (a) one long stream, tokens/s; (b) time to first token over an
+idle pipe, p50/p99, and the overhead; (c) 100 concurrent streams of a paced model (10 ms per token, 200
+tokens): stream time p99, first token p99; (d) aggregate tokens/s over 100 unpaced streams; (e) a closed loop
+of 100 clients: runs/s and p50/p99 for a 3-node canvas without a model and a 5-node canvas with one LLM;
+(f) RSS of each process idle and after 10,000 one-turn sessions. Also, in the same run: the floors of the
+hops (a bare aiohttp SSE relay, a bare grpc.aio stream: bench/stream_floors.py), CPU milliseconds per run of
+each process, Redis commands and round trips per run, and py-spy profiles of each process under the closed
+loop. Writes bench/results/pipeline.json.
+
+Clients count tokens as occurrences of `qz` in the bytes they receive, so any framing (one token or many per
+event) counts the same, and parsing costs the client nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import psutil
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+import stream_floors  # noqa: E402  (bench/, on sys.path as the script's directory)
+
+perf = time.perf_counter
+KEY = "bench-key"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+PY = sys.executable
+
+
+def free_port() -> int:
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < 60000:  # leaves room for replica ports (port + 1000 i)
+            return port
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def wait_http(url: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status in (200, 404, 405):
+                    return
+        except urllib.error.HTTPError as exc:
+            if exc.code in (404, 405):
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit(f"pipeline bench: {url} did not come up")
+        time.sleep(0.2)
+
+
+def wait_port(port: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"pipeline bench: nothing listens on {port}")
+        time.sleep(0.1)
+
+
+# ---- clients --------------------------------------------------------------------------------------------
+
+class Target:
+    """Where a client sends a chat completion: the model server itself, a floor, or the pipeline."""
+
+    def __init__(self, url: str, headers: dict[str, str], model_of: dict[str, str]) -> None:
+        self.url = url
+        self.headers = headers
+        self.model_of = model_of  # model shape ("bench-200-10") -> the `model` this target wants
+
+    def body(self, shape: str, stream: bool) -> dict[str, Any]:
+        return {"model": self.model_of.get(shape, shape), "stream": stream,
+                "messages": [{"role": "user", "content": "go"}]}
+
+
+async def stream_once(session: aiohttp.ClientSession, target: Target, shape: str) -> tuple[float, float, int]:
+    """(seconds to the first token, seconds to the end, tokens) of one streamed completion."""
+    start = perf()
+    first = None
+    count = 0
+    tail = b""
+    async with session.post(target.url, json=target.body(shape, True), headers=target.headers) as resp:
+        if resp.status != 200:
+            raise RuntimeError(f"{target.url}: HTTP {resp.status}: {(await resp.read())[:300]!r}")
+        async for chunk in resp.content.iter_any():
+            data = tail + chunk
+            found = data.count(b"qz")
+            if found:
+                count += found
+                if first is None:
+                    first = perf()
+            tail = data[-1:]
+    end = perf()
+    return (first or end) - start, end - start, count
+
+
+async def complete_once(session: aiohttp.ClientSession, target: Target, shape: str) -> float:
+    start = perf()
+    async with session.post(target.url, json=target.body(shape, False), headers=target.headers) as resp:
+        body = await resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"{target.url}: HTTP {resp.status}: {body[:300]!r}")
+    return perf() - start
+
+
+def client_session(limit: int = 200) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit), timeout=aiohttp.ClientTimeout(total=600))
+
+
+async def one_long_stream(target: Target, tokens: int) -> dict[str, Any]:
+    async with client_session() as s:
+        await stream_once(s, target, "bench-50-0")  # warm the connection and the caches
+        _, total, count = await stream_once(s, target, f"bench-{tokens}-0")
+    assert count == tokens, f"{target.url}: {count} of {tokens} tokens arrived"
+    return {"tokens": count, "seconds": total, "tokens_per_s": count / total}
+
+
+async def idle_ttft(target: Target, n: int) -> dict[str, Any]:
+    async with client_session() as s:
+        for _ in range(5):
+            await stream_once(s, target, "bench-5-0")
+        firsts = []
+        for _ in range(n):
+            first, _, count = await stream_once(s, target, "bench-5-0")
+            assert count == 5
+            firsts.append(first * 1000)
+            await asyncio.sleep(0.01)  # an idle pipe between requests
+    return {"p50_ms": pct(firsts, 50), "p99_ms": pct(firsts, 99), "n": n}
+
+
+async def concurrent_streams(target: Target, streams: int, shape: str, tokens: int) -> dict[str, Any]:
+    async with client_session(streams + 10) as s:
+        await asyncio.gather(*(stream_once(s, target, "bench-5-0") for _ in range(min(streams, 20))))
+        start = perf()
+        results = await asyncio.gather(*(stream_once(s, target, shape) for _ in range(streams)))
+        wall = perf() - start
+    total = sum(c for _, _, c in results)
+    assert total == streams * tokens, f"{target.url}: {total} of {streams * tokens} tokens arrived"
+    firsts = [f * 1000 for f, _, _ in results]
+    ends = [e for _, e, _ in results]
+    return {"streams": streams, "stream_p50_s": pct(ends, 50), "stream_p99_s": pct(ends, 99),
+            "first_token_p50_ms": pct(firsts, 50), "first_token_p99_ms": pct(firsts, 99),
+            "aggregate_tokens_per_s": total / wall, "wall_s": wall}
+
+
+async def closed_loop(target: Target, shape: str, clients: int, seconds: float) -> dict[str, Any]:
+    latencies: list[float] = []
+    errors = collections.Counter()
+    stop_at = 0.0
+
+    async def client(s: aiohttp.ClientSession) -> None:
+        while perf() < stop_at:
+            try:
+                latencies.append(await complete_once(s, target, shape))
+            except Exception as exc:  # noqa: BLE001 (counted and reported, the loop goes on)
+                errors[str(exc)[:120]] += 1
+
+    async with client_session(clients + 10) as s:
+        await asyncio.gather(*(complete_once(s, target, shape) for _ in range(min(clients, 20))))
+        start = perf()
+        stop_at = start + seconds
+        await asyncio.gather(*(client(s) for _ in range(clients)))
+        wall = perf() - start
+    return {"clients": clients, "seconds": wall, "runs": len(latencies), "runs_per_s": len(latencies) / wall,
+            "p50_ms": pct(latencies, 50) * 1000, "p99_ms": pct(latencies, 99) * 1000, "errors": dict(errors)}
+
+
+async def many_sessions(target: Target, shape: str, total: int, concurrency: int) -> int:
+    done = 0
+
+    async def client(s: aiohttp.ClientSession) -> None:
+        nonlocal done
+        while done < total:
+            done += 1
+            await complete_once(s, target, shape)
+
+    async with client_session(concurrency + 10) as s:
+        await asyncio.gather(*(client(s) for _ in range(concurrency)))
+    return done
+
+
+# ---- the stack ------------------------------------------------------------------------------------------
+
+def canvas(*nodes: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
+    """A chain: nodes in order, each (id, component name, params)."""
+    ids = [n[0] for n in nodes]
+    return {"components": {cid: {"obj": {"component_name": name, "params": params},
+                                 "downstream": ids[i + 1:i + 2], "upstream": ids[i - 1:i] if i else []}
+                           for i, (cid, name, params) in enumerate(nodes)}}
+
+
+def llm(model: str) -> dict[str, Any]:
+    return {"llm_id": model, "sys_prompt": "Answer.", "prompts": [{"role": "user", "content": "{sys.query}"}]}
+
+
+def streaming_canvas(model: str) -> dict[str, Any]:
+    return canvas(("begin", "Begin", {}), ("LLM:a", "LLM", llm(model)),
+                  ("Message:m", "Message", {"content": ["{LLM:a@content}"]}))
+
+
+NO_MODEL = canvas(("begin", "Begin", {}),
+                  ("StringTransform:a", "StringTransform", {"method": "merge", "script": "You said: {sys.query}"}),
+                  ("Message:m", "Message", {"content": ["{StringTransform:a@result}"]}))
+ONE_LLM = canvas(("begin", "Begin", {}),
+                 ("StringTransform:a", "StringTransform", {"method": "merge", "script": "Q: {sys.query}"}),
+                 ("LLM:a", "LLM", {"llm_id": "bench-20-0", "sys_prompt": "Answer.",
+                                   "prompts": [{"role": "user", "content": "{StringTransform:a@result}"}]}),
+                 ("StringTransform:b", "StringTransform", {"method": "merge", "script": "A: {LLM:a@content}"}),
+                 ("Message:m", "Message", {"content": ["{StringTransform:b@result}"]}))
+
+
+class Stack:
+    def __init__(self, model_url: str, data_dir: Path) -> None:
+        self.ports = {k: free_port() for k in ("HTTP", "ORCHESTRATOR", "LLM_GATEWAY", "RETRIEVAL", "SANDBOX", "REDIS")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRELLIS_")}
+        env.update({f"TRELLIS_{k}_PORT": str(p) for k, p in self.ports.items()})
+        env.update({f"TRELLIS_{k}_METRICS_PORT": "0" for k in ("ORCHESTRATOR", "LLM_GATEWAY", "RETRIEVAL", "SANDBOX")})
+        env.update({"TRELLIS_DATA_DIR": str(data_dir), "TRELLIS_LLM_LOCAL": "0", "TRELLIS_API_KEYS": f"{KEY}:bench",
+                    "OPENAI_BASE_URL": model_url + "/v1", "OPENAI_API_KEY": "bench",
+                    "TRELLIS_SANDBOX_ALLOW_UNSANDBOXED": "1"})
+        for name in ("TRELLIS_ORCHESTRATOR_REPLICAS", "TRELLIS_GATEWAY_REPLICAS"):
+            if name in os.environ:
+                env[name] = os.environ[name]
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.url = f"http://127.0.0.1:{self.ports['HTTP']}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([PY, "-m", "trellis_cli", "up"], env=self.env, cwd=ROOT,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 300
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"pipeline bench: trellis up exited: {self.proc.stdout.read()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("pipeline bench: the stack did not become healthy")
+            time.sleep(0.3)
+
+    def children(self) -> dict[str, psutil.Process]:
+        """Part name -> process: redis, orchestrator, orchestrator-1, llm_gateway, ..., gateway."""
+        out = {}
+        counts: collections.Counter = collections.Counter()
+        for child in psutil.Process(self.proc.pid).children(recursive=True):
+            cmd = " ".join(child.cmdline())
+            name = ("redis" if "redis-server" in cmd else
+                    next((s for s in ("orchestrator", "llm_gateway", "retrieval", "sandbox") if f"services.{s}" in cmd),
+                         "gateway" if "-m gateway" in cmd else ""))
+            if not name:
+                continue
+            label = name if counts[name] == 0 else f"{name}-{counts[name]}"
+            counts[name] += 1
+            out[label] = child
+        return out
+
+    def rss_mb(self) -> dict[str, float]:
+        return {name: round(p.memory_info().rss / 2**20, 1) for name, p in self.children().items()}
+
+    def cpu_s(self) -> dict[str, float]:
+        out = {}
+        for name, p in self.children().items():
+            t = p.cpu_times()
+            out[name] = t.user + t.system
+        return out
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+async def create_agent(url: str, dsl: dict[str, Any]) -> str:
+    async with aiohttp.ClientSession() as s:
+        async with s.post(url + "/api/v1/agents", headers=AUTH, json={"title": f"bench {time.monotonic_ns()}", "dsl": dsl}) as r:
+            body = await r.json()
+    if body.get("code") != 0:
+        raise SystemExit(f"pipeline bench: cannot create an agent: {body}")
+    return body["data"]["id"]
+
+
+def redis_commands(port: int) -> dict[str, int]:
+    import redis
+
+    stats = redis.Redis(port=port).info("commandstats")
+    return {k.removeprefix("cmdstat_"): v["calls"] for k, v in stats.items()}
+
+
+async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any]:
+    """One orchestrator in this process on the stack's Redis: round trips (one per packed send: a pipeline is
+    one) and commands per CreateSession + Run of the no-model canvas, the gateway's two calls per OpenAI request."""
+    from redis.asyncio.connection import AbstractConnection
+    from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
+    from trellis.canvas.v1 import session_service_pb2 as session_pb
+
+    from services.common.config import ServerConfig
+    from services.orchestrator.app import build
+    from services.orchestrator.config import OrchestratorConfig
+    from services.orchestrator.engine_settings import EngineSettings
+    from services.orchestrator.server import CanvasServicer, SessionServicer
+    from services.orchestrator.store import AgentStore
+
+    nowhere = f"127.0.0.1:{free_port()}"
+    orch = build(OrchestratorConfig(server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0),
+                                    engine=EngineSettings(), redis_url=f"redis://127.0.0.1:{redis_port}/0",
+                                    llm_gateway_addr=nowhere, retrieval_addr=nowhere, sandbox_addr=nowhere))
+    for hook in orch.on_startup:
+        await hook()
+    canvas_svc = next(b.servicer for b in orch.bindings if isinstance(b.servicer, CanvasServicer))
+    session_svc = next(b.servicer for b in orch.bindings if isinstance(b.servicer, SessionServicer))
+    agents: AgentStore = session_svc.agents
+    agent = await agents.create("bench-rt", title=f"rt {time.monotonic_ns()}", dsl_json=json.dumps(NO_MODEL))
+    sends = collections.Counter()
+    original = AbstractConnection.send_packed_command
+
+    async def counted(self, command, check_health=True):
+        sends["round_trips"] += 1
+        return await original(self, command, check_health)
+
+    async def one_run() -> None:
+        created = await session_svc.CreateSession(
+            session_pb.CreateSessionRequest(tenant_id="bench-rt", agent_id=agent.id), None)
+        req = canvas_pb.RunRequest(tenant_id="bench-rt", query="hi", session_id=created.session.id,
+                                   agent=canvas_pb.AgentTarget(agent_id=agent.id, draft=True))
+        async for _ in canvas_svc.Run(req, None):
+            pass
+        await asyncio.sleep(0)
+
+    for _ in range(5):
+        await one_run()  # warm: the plan cache, connections
+    await asyncio.sleep(0.2)
+    before = redis_commands(redis_port)
+    AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
+    try:
+        for _ in range(runs):
+            await one_run()
+        await asyncio.sleep(0.5)  # turns persist after the stream ends
+    finally:
+        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
+    after = redis_commands(redis_port)
+    for hook in orch.on_shutdown:
+        await hook()
+    commands = {k: round((after.get(k, 0) - before.get(k, 0)) / runs, 2) for k in after
+                if after.get(k, 0) - before.get(k, 0) > 0 and k not in ("info", "ping")}
+    return {"runs": runs, "round_trips_per_run": round(sends["round_trips"] / runs, 2),
+            "commands_per_run": dict(sorted(commands.items(), key=lambda kv: -kv[1])),
+            "commands_total_per_run": round(sum(commands.values()), 2)}
+
+
+def profile(processes: dict[str, psutil.Process], seconds: float, out_dir: Path) -> dict[str, Any]:
+    """py-spy (sampling, the process is not paused) of each process at once: the top functions by own time
+    and by inclusive time."""
+    spy = Path(PY).with_name("py-spy")
+    if not spy.exists():
+        return {"skipped": "py-spy is not installed (pip install -e '.[bench]')"}
+    running = {}
+    for name, proc in processes.items():
+        raw = out_dir / f"pipeline_profile_{name}.txt"
+        running[name] = (raw, subprocess.Popen(
+            [str(spy), "record", "--nonblocking", "-r", "250", "-d", str(int(seconds)), "-f", "raw", "-o", str(raw),
+             "-p", str(proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    summary = {}
+    for name, (raw, spy_proc) in running.items():
+        spy_proc.wait(seconds + 60)
+        own: collections.Counter = collections.Counter()
+        inclusive: collections.Counter = collections.Counter()
+        total = 0
+        if raw.exists():
+            for line in raw.read_text().splitlines():
+                stack, _, count = line.rpartition(" ")
+                if not count.isdigit():
+                    continue
+                n = int(count)
+                frames = [f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0].rsplit("/", 1)[-1] + ")"
+                          if " (" in f else f for f in stack.split(";")]
+                total += n
+                own[frames[-1]] += n
+                for f in set(frames):
+                    inclusive[f] += n
+            raw.unlink()
+        summary[name] = {"samples": total,
+                         "own": [[f, round(100 * c / total, 1)] for f, c in own.most_common(15)] if total else [],
+                         "inclusive": [[f, round(100 * c / total, 1)] for f, c in inclusive.most_common(25)] if total else []}
+    return summary
+
+
+# ---- the run --------------------------------------------------------------------------------------------
+
+async def measure(args: argparse.Namespace) -> dict[str, Any]:
+    q = args.quick
+    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+                               "direct": {}, "pipeline": {}, "floors": {}}
+    tmp = Path(tempfile.mkdtemp(prefix="trellis-bench-"))
+    model_port, relay_port, grpc_port = free_port(), free_port(), free_port()
+    model_url = f"http://127.0.0.1:{model_port}"
+    helpers = [subprocess.Popen([PY, str(HERE / "model_server.py"), "--port", str(model_port)]),
+               subprocess.Popen([PY, str(HERE / "stream_floors.py"), "relay", "--port", str(relay_port),
+                                 "--upstream", model_url]),
+               subprocess.Popen([PY, str(HERE / "stream_floors.py"), "grpc", "--port", str(grpc_port)])]
+    stack = Stack(model_url, tmp / "data")
+    try:
+        for port in (model_port, relay_port, grpc_port):
+            wait_port(port)
+        stack.start()
+        results["machine"]["processes"] = sorted(stack.children())
+        long_tokens = 1000 if q else 4000
+        shapes = {"bench-50-0", "bench-5-0", f"bench-{long_tokens}-0", "bench-200-10", "bench-300-0"}
+        agents = {shape: await create_agent(stack.url, streaming_canvas(shape)) for shape in sorted(shapes)}
+        agents["no_model"] = await create_agent(stack.url, NO_MODEL)
+        agents["one_llm"] = await create_agent(stack.url, ONE_LLM)
+        direct = Target(model_url + "/v1/chat/completions", {}, {})
+        relay = Target(f"http://127.0.0.1:{relay_port}/v1/chat/completions", {}, {})
+        piped = Target(stack.url + "/v1/chat/completions", AUTH, agents)
+        await asyncio.sleep(1)
+        results["rss_mb_idle"] = stack.rss_mb()
+
+        print("(a) one long stream", flush=True)
+        results["direct"]["a_one_stream"] = await one_long_stream(direct, long_tokens)
+        results["floors"]["a_aiohttp_relay"] = await one_long_stream(relay, long_tokens)
+        results["floors"]["a_grpc_stream_tokens_per_s"] = await stream_floors.grpc_tokens_per_s(grpc_port, 20000)
+        results["pipeline"]["a_one_stream"] = await one_long_stream(piped, long_tokens)
+
+        print("(b) time to first token, idle", flush=True)
+        n = 30 if q else 100
+        results["direct"]["b_ttft"] = await idle_ttft(direct, n)
+        results["floors"]["b_ttft_aiohttp_relay"] = await idle_ttft(relay, n)
+        results["pipeline"]["b_ttft"] = await idle_ttft(piped, n)
+        results["pipeline"]["b_ttft"]["overhead_p50_ms"] = results["pipeline"]["b_ttft"]["p50_ms"] - results["direct"]["b_ttft"]["p50_ms"]
+        results["pipeline"]["b_ttft"]["overhead_p99_ms"] = results["pipeline"]["b_ttft"]["p99_ms"] - results["direct"]["b_ttft"]["p99_ms"]
+
+        print("(c) 100 paced streams", flush=True)
+        results["direct"]["c_paced"] = await concurrent_streams(direct, 100, "bench-200-10", 200)
+        results["pipeline"]["c_paced"] = await concurrent_streams(piped, 100, "bench-200-10", 200)
+
+        print("(d) 100 unpaced streams", flush=True)
+        results["direct"]["d_unpaced"] = await concurrent_streams(direct, 100, "bench-300-0", 300)
+        results["floors"]["d_unpaced_aiohttp_relay"] = await concurrent_streams(relay, 100, "bench-300-0", 300)
+        results["pipeline"]["d_unpaced"] = await concurrent_streams(piped, 100, "bench-300-0", 300)
+
+        seconds = 5 if q else 15
+        print("(e) closed loops", flush=True)
+        results["direct"]["e_model_closed_loop"] = await closed_loop(direct, "bench-20-0", 100, seconds)
+        cpu0 = stack.cpu_s()
+        results["pipeline"]["e_no_model"] = await closed_loop(piped, "no_model", 100, seconds)
+        cpu1 = stack.cpu_s()
+        results["pipeline"]["e_one_llm"] = await closed_loop(piped, "one_llm", 100, seconds)
+        cpu2 = stack.cpu_s()
+        runs_a, runs_b = results["pipeline"]["e_no_model"]["runs"], results["pipeline"]["e_one_llm"]["runs"]
+        results["cpu_ms_per_run"] = {
+            "no_model": {k: round(1000 * (cpu1[k] - cpu0.get(k, 0)) / max(runs_a, 1), 2) for k in cpu1},
+            "one_llm": {k: round(1000 * (cpu2[k] - cpu1.get(k, 0)) / max(runs_b, 1), 2) for k in cpu2}}
+
+        print("redis round trips per run", flush=True)
+        results["redis_per_run"] = await redis_round_trips_per_run(stack.ports["REDIS"], 50 if q else 200)
+
+        if not args.no_profile:
+            print("profiles under the closed loop", flush=True)
+            children = {k: v for k, v in stack.children().items() if k.startswith(("orchestrator", "gateway", "llm_gateway"))}
+            loop_task = asyncio.create_task(closed_loop(piped, "one_llm", 100, 10))
+            await asyncio.sleep(1)
+            results["profiles_one_llm"] = await asyncio.to_thread(profile, children, 7, HERE / "results")
+            profiled_runs = (await loop_task)["runs"]
+        else:
+            profiled_runs = 0
+
+        print("(f) sessions", flush=True)
+        done = runs_a + runs_b + profiled_runs  # every closed-loop request was a one-turn session
+        target = 2000 if q else 10000
+        extra = max(0, target - done)
+        if extra:
+            await many_sessions(piped, "no_model", extra, 50)
+        await asyncio.sleep(2)
+        results["sessions_created"] = done + extra
+        results["rss_mb_after_sessions"] = stack.rss_mb()
+    finally:
+        stack.stop()
+        for h in helpers:
+            h.terminate()
+            h.wait(10)
+    return results
+
+
+def summarize(r: dict[str, Any]) -> dict[str, Any]:
+    d, p, f = r["direct"], r["pipeline"], r["floors"]
+    return {
+        "a_tokens_per_s": {"pipeline": round(p["a_one_stream"]["tokens_per_s"]), "direct": round(d["a_one_stream"]["tokens_per_s"]),
+                           "aiohttp_relay_floor": round(f["a_aiohttp_relay"]["tokens_per_s"]),
+                           "grpc_stream_floor": round(f["a_grpc_stream_tokens_per_s"])},
+        "b_ttft_ms": {"pipeline_p50": round(p["b_ttft"]["p50_ms"], 2), "pipeline_p99": round(p["b_ttft"]["p99_ms"], 2),
+                      "direct_p50": round(d["b_ttft"]["p50_ms"], 2), "direct_p99": round(d["b_ttft"]["p99_ms"], 2),
+                      "overhead_p50": round(p["b_ttft"]["overhead_p50_ms"], 2),
+                      "relay_floor_p50": round(f["b_ttft_aiohttp_relay"]["p50_ms"], 2)},
+        "c_paced_100": {"pipeline_stream_p99_s": round(p["c_paced"]["stream_p99_s"], 3),
+                        "direct_stream_p99_s": round(d["c_paced"]["stream_p99_s"], 3),
+                        "ratio": round(p["c_paced"]["stream_p99_s"] / d["c_paced"]["stream_p99_s"], 2),
+                        "pipeline_first_token_p99_ms": round(p["c_paced"]["first_token_p99_ms"], 1),
+                        "direct_first_token_p99_ms": round(d["c_paced"]["first_token_p99_ms"], 1)},
+        "d_aggregate_tokens_per_s": {"pipeline": round(p["d_unpaced"]["aggregate_tokens_per_s"]),
+                                     "direct": round(d["d_unpaced"]["aggregate_tokens_per_s"]),
+                                     "aiohttp_relay_floor": round(f["d_unpaced_aiohttp_relay"]["aggregate_tokens_per_s"])},
+        "e_closed_loop_100": {"no_model_runs_per_s": round(p["e_no_model"]["runs_per_s"]),
+                              "no_model_p50_ms": round(p["e_no_model"]["p50_ms"]), "no_model_p99_ms": round(p["e_no_model"]["p99_ms"]),
+                              "one_llm_runs_per_s": round(p["e_one_llm"]["runs_per_s"]),
+                              "one_llm_p50_ms": round(p["e_one_llm"]["p50_ms"]), "one_llm_p99_ms": round(p["e_one_llm"]["p99_ms"]),
+                              "direct_model_req_per_s": round(d["e_model_closed_loop"]["runs_per_s"]),
+                              "direct_model_p99_ms": round(d["e_model_closed_loop"]["p99_ms"]),
+                              "errors": {**p["e_no_model"]["errors"], **p["e_one_llm"]["errors"]}},
+        "f_rss_mb": {"idle": r["rss_mb_idle"], "after_sessions": r["rss_mb_after_sessions"], "sessions": r["sessions_created"]},
+        "cpu_ms_per_run": r["cpu_ms_per_run"],
+        "redis_per_run": {k: r["redis_per_run"][k] for k in ("round_trips_per_run", "commands_total_per_run")},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller loads, for a try while developing")
+    parser.add_argument("--no-profile", action="store_true", help="skip the py-spy profiles")
+    args = parser.parse_args()
+    results = asyncio.run(measure(args))
+    results["summary"] = summarize(results)
+    out = HERE / "results" / ("pipeline_quick.json" if args.quick else "pipeline.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(json.dumps(results["summary"], indent=2))
+    print(f"written: {out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
