@@ -56,7 +56,7 @@ class Downloaded:
 class BrowserSession:
     """One run's browser: `async with BrowserSession(http) as b: await b.go_to_url(...)`."""
 
-    http: Any  # OutboundHttp (the SSRF guard), or None: then only public http(s) URLs are let through unchecked
+    http: Any  # OutboundHttp (the SSRF guard); None only in tests without one: then nothing is checked
     headless: bool = True
     chromium_sandbox: bool = False
     downloads: list[Downloaded] = field(default_factory=list)
