@@ -66,10 +66,14 @@ export class Api {
     return this.call("GET", `/api/v1/agents/${encodeURIComponent(id)}/logs/${encodeURIComponent(messageId)}`);
   }
 
-  // POST /api/v1/agents/{id}/stream; calls onEnvelope(envelope) for each event until `done`.
-  async stream(id, body, onEnvelope, signal) {
+  // POST /api/v1/agents/{id}/stream; calls onEnvelope(envelope) for each event until `done`. With
+  // `lastEventId` ("<run id>:<seq>") it rejoins that run after that event instead of starting one: "<run id>:0"
+  // replays a past run's whole stored stream.
+  async stream(id, body, onEnvelope, signal, lastEventId = "") {
+    const headers = this.headers(true);
+    if (lastEventId) headers["Last-Event-ID"] = lastEventId;
     const resp = await fetch(`/api/v1/agents/${encodeURIComponent(id)}/stream`, {
-      method: "POST", headers: this.headers(true), body: JSON.stringify(body), signal,
+      method: "POST", headers, body: JSON.stringify(body), signal,
     });
     if (!resp.ok || !(resp.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
       // Refused before the stream: one error envelope in the body.

@@ -162,16 +162,46 @@ function openSession(session) {
   status("");
 }
 
+// A past run: its stored event stream replayed onto the canvas and the trace (every component with its
+// time, tool calls, references, errors), then the Agent thoughts of its run log. When the stream is gone
+// (kept 7 days, like the log) the run log alone marks the components it names.
 async function replay(messageId) {
+  state.running?.abort();
   graph.reset();
   trace.clear(`run ${messageId.slice(0, 8)}`);
+  let replayed = false;
+  try {
+    await state.api.stream(state.agent.id, {}, (env) => {
+      replayed = true;
+      trace.envelope(env);
+      markNode(env);
+    }, undefined, `${messageId}:0`);
+  } catch (err) {
+    replayed = false;
+    graph.reset();
+    trace.clear(`run ${messageId.slice(0, 8)}`);
+  }
   try {
     const log = await state.api.runLog(state.agent.id, messageId);
-    for (const [component, failed] of trace.replay(log)) graph.mark(component, failed ? "failed" : "visited");
+    const seen = replayed ? trace.thoughts(log) : trace.replay(log);
+    if (!replayed) for (const [component, failed] of seen) graph.mark(component, failed ? "failed" : "visited");
     const ok = log.status === "succeeded" || log.status === "done";
     status(log.status, ok ? "ok" : log.status === "failed" ? "bad" : "");
   } catch (err) {
     trace.line("fail", "", err.message);
+  }
+}
+
+// A component's state on the canvas, from one envelope (live or replayed).
+function markNode(env) {
+  const d = env.data || {};
+  if (env.type === "status") {
+    if (d.status === "node_started") graph.mark(env.node_name, "running");
+    else if (d.status === "node_finished") graph.mark(env.node_name, "done", d.elapsed_time);
+    else if (d.status === "node_failed") graph.mark(env.node_name, "failed", d.elapsed_time);
+    else if (d.status === "node_skipped") graph.mark(env.node_name, "skipped");
+  } else if (env.type === "error" && d.component_id) {
+    graph.mark(d.component_id, "failed");
   }
 }
 
@@ -238,21 +268,17 @@ async function run(query) {
     await state.api.stream(state.agent.id, request, (env) => {
       if (controller.signal.aborted) return;
       trace.envelope(env);
+      markNode(env);
       const d = env.data || {};
       if (env.type === "thread_id") state.threadId = d.thread_id;
       runId = env.run_id || runId;
       if (env.type === "content") {
         text += d.delta;
         renderText(body, text);
-      } else if (env.type === "status") {
-        if (d.status === "node_started") graph.mark(env.node_name, "running");
-        else if (d.status === "node_finished") graph.mark(env.node_name, "done", d.elapsed_time);
-        else if (d.status === "node_failed") graph.mark(env.node_name, "failed", d.elapsed_time);
-        else if (d.status === "node_skipped") graph.mark(env.node_name, "skipped");
-        else if (d.status === "message_end") citeReferences(answer, d.reference);
+      } else if (env.type === "status" && d.status === "message_end") {
+        citeReferences(answer, d.reference);
       } else if (env.type === "error") {
-        failed = d.component_id ? `${d.message}` : d.message;
-        if (d.component_id) graph.mark(d.component_id, "failed");
+        failed = d.message;
         answer.append(el("p", "error", failed));
       } else if (env.type === "done") {
         status(failed ? "failed" : d.cancelled ? "cancelled" : `done in ${formatSeconds(d.elapsed_time)}`,

@@ -99,6 +99,14 @@ export class Trace {
       li.append(details(call.error ? "error" : "output", pretty(call.error || call.result || "")));
       seen.set(call.component_id, seen.get(call.component_id) || Boolean(call.error));
     }
+    for (const [component, failed] of this.thoughts(log)) seen.set(component, seen.get(component) || failed);
+    if (log.error) this.line("fail", "", `error: ${log.error}`);
+    return seen;
+  }
+
+  // The Agent reasoning steps of a stored run. Returns component id -> failed?.
+  thoughts(log) {
+    const seen = new Map();
     for (const t of log.thoughts || []) {
       const what = t.tool ? `round ${t.round ?? ""}: called ${t.tool}` : `round ${t.round ?? ""}: ${t.thought || "answered"}`;
       const li = this.line(t.error ? "fail" : "thought", t.component_id, what);
@@ -106,7 +114,6 @@ export class Trace {
       if (t.observation) li.append(details("observation", pretty(t.observation)));
       seen.set(t.component_id, seen.get(t.component_id) || Boolean(t.error));
     }
-    if (log.error) this.line("fail", "", `error: ${log.error}`);
     return seen;
   }
 }

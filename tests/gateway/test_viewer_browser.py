@@ -131,6 +131,8 @@ async def test_sign_in_run_watch_and_replay_on_a_laptop(site, browser, tmp_path)
     await expect(page.locator("#agents button")).to_have_count(3)
     # A container's children are drawn inside its box.
     await page.click("#agents button:text-is('Looper')")
+    await expect(page.locator("#agent-title")).to_have_text("Looper")
+    await page.wait_for_load_state("networkidle")  # the graph is drawn once the agent's DSL arrived
     container = await page.locator('.node[data-id="Iteration:Each"]').bounding_box()
     for child in ("IterationItem:Start", "StringTransform:Upper"):
         box = await page.locator(f'.node[data-id="{child}"]').bounding_box()
@@ -169,9 +171,16 @@ async def test_sign_in_run_watch_and_replay_on_a_laptop(site, browser, tmp_path)
     await page.locator("#sessions button").first.click()
     await expect(page.locator("#messages")).to_contain_text("Weather in Paris?")
     await page.click(".trace-link")
-    await expect(page.locator("#trace li.t-run").first).to_have_text(re.compile(r"^run (succeeded|done) in "))
-    await expect(page.locator("#trace li.t-tool")).to_contain_text("get_weather_0")
-    await expect(graph.locator('.node[data-id="Agent:Forecaster"]')).to_have_class("node visited")
+    # The run's stored event stream replays: every component with its time, the tool call, the run's end...
+    await expect(page.locator("#trace li.t-run").first).to_have_text("run started")
+    await expect(page.locator("#trace li.t-run").last).to_have_text(re.compile(r"^done in .* tokens$"))
+    await expect(page.locator("#trace li.t-tool")).to_contain_text("tool get_weather_0 returned")
+    for node in ("begin", "Agent:Forecaster", "Message:Reply"):
+        await expect(graph.locator(f'.node[data-id="{node}"]')).to_have_class("node done")
+        await expect(graph.locator(f'.node[data-id="{node}"] .node-time')).to_have_text(re.compile(r"^(\d+ ms|\d+\.\d+ s)$"))
+    # ...then the Agent's reasoning from the run log, and the status.
+    await expect(page.locator("#trace li.t-thought")).to_contain_text("round 1: called get_weather_0")
+    await expect(page.locator("#run-status")).to_have_text(re.compile("succeeded|done"))
     await page.screenshot(path=tmp_path / "4-laptop-replay.png")
 
     # A failing component is named, on the canvas and in the answer.
