@@ -68,6 +68,9 @@ def plan_stack() -> tuple[list[Process], dict[str, str]]:
             # Replica i listens on port + 1000 i (metrics likewise): callers list every replica and spread
             # their calls over them (round_robin in services/common/channels.py), as they would over pods.
             r_port, r_metrics = port + REPLICA_PORT_STEP * i, metrics_port + REPLICA_PORT_STEP * i if metrics_port else 0
+            if max(r_port, r_metrics) > 65535:
+                raise SystemExit(f"configuration error: orchestrator replica {i} would listen on port {max(r_port, r_metrics)}"
+                                 f" (TRELLIS_{key}_PORT + 1000 x {i}); lower TRELLIS_{key}_PORT or the replica count")
             addresses.append(f"127.0.0.1:{r_port}")
             ports = {name if i == 0 else f"{name}-{i}": r_port}
             if r_metrics:
