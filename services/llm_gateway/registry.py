@@ -84,13 +84,13 @@ class Registry:
                 raise ModelNotFound(f"no default {type} model is configured" + (f" (set {env})" if env else ""))
         found = self._find(wanted, type)
         if found is None:
-            problem = self._missing(wanted, type)
             if self.fallback and type == "chat" and self.default("chat") and wanted != self.default("chat"):
+                problem = self._missing(wanted, type, hint_fallback=False)
                 default = self.resolve(self.default("chat"), "chat")
                 notice = (f"model {wanted!r} is not configured ({problem}); it ran on the default chat model "
                           f"{default.id} because TRELLIS_MODEL_FALLBACK=1")
                 return replace(default, notice=notice)
-            raise ModelNotFound(f"unknown {type} model {wanted!r}: {problem}")
+            raise ModelNotFound(f"unknown {type} model {wanted!r}: {self._missing(wanted, type)}")
         if found.type != type:
             raise InvalidArgument(f"model {wanted!r} is a {found.type} model; this call needs a {type} model")
         return found
@@ -123,10 +123,11 @@ class Registry:
         ids += [f"<any>@{o.factory}" for o in self._open.values()]
         return ", ".join(ids) or "none"
 
-    def _missing(self, wanted: str, type: ModelType) -> str:
+    def _missing(self, wanted: str, type: ModelType, *, hint_fallback: bool = True) -> str:
         """Why `wanted` names nothing, and what would configure it."""
         file_hint = "or declare it in the providers file (TRELLIS_LLM_PROVIDERS)"
-        fallback_hint = "" if type != "chat" else "; TRELLIS_MODEL_FALLBACK=1 runs it on the default chat model"
+        fallback_hint = ("; TRELLIS_MODEL_FALLBACK=1 runs it on the default chat model"
+                         if type == "chat" and hint_fallback else "")
         if "@" not in wanted:
             return (f"no configured model has that name (known: {self._known(type)}); name its factory as "
                     f"'{wanted}@Factory', set OPENAI_BASE_URL for an endpoint that takes bare names, "

@@ -132,7 +132,8 @@ async def test_the_fallback_runs_the_default_chat_model_and_says_so():
         assert chunks[0].model == "demo@Scripted"
         notice = chunks[0].notice
         assert "'kimi-k2.5@Moonshot' is not configured" in notice and "MOONSHOT_API_KEY" in notice
-        assert "demo@Scripted" in notice and "TRELLIS_MODEL_FALLBACK=1" in notice
+        assert "demo@Scripted" in notice and notice.endswith("because TRELLIS_MODEL_FALLBACK=1")
+        assert "runs it on the default" not in notice  # the hint to turn the fallback on is for errors only
         assert all(not c.notice for c in chunks[1:])
         # A configured model is not touched by the fallback, and embeddings never fall back.
         ok = await gw.chat(llm_pb.ChatRequest(model_id="demo@Scripted", messages=[user("again")]))
