@@ -115,3 +115,45 @@ async def test_user_fill_up_over_ragflow_sse_then_resume_with_inputs(client) -> 
     runs = await (await client.get(f"/api/v1/agents/{agent_id}/sessions/{session_id}/runs", headers=headers())).json()
     assert [r["status"] for r in runs["data"]] == ["succeeded", "succeeded"]
     assert runs["data"][0]["parent_run_id"] == runs["data"][1]["id"]
+
+
+@pytest.mark.parametrize("dialect", ["openai", "envelope"])
+async def test_last_event_id_rejoins_in_the_openai_and_envelope_dialects(client, dialect) -> None:
+    agent_id = await create_agent(client, ECHO)
+    if dialect == "openai":
+        path, body = "/v1/chat/completions", {"model": agent_id, "stream": True,
+                                              "messages": [{"role": "user", "content": "hey"}]}
+    else:
+        path, body = f"/api/v1/agents/{agent_id}/stream", {"query": "hey"}
+    got = await frames(await client.post(path, headers=headers(), json=body))
+    ids = [fid for fid, _ in got if fid]
+    assert ids and len(set(ids)) == len(ids)  # every frame that moved the stream on names where it is
+    run_id = ids[0].rsplit(":", 1)[0]
+
+    async def rejoin(after: str) -> list[str]:
+        return [d for _, d in await frames(await client.post(path, headers=headers(**{"Last-Event-ID": after}), json=body))]
+
+    if dialect == "openai":
+        def text(frames_: list[str]) -> str:
+            chunks = [json.loads(d) for d in frames_ if d.strip() != "[DONE]"]
+            return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
+    else:
+        def text(frames_: list[str]) -> str:
+            return "".join(json.loads(d)["data"]["delta"] for d in frames_ if json.loads(d)["type"] == "content")
+    assert text([d for _, d in got]) == "You said: hey"
+    assert text(await rejoin(f"{run_id}:1")) == "You said: hey"  # after RunStarted: all of the answer
+    assert text(await rejoin(ids[-1])) == ""  # after the last event: nothing more to say
+
+
+async def test_on_disconnect_continue_keeps_the_run_going_for_a_later_rejoin(client) -> None:
+    agent_id = await create_agent(client, FILL_UP)
+    resp = await client.post("/api/v1/agents/chat/completions", headers=headers(), json={
+        "agent_id": agent_id, "query": "q", "stream": True, "on_disconnect": "continue"})
+    got = await frames(resp)
+    run_id = got[0][0].rsplit(":", 1)[0]
+    status = await (await client.get(f"/api/v1/agents/{agent_id}/runs/{run_id}", headers=headers())).json()
+    assert status["data"]["status"] in ("running", "waiting_for_user")
+    bad = await client.post("/api/v1/agents/chat/completions", headers=headers(), json={
+        "agent_id": agent_id, "query": "q", "stream": True, "on_disconnect": "sometimes"})
+    body = await bad.json()
+    assert body["code"] != 0 and "on_disconnect" in body["message"]
