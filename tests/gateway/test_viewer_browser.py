@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
+import sys
 from contextlib import asynccontextmanager
+from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from helpers import free_port
@@ -28,6 +29,10 @@ from services.llm_gateway.server import LlmServicer
 from services.orchestrator.app import build
 from services.orchestrator.config import OrchestratorConfig
 from services.orchestrator.engine_settings import EngineSettings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "services" / "retrieval"))
+from retrieval_helpers import llm_gateway as embedding_gateway  # noqa: E402
+from retrieval_helpers import running_stack  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # scripts/install_system_deps.sh installs it
 KEY = "viewer-key"
@@ -59,20 +64,30 @@ def _canvas(model: str) -> dict:
     }}
 
 
+def _handbook(dataset_id: str) -> dict:
+    """Begin -> Retrieval -> Message: the answer is the chunks found, with them as references."""
+    return {"components": {
+        "begin": cpn("Begin", ["Retrieval:Find"]),
+        "Retrieval:Find": cpn("Retrieval", ["Message:Reply"], {"kb_ids": [dataset_id], "top_n": 2,
+                                                              "similarity_threshold": 0.0}, up=["begin"]),
+        "Message:Reply": cpn("Message", [], {"content": ["{Retrieval:Find@formalized_content}"]}, up=["Retrieval:Find"]),
+    }}
+
+
 @asynccontextmanager
-async def _stack(redis_url: str):
+async def _stack(redis_url: str, retrieval_addr: str, tenant: str):
     llm = LlmGateway.create(LlmGatewayConfig.for_tests(), scripts=SCRIPTS)
     llm_server, llm_port = await start_server([LlmServicer(llm).binding()], service="llm_gateway")
     nowhere = f"127.0.0.1:{free_port()}"
     orch = build(OrchestratorConfig(
         server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
-        redis_url=redis_url, llm_gateway_addr=f"127.0.0.1:{llm_port}", retrieval_addr=nowhere, sandbox_addr=nowhere))
+        redis_url=redis_url, llm_gateway_addr=f"127.0.0.1:{llm_port}", retrieval_addr=retrieval_addr, sandbox_addr=nowhere))
     for hook in orch.on_startup:
         await hook()
     orch_server, orch_port = await start_server(orch.bindings, service="orchestrator")
-    cfg = GatewayConfig(host="127.0.0.1", port=0, health_timeout_s=1.0, api_keys={KEY: f"viewer-{time.monotonic_ns()}"},
+    cfg = GatewayConfig(host="127.0.0.1", port=0, health_timeout_s=1.0, api_keys={KEY: tenant},
                         upstreams={"orchestrator": f"127.0.0.1:{orch_port}", "llm_gateway": f"127.0.0.1:{llm_port}",
-                                   "retrieval": nowhere, "sandbox": nowhere})
+                                   "retrieval": retrieval_addr, "sandbox": nowhere})
     client = TestClient(TestServer(create_app(cfg)))
     await client.start_server()
     try:
@@ -87,12 +102,16 @@ async def _stack(redis_url: str):
 
 
 @pytest.fixture
-async def site(redis_server):
+async def site(redis_server, tmp_path_factory):
     with registered(WeatherTool):
-        async with _stack(redis_server.url) as client:
+        async with embedding_gateway() as embed_addr, \
+                running_stack("sqlite", tmp_path_factory.mktemp("kb"), embed_addr) as kb, \
+                _stack(redis_server.url, f"127.0.0.1:{kb.port}", kb.tenant) as client:
+            dataset = await kb.dataset("handbook", size=64)
+            await kb.ingest(dataset.id, "handbook.md", "# Backups\nSnapshots are kept for fourteen days.\n")
             auth = {"Authorization": f"Bearer {KEY}"}
             for title, dsl, release in (("Forecaster", _canvas("weather"), True), ("Broken", _canvas("broken"), False),
-                                        ("Looper", ITERATION, False)):
+                                        ("Looper", ITERATION, False), ("Handbook", _handbook(dataset.id), False)):
                 body = await (await client.post("/api/v1/agents", headers=auth,
                                                 json={"title": title, "dsl": dsl, "release": release})).json()
                 assert body["code"] == 0, body
@@ -128,7 +147,7 @@ async def test_sign_in_run_watch_and_replay_on_a_laptop(site, browser, tmp_path)
     page.on("console", lambda m: print("console:", m.text))
     page.on("pageerror", lambda e: print("pageerror:", e))
     await _sign_in(page, site)
-    await expect(page.locator("#agents button")).to_have_count(3)
+    await expect(page.locator("#agents button")).to_have_count(4)
     # A container's children are drawn inside its box.
     await page.click("#agents button:text-is('Looper')")
     await expect(page.locator("#agent-title")).to_have_text("Looper")
@@ -191,6 +210,18 @@ async def test_sign_in_run_watch_and_replay_on_a_laptop(site, browser, tmp_path)
     await expect(page.locator(".msg.assistant .error")).to_contain_text("model refused the prompt")
     await expect(page.locator("#trace li.t-fail").last).to_contain_text("Agent:Forecaster")
     await page.screenshot(path=tmp_path / "5-laptop-failed.png")
+
+    # References: a Retrieval's chunks come with the answer and in the trace.
+    await page.click("#agents button:text-is('Handbook')")
+    await _ask(page, "How long are snapshots kept?")
+    await expect(page.locator("#run-status")).to_contain_text("done", timeout=30_000)
+    await expect(page.locator(".msg.assistant").last).to_contain_text("fourteen days")
+    refs = page.locator(".msg.assistant .refs").last
+    await expect(refs.locator("summary")).to_have_text("1 reference")
+    await refs.locator("summary").click()
+    await expect(refs).to_contain_text("handbook.md")
+    await expect(page.locator("#trace li.t-ref")).to_contain_text("1 reference")
+    await page.screenshot(path=tmp_path / "6-laptop-references.png")
     print(f"screenshots: {tmp_path}")
 
 
@@ -206,6 +237,6 @@ async def test_the_viewer_works_on_a_phone(site, browser, tmp_path):
     # One column: nothing wider than the screen except inside the scrollable canvas.
     width = await page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the page scrolls sideways on a phone: {width}px"
-    await page.screenshot(path=tmp_path / "6-phone.png", full_page=True)
+    await page.screenshot(path=tmp_path / "7-phone.png", full_page=True)
     await context.close()
     print(f"screenshots: {tmp_path}")
