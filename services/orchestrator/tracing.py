@@ -59,11 +59,13 @@ class RunTrace:
                                         "trellis.component.elapsed_s": elapsed_s})
 
     def run_finished(self, error: str | None, cancelled: bool, usage: dict[str, Any]) -> None:
-        for span in self.open.values():  # cancelled or failed before they finished
-            tracing.end(span, None if cancelled else error,
-                        **{"trellis.component.status": "cancelled" if cancelled else "failed"})
+        left_open = bool(self.open)
+        # Components still open: cut short by a cancel or by another's failure, or waiting for the user (UserFillUp).
+        left = "cancelled" if cancelled or error else "waiting_for_user"
+        for span in self.open.values():
+            tracing.end(span, None, **{"trellis.component.status": left})
         self.open.clear()
-        status = "cancelled" if cancelled else "failed" if error else "succeeded"
+        status = "cancelled" if cancelled else "failed" if error else "waiting_for_user" if left_open else "succeeded"
         tracing.end(self.span, None if cancelled else error, **{
             "trellis.run.status": status,
             "gen_ai.usage.input_tokens": usage.get("prompt_tokens"),

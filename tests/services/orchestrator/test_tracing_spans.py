@@ -109,3 +109,22 @@ async def test_off_no_span_is_even_started(monkeypatch):
     monkeypatch.setattr(tracing, "start", no_span)
     events = await collect(plan_of(_canvas({"fail_times": 0})), inputs={"xs": {"type": "object", "value": ["a"]}})
     assert events[-1].error is None
+
+
+async def test_a_run_waiting_for_the_user_says_so(spans):
+    plan = plan_of({
+        "begin": cpn("Begin", ["UserFillUp:Ask"]),
+        "UserFillUp:Ask": cpn("UserFillUp", ["Message:Out"], {
+            "enable_tips": True, "tips": "OK?",
+            "inputs": {"feedback": {"name": "feedback", "type": "paragraph", "optional": False, "options": []}}},
+            ["begin"]),
+        "Message:Out": cpn("Message", [], {"content": ["{UserFillUp:Ask@feedback}"]}, ["UserFillUp:Ask"]),
+    })
+    events = await collect(plan)
+    assert events[-1].waiting_for_user and events[-1].error is None
+    finished, _ = _by_name(spans)
+    [ask] = [s for s in finished if s.attributes.get("trellis.component.id") == "UserFillUp:Ask"]
+    assert ask.attributes["trellis.component.status"] == "waiting_for_user" and ask.status.status_code != StatusCode.ERROR
+    [run_span] = [s for s in finished if s.name == "run"]
+    assert run_span.attributes["trellis.run.status"] == "waiting_for_user"
+    assert not [s for s in finished if s.attributes.get("trellis.component.id") == "Message:Out"]
