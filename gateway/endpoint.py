@@ -18,6 +18,7 @@ import grpc
 from aiohttp import web
 
 from gateway.auth import KeyRing
+from gateway.contract import CONTRACT, Contract
 from gateway.errors import GatewayError, envelope_body, from_rpc_error, openai_body, ragflow_body
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,7 @@ TENANT = web.RequestKey("tenant", str)  # the tenant the request's API key maps 
 STREAM = web.RequestKey("stream", web.StreamResponse)  # the SSE response, once its headers went out
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+RAGFLOW_UNAUTHORIZED = "<Unauthorized '401: Unauthorized'>"
 
 
 class Dialect(enum.Enum):
@@ -38,9 +40,9 @@ class Dialect(enum.Enum):
 def _auth_error(dialect: Dialect, missing: bool) -> GatewayError:
     code = grpc.StatusCode.UNAUTHENTICATED
     if dialect is Dialect.RAGFLOW:
-        # RAGFlow's exact wording (token_required), HTTP 200 as RAGFlow answers.
-        message = "`Authorization` can't be empty" if missing else "Authentication error: API key is invalid!"
-        return GatewayError(message, code=code)
+        # RAGFlow's login_required: HTTP 401 and code 401 with the repr of its Unauthorized exception,
+        # for a missing key and a wrong one alike.
+        return GatewayError(RAGFLOW_UNAUTHORIZED, code=code, ragflow_code=401)
     if missing:
         return GatewayError("You didn't provide an API key. Send it in an Authorization header using Bearer auth "
                             "(Authorization: Bearer YOUR_KEY).", code=code)
@@ -49,21 +51,27 @@ def _auth_error(dialect: Dialect, missing: bool) -> GatewayError:
 
 def render_error(err: GatewayError, dialect: Dialect) -> web.Response:
     if dialect is Dialect.RAGFLOW:
-        return web.json_response(ragflow_body(err), status=200)
+        # RAGFlow answers HTTP 200 with its code in the body, except 401 for authentication.
+        return web.json_response(ragflow_body(err), status=401 if err.ragflow_code == 401 else 200)
     if dialect is Dialect.OPENAI:
         return web.json_response(openai_body(err), status=err.http_status)
     return web.json_response(envelope_body(err), status=err.http_status)
 
 
-def endpoint(dialect: Dialect) -> Callable[[Handler], Handler]:
+def endpoint(dialect: Dialect, *, contract: Contract | None = None, public: bool = False) -> Callable[[Handler], Handler]:
+    """`contract` declares the route's body, query and answer (gateway/contract.py); `public` routes need no key."""
+
     def decorate(handler: Handler) -> Handler:
         @functools.wraps(handler)
         async def wrapped(request: web.Request) -> web.StreamResponse:
-            header = request.headers.get("Authorization")
-            tenant = request.app[KEYS].tenant_for(header)
-            if tenant is None:
-                return render_error(_auth_error(dialect, missing=not (header or "").strip()), dialect)
-            request[TENANT] = tenant
+            if contract is not None:
+                request[CONTRACT] = contract
+            if not public:
+                header = request.headers.get("Authorization")
+                tenant = request.app[KEYS].tenant_for(header)
+                if tenant is None:
+                    return render_error(_auth_error(dialect, missing=not (header or "").strip()), dialect)
+                request[TENANT] = tenant
             try:
                 return await handler(request)
             except GatewayError as err:
@@ -84,6 +92,8 @@ def endpoint(dialect: Dialect) -> Callable[[Handler], Handler]:
                 return _late(request, err, dialect)
 
         wrapped.dialect = dialect  # type: ignore[attr-defined]
+        wrapped.contract = contract  # type: ignore[attr-defined]
+        wrapped.public = public  # type: ignore[attr-defined]
         return wrapped
 
     return decorate

@@ -89,7 +89,8 @@ def from_rpc_error(exc: grpc.aio.AioRpcError, what: str = "orchestrator") -> Gat
 
 
 def ragflow_body(err: GatewayError) -> dict[str, Any]:
-    return {"code": err.ragflow_code, "message": err.message, "data": False}
+    # RAGFlow's 401 comes from its error handler (data null); its other errors carry data false.
+    return {"code": err.ragflow_code, "message": err.message, "data": None if err.ragflow_code == 401 else False}
 
 
 def openai_body(err: GatewayError) -> dict[str, Any]:

@@ -65,6 +65,10 @@ class DeleteSessionsBody(_Body):
     delete_all: bool | None = None
 
 
+class PatchTaskBody(_Body):
+    action: str  # only "stop"
+
+
 # ---- runs -------------------------------------------------------------------------------------------
 
 class ChatMessageIn(_Body):

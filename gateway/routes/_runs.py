@@ -38,7 +38,12 @@ def session_target(session: session_pb.Session) -> canvas_pb.AgentTarget:
 
 async def load_session(orch: Orchestrator, tenant: str, agent_id: str, session_id: str) -> session_pb.Session:
     """The tenant's session `session_id`, which must belong to `agent_id` (when one is given)."""
-    resp = await orch.unary(orch.sessions.GetSession, session_pb.GetSessionRequest(tenant_id=tenant, session_id=session_id))
+    try:
+        resp = await orch.unary(orch.sessions.GetSession, session_pb.GetSessionRequest(tenant_id=tenant, session_id=session_id))
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() not in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+            raise
+        raise GatewayError("Session not found!", code=grpc.StatusCode.NOT_FOUND, param="session_id") from None
     if agent_id and resp.session.agent_id != agent_id:
         raise GatewayError("Session does not belong to the requested agent.", code=grpc.StatusCode.FAILED_PRECONDITION,
                            param="session_id")

@@ -61,12 +61,12 @@ def message_view(m: session_pb.ChatMessage) -> dict[str, Any]:
     return view
 
 
-def session_view(s: session_pb.Session, *, messages_key: str = "messages") -> dict[str, Any]:
-    """RAGFlow names the list `message` when it creates an agent session and `messages` when it lists them."""
+def session_view(s: session_pb.Session) -> dict[str, Any]:
+    """RAGFlow names the list `message` (ragflow-sdk 0.22 read `messages` when listing): both are sent."""
     messages = [message_view(m) for m in s.messages]
     return {
         "id": s.id, "agent_id": s.agent_id, "name": s.name, "user_id": s.user_id, "source": s.source or "agent",
-        "version_id": s.version_id or None, messages_key: messages,
+        "version_id": s.version_id or None, "message": messages, "messages": messages,
         "reference": [m.get("reference", {}) for m in messages if m["role"] == "assistant"],
         **_times(s.created_at, s.updated_at),
     }

@@ -20,10 +20,12 @@ from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from gateway import sse
 from gateway.dialects import ragflow
 from gateway.dialects.ragflow import Mode, RagflowRun
+from gateway.contract import Contract
 from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR
-from gateway.protocol import OpenAIChatBody, RagflowCompletionBody, parse, read_json, truthy
+from gateway.protocol import OpenAIChatBody, PatchTaskBody, RagflowCompletionBody, parse, read_json, truthy
+from gateway.responses import ChatCompletion, CompletionData
 from gateway.routes import openai as openai_routes
 from gateway.routes._runs import agent_target, input_files, json_field, load_session, session_target
 from gateway.routes._views import ok
@@ -60,19 +62,26 @@ async def _run(request: web.Request, body: RagflowCompletionBody, agent_id: str,
     return ok(run.result())
 
 
-@endpoint(Dialect.RAGFLOW)
+_RUN = Contract("Run an agent (RAGFlow events, or OpenAI's shape with openai-compatible)", body=RagflowCompletionBody,
+                response=CompletionData | ChatCompletion, stream=True, tags=("completions",))
+_TASK = Contract("Stop the run of a session", response=bool, tags=("completions",))
+
+
+@endpoint(Dialect.RAGFLOW, contract=_RUN)
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     raw = await read_json(request)
     body = parse(RagflowCompletionBody, raw)
     if not body.agent_id:
         raise GatewayError("`agent_id` is required.", param="agent_id")
     if body.openai_compatible:
+        if not raw.get("messages"):
+            raise GatewayError("You must provide at least one message.", param="messages", ragflow_code=102)
         chat = parse(OpenAIChatBody, {**raw, "stream": bool(body.stream)})
         return await openai_routes.run_chat(request, body.agent_id, chat)
     return await _run(request, body, body.agent_id, legacy=False)
 
 
-@endpoint(Dialect.RAGFLOW)
+@endpoint(Dialect.RAGFLOW, contract=_RUN)
 async def legacy_completions(request: web.Request) -> web.StreamResponse:
     body = parse(RagflowCompletionBody, await read_json(request))
     return await _run(request, body, request.match_info["agent_id"], legacy=True)
@@ -81,21 +90,28 @@ async def legacy_completions(request: web.Request) -> web.StreamResponse:
 async def _cancel(request: web.Request) -> web.Response:
     orch, tenant = request.app[ORCHESTRATOR], request[TENANT]
     req = canvas_pb.CancelRequest(tenant_id=tenant, session_id=request.match_info["task_id"])
-    resp = await orch.unary(orch.canvas.Cancel, req)
-    return ok(resp.cancelled)
+    try:
+        await orch.unary(orch.canvas.Cancel, req)
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() not in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+            raise
+    return ok(True)  # RAGFlow: true once the stop is requested, for a task it does not know too
 
 
-@endpoint(Dialect.RAGFLOW)
+@endpoint(Dialect.RAGFLOW, contract=_TASK)
 async def cancel_task(request: web.Request) -> web.Response:
     return await _cancel(request)
 
 
-@endpoint(Dialect.RAGFLOW)
+@endpoint(Dialect.RAGFLOW, contract=Contract("Stop the run of a session", body=PatchTaskBody, response=bool,
+                                             tags=("completions",)))
 async def patch_task(request: web.Request) -> web.Response:
-    action = (await read_json(request)).get("action")
+    raw = await read_json(request)
+    if raw.get("action") is None:
+        raise GatewayError("required argument are missing: action; ", param="action")
+    action = raw["action"]
     if action != "stop":
-        raise GatewayError(f"invalid request body: field `action` must be \"stop\", not {action!r}",
-                           code=grpc.StatusCode.INVALID_ARGUMENT, param="action")
+        raise GatewayError(f"Invalid action '{action}'. Only 'stop' is supported.", param="action")
     return await _cancel(request)
 
 

@@ -18,13 +18,16 @@ from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from gateway import sse
 from gateway.dialects import envelope
 from gateway.dialects.envelope import EnvelopeRun
+from gateway.contract import Contract
 from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.orchestrator import ORCHESTRATOR
 from gateway.protocol import EnvelopeRunBody, read_body
+from gateway.responses import EnvelopeEvent
 from gateway.routes._runs import agent_target, json_field, load_session, session_target
 
 
-@endpoint(Dialect.ENVELOPE)
+@endpoint(Dialect.ENVELOPE, contract=Contract("Run an agent as a stream of standard envelopes", body=EnvelopeRunBody,
+                                              response=EnvelopeEvent, stream=True, tags=("envelope",)))
 async def stream(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, EnvelopeRunBody)
     orch, tenant, agent_id = request.app[ORCHESTRATOR], request[TENANT], request.match_info["agent_id"]

@@ -21,10 +21,15 @@ from gateway import sse
 from gateway.dialects import openai
 from gateway.dialects._common import ts_ms
 from gateway.dialects.openai import OpenAIRun
+from gateway.contract import Contract
 from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR
 from gateway.protocol import ChatMessageIn, OpenAIChatBody, read_body
+from gateway.responses import ChatCompletion, ModelList, ModelOut
+
+_CHAT = Contract("Chat completion with an agent as the model", body=OpenAIChatBody, response=ChatCompletion, stream=True,
+                 tags=("openai",))
 from gateway.routes._runs import json_field, load_session, session_target
 
 
@@ -68,7 +73,7 @@ async def run_chat(request: web.Request, agent_id: str, body: OpenAIChatBody) ->
     return web.json_response(run.completion())
 
 
-@endpoint(Dialect.OPENAI)
+@endpoint(Dialect.OPENAI, contract=_CHAT)
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, OpenAIChatBody)
     if not body.model:
@@ -76,7 +81,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await run_chat(request, body.model, body)
 
 
-@endpoint(Dialect.OPENAI)
+@endpoint(Dialect.OPENAI, contract=_CHAT)
 async def agent_chat_completions(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, OpenAIChatBody)
     return await run_chat(request, request.match_info["agent_id"], body)
@@ -87,7 +92,7 @@ def _model(a: agent_pb.Agent) -> dict:
             "name": a.title, "description": a.description}
 
 
-@endpoint(Dialect.OPENAI)
+@endpoint(Dialect.OPENAI, contract=Contract("The tenant's agents as models", response=ModelList, tags=("openai",)))
 async def list_models(request: web.Request) -> web.Response:
     orch, tenant = request.app[ORCHESTRATOR], request[TENANT]
     agents: list[agent_pb.Agent] = []
@@ -102,7 +107,7 @@ async def list_models(request: web.Request) -> web.Response:
     return web.json_response({"object": "list", "data": [_model(a) for a in agents]})
 
 
-@endpoint(Dialect.OPENAI)
+@endpoint(Dialect.OPENAI, contract=Contract("One agent as a model", response=ModelOut, tags=("openai",)))
 async def get_model(request: web.Request) -> web.Response:
     orch, tenant, model = request.app[ORCHESTRATOR], request[TENANT], request.match_info["model"]
     try:

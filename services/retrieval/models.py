@@ -38,6 +38,7 @@ class Dataset:
     document_count: int = 0
     chunk_count: int = 0
     created_at: float = field(default_factory=now)
+    settings: str = ""  # a JSON object the caller keeps with the dataset (CreateDatasetRequest.settings_json)
 
 
 @dataclass

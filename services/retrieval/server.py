@@ -11,10 +11,12 @@ from services.common.server import Binding
 from services.retrieval import convert
 from services.retrieval.backends import open_backend
 from services.retrieval.backends.base import Backend
+from services.retrieval.chunks import ChunkEditor
 from services.retrieval.config import RetrievalConfig
 from services.retrieval.ingest import Ingestor
 from services.retrieval.llm import LlmPeer
-from services.retrieval.models import Dataset, new_id
+from services.common.json_fields import json_object
+from services.retrieval.models import ChunkRecord, Dataset, Document, new_id
 from services.retrieval.search import Searcher
 
 SERVICE_NAME = rr_pb.DESCRIPTOR.services_by_name["RetrievalService"].full_name
@@ -40,6 +42,7 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
         self.backend = backend
         self.llm = llm
         self.ingestor = Ingestor(backend, llm, max_document_bytes=int(cfg.max_document_mb * 1024 * 1024))
+        self.chunks = ChunkEditor(backend, llm)
         self.searcher = Searcher(backend, llm, max_candidates=cfg.max_candidates, rerank_limit=cfg.rerank_limit)
 
     @classmethod
@@ -73,7 +76,9 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
             raise InvalidArgument(f"chunk_size must be between 16 and 8192 tokens, got {size}")
         if not 0 <= overlap <= size // 2:
             raise InvalidArgument(f"chunk_overlap must be between 0 and half of chunk_size ({size // 2}), got {overlap}")
-        ds = Dataset(new_id(), tenant, name, request.description, request.embedding_model.strip(), size, overlap)
+        json_object(request.settings_json, "settings_json")  # refuses anything but a JSON object
+        ds = Dataset(new_id(), tenant, name, request.description, request.embedding_model.strip(), size, overlap,
+                     settings=request.settings_json)
         await self.backend.create_dataset(ds)
         return rr_pb.CreateDatasetResponse(dataset=convert.dataset_to_proto(ds))
 
@@ -117,3 +122,34 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
     async def Search(self, request: rr_pb.SearchRequest, context: grpc.aio.ServicerContext) -> rr_pb.SearchResponse:
         result = await self.searcher.search(convert.search_params(_tenant(request), request))
         return rr_pb.SearchResponse(chunks=[convert.hit_to_proto(h) for h in result.hits], total=result.total)
+
+    # ------------------------------------------------------------------------------------ chunks
+    async def ListChunks(self, request: rr_pb.ListChunksRequest, context: grpc.aio.ServicerContext) -> rr_pb.ListChunksResponse:
+        doc, chunks = await self.chunks.list(_tenant(request), request.dataset_id, request.document_id,
+                                             keywords=request.keywords, chunk=request.chunk_id)
+        offset, limit = _page(request.page, request.page_size)
+        page = [_chunk(c, doc) for c in chunks[offset:offset + limit]]
+        return rr_pb.ListChunksResponse(chunks=page, total=len(chunks), document=convert.document_to_proto(doc))
+
+    async def AddChunk(self, request: rr_pb.AddChunkRequest, context: grpc.aio.ServicerContext) -> rr_pb.ChunkResponse:
+        tenant = _tenant(request)
+        chunk = await self.chunks.add(tenant, request.dataset_id, request.document_id, request.content)
+        _, doc = await self.chunks.document(tenant, request.dataset_id, request.document_id)
+        return rr_pb.ChunkResponse(chunk=_chunk(chunk, doc))
+
+    async def UpdateChunk(self, request: rr_pb.UpdateChunkRequest, context: grpc.aio.ServicerContext) -> rr_pb.ChunkResponse:
+        tenant = _tenant(request)
+        content = request.content if request.HasField("content") else None
+        chunk = await self.chunks.update(tenant, request.dataset_id, request.document_id, request.chunk_id, content)
+        _, doc = await self.chunks.document(tenant, request.dataset_id, request.document_id)
+        return rr_pb.ChunkResponse(chunk=_chunk(chunk, doc))
+
+    async def DeleteChunks(self, request: rr_pb.DeleteChunksRequest, context: grpc.aio.ServicerContext) -> rr_pb.DeleteChunksResponse:
+        deleted = await self.chunks.delete(_tenant(request), request.dataset_id, request.document_id,
+                                           list(request.chunk_ids), everything=request.all)
+        return rr_pb.DeleteChunksResponse(deleted=deleted)
+
+
+def _chunk(c: ChunkRecord, doc: Document) -> rr_pb.Chunk:
+    return rr_pb.Chunk(id=c.id, content=c.content, document_id=doc.id, document_name=doc.name, dataset_id=doc.dataset_id,
+                       positions=c.positions)

@@ -54,3 +54,50 @@ async def stack():
     finally:
         await s.client.close()
         await server.stop(None)
+
+
+@dataclass
+class Live:
+    """The gateway in front of the real orchestrator (test Redis), the real retrieval service (SQLite) and a
+    real llm_gateway with scripted models; fresh tenants per test."""
+
+    client: TestClient
+    key_a: str
+    key_b: str
+
+    @property
+    def url(self) -> str:
+        return str(self.client.server.make_url("")).rstrip("/")
+
+    def auth(self, key: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key or self.key_a}"}
+
+    async def call(self, method: str, path: str, *, key: str | None = None, **kw) -> dict:
+        """A RAGFlow call with key A (or `key`): its JSON body, whatever the HTTP status."""
+        headers = {**self.auth(key), **kw.pop("headers", {})}
+        resp = await self.client.request(method, path, headers=headers, **kw)
+        return await resp.json()
+
+
+@pytest.fixture
+async def live(orchestrator_addr, tmp_path):
+    import sys
+    import uuid
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "services" / "retrieval"))
+    from retrieval_helpers import llm_gateway, running_stack
+
+    async with llm_gateway() as llm, running_stack("sqlite", tmp_path, llm) as svc:
+        run = uuid.uuid4().hex[:8]  # the test Redis lives for the whole session
+        key_a, key_b = f"live-a-{run}", f"live-b-{run}"
+        cfg = GatewayConfig(host="127.0.0.1", port=0, health_timeout_s=1.0,
+                            upstreams={"orchestrator": orchestrator_addr, "retrieval": f"127.0.0.1:{svc.port}",
+                                       "llm_gateway": llm, "sandbox": f"127.0.0.1:{free_port()}"},
+                            api_keys={key_a: f"tenant-a-{run}", key_b: f"tenant-b-{run}"})
+        client = TestClient(TestServer(create_app(cfg)))
+        await client.start_server()
+        try:
+            yield Live(client, key_a, key_b)
+        finally:
+            await client.close()

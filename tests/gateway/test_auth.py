@@ -12,7 +12,8 @@ from gateway.app import create_app
 from gateway.auth import KeyRing, bearer_token, ensure_api_key_file, load_keys
 from gateway.config import GatewayConfig, parse_api_keys
 
-RAGFLOW_BAD_KEY = {"code": 102, "message": "Authentication error: API key is invalid!", "data": False}
+# RAGFlow's login_required: HTTP 401, code 401 and the repr of its Unauthorized exception, for a missing key too.
+RAGFLOW_BAD_KEY = {"code": 401, "message": "<Unauthorized '401: Unauthorized'>", "data": None}
 
 
 async def test_bearer_prefix_is_optional(stack):
@@ -26,10 +27,10 @@ async def test_ragflow_paths_answer_the_ragflow_envelope(stack):
     for method, path in [("GET", "/api/v1/agents"), ("POST", "/api/v1/agents/chat/completions"),
                          ("POST", "/api/v1/agents/x/completions"), ("POST", "/api/v1/tasks/x/cancel")]:
         resp = await stack.client.request(method, path, headers={"Authorization": "Bearer wrong"})
-        assert resp.status == 200
+        assert resp.status == 401
         assert await resp.json() == RAGFLOW_BAD_KEY
     resp = await stack.client.get("/api/v1/agents")
-    assert await resp.json() == {"code": 102, "message": "`Authorization` can't be empty", "data": False}
+    assert resp.status == 401 and await resp.json() == RAGFLOW_BAD_KEY
     assert not stack.fake.run_requests
 
 
@@ -95,5 +96,5 @@ async def test_gateway_creates_the_key_file_at_startup_and_accepts_it(stack, tmp
         bad = await (await client.get("/api/v1/agents", headers={"Authorization": "Bearer x"})).json()
     finally:
         await client.close()
-    assert ok == {"code": 0, "message": "success", "data": [], "total": 0}
+    assert ok == {"code": 0, "message": "success", "data": {"canvas": [], "total": 0}}
     assert bad == RAGFLOW_BAD_KEY

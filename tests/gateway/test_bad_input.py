@@ -51,8 +51,8 @@ async def test_missing_and_mistyped_fields_name_the_field(stack):
     c, h = stack.client, stack.auth()
     agent = stack.fake.add_agent(stack.tenant_a)
     cases = [
-        (RAGFLOW, "/api/v1/agents", {"dsl": {}}, "`title` is required"),
-        (RAGFLOW, "/api/v1/agents", {"title": "x"}, "`dsl` is required"),
+        (RAGFLOW, "/api/v1/agents", {"dsl": {}}, "No title in request."),  # RAGFlow's messages
+        (RAGFLOW, "/api/v1/agents", {"title": "x"}, "No DSL data in request."),
         (RAGFLOW, "/api/v1/agents", {"title": "x", "dsl": "[1]"}, "`dsl` must be a JSON object"),
         (RAGFLOW, "/api/v1/agents/chat/completions", {"query": "hi"}, "`agent_id` is required."),
         (RAGFLOW, "/api/v1/agents/chat/completions", {"agent_id": agent.id, "inputs": [1]}, "`inputs`"),
@@ -68,8 +68,10 @@ async def test_missing_and_mistyped_fields_name_the_field(stack):
         code, message = await _error(stack, dialect, await c.post(path, json=body, headers=h))
         assert code in (101, 400), (path, body, code)
         assert expected in message, (path, message)
-    assert (await _error(stack, RAGFLOW, await c.get("/api/v1/agents", params={"page": "two"}, headers=h)))[1] == \
-        "query parameter `page` must be an integer, not 'two'"
+    # RAGFlow: a page that is not a positive integer is page 1; a page_size above 100 is refused.
+    assert (await (await c.get("/api/v1/agents", params={"page": "two"}, headers=h)).json())["code"] == 0
+    assert (await _error(stack, RAGFLOW, await c.get("/api/v1/agents", params={"page_size": 101}, headers=h))) == \
+        (101, "page_size must be less than or equal to 100")
     assert not stack.fake.run_requests
 
 
@@ -80,8 +82,6 @@ async def test_unknown_agent_and_session_in_every_dialect(stack):
         (RAGFLOW, c.post("/api/v1/agents/chat/completions", json={"agent_id": "nope", "query": "hi", "stream": True}, headers=h), 102),
         (RAGFLOW, c.post("/api/v1/agents/nope/completions", json={"question": "hi"}, headers=h), 102),
         (RAGFLOW, c.post("/api/v1/agents/chat/completions", json={"agent_id": agent.id, "session_id": "nope"}, headers=h), 102),
-        (RAGFLOW, c.get("/api/v1/agents/nope", headers=h), 102),
-        (RAGFLOW, c.post("/api/v1/agents/nope/sessions", headers=h), 102),
         (RAGFLOW, c.get(f"/api/v1/agents/{agent.id}/sessions/nope", headers=h), 102),
         (OPENAI, c.post("/v1/chat/completions", json={"model": "nope", "stream": True,
                                                       "messages": [{"role": "user", "content": "hi"}]}, headers=h), 404),
@@ -90,7 +90,14 @@ async def test_unknown_agent_and_session_in_every_dialect(stack):
     ]
     for dialect, request, expected in cases:
         code, message = await _error(stack, dialect, await request)
-        assert code == expected and "not found" in message, (dialect, code, message)
+        assert code == expected and "not found" in message.lower(), (dialect, code, message)
+    # RAGFlow's own words: 102 "canvas not found." on get, 103 for everything else about an unknown agent.
+    assert await _error(stack, RAGFLOW, await c.get("/api/v1/agents/nope", headers=h)) == (102, "canvas not found.")
+    no_access = (103, "Make sure you have permission to access the agent.")
+    assert await _error(stack, RAGFLOW, await c.post("/api/v1/agents/nope/sessions", headers=h)) == no_access
+    assert await _error(stack, RAGFLOW, await c.put("/api/v1/agents/nope", json={"title": "t"}, headers=h)) == no_access
+    assert await _error(stack, RAGFLOW, await c.delete("/api/v1/agents/nope", headers=h)) == \
+        (103, "Only the owner of the agent is authorized for this operation.")
 
 
 async def test_invalid_dsl_at_run_time_is_reported_before_the_stream(stack):

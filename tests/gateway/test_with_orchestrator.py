@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 
 import openai
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from ragflow_sdk import RAGFlow
 
 from gateway.app import create_app
 
@@ -51,25 +49,6 @@ async def _create_agent(client: TestClient, title: str = "Echo") -> str:
     return body["data"]["id"]
 
 
-async def test_ragflow_sdk_session_and_ask(gateway):
-    agent_id = await _create_agent(gateway)
-
-    def conversation() -> tuple[str, list[str], list[str], str]:
-        rag = RAGFlow(api_key=KEY_A, base_url=_url(gateway))
-        agent = rag.list_agents(id=agent_id)[0]
-        session = agent.create_session()
-        answer = next(session.ask("ping", stream=False)).content
-        deltas = [m.content for m in session.ask("pong", stream=True)]
-        stored = [m["content"] for m in agent.list_sessions(id=session.id)[0].messages]
-        return answer, deltas, stored, session.message[0]["content"]
-
-    answer, deltas, stored, prologue = await asyncio.to_thread(conversation)
-    assert prologue == "Hello there!"
-    assert answer == "You said: ping"
-    assert "".join(deltas) == "You said: pong"
-    assert stored == ["Hello there!", "ping", "You said: ping", "pong", "You said: pong"]
-
-
 async def test_raw_stream_ends_with_done_and_workflow_path_sends_everything(gateway):
     agent_id = await _create_agent(gateway)
     resp = await gateway.post("/api/v1/agents/chat/completions", headers=_h(),
@@ -107,7 +86,7 @@ async def test_tenant_b_sees_nothing_of_tenant_a(gateway):
     agent_id = await _create_agent(gateway)
     session = (await (await gateway.post(f"/api/v1/agents/{agent_id}/sessions", headers=_h())).json())["data"]
     b = _h(KEY_B)
-    assert (await (await gateway.get("/api/v1/agents", headers=b)).json())["data"] == []
+    assert (await (await gateway.get("/api/v1/agents", headers=b)).json())["data"] == {"canvas": [], "total": 0}
     for resp in [await gateway.get(f"/api/v1/agents/{agent_id}", headers=b),
                  await gateway.delete(f"/api/v1/agents/{agent_id}", headers=b),
                  await gateway.post("/api/v1/agents/chat/completions", headers=b,

@@ -68,6 +68,10 @@ class Backend(ABC):
         """
 
     @abstractmethod
+    async def get_chunks(self, tenant_id: str, dataset_id: str, document_id: str) -> list[ChunkRecord]:
+        """The document's chunks with their vectors, in their stored order (for editing one chunk)."""
+
+    @abstractmethod
     async def candidates(self, query: CandidateQuery) -> CandidateSet:
         """Up to `query.limit` keyword (when `query.keyword`) and `query.limit` vector candidates,
         deduplicated, each with its cosine similarity to its dataset's query vector when the query has

@@ -33,7 +33,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS datasets(
   id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL,
   embedding_model TEXT NOT NULL, chunk_size INTEGER NOT NULL, chunk_overlap INTEGER NOT NULL,
-  dimension INTEGER NOT NULL, created_at REAL NOT NULL);
+  dimension INTEGER NOT NULL, created_at REAL NOT NULL, settings TEXT NOT NULL DEFAULT '');
 CREATE UNIQUE INDEX IF NOT EXISTS datasets_by_name ON datasets(tenant_id, name);
 CREATE TABLE IF NOT EXISTS documents(
   id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, dataset_id TEXT NOT NULL REFERENCES datasets(id) ON DELETE CASCADE,
@@ -50,7 +50,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_terms USING fts5vocab(chunks_fts, col);
 """
 
-_DATASET_COLS = "d.id, d.tenant_id, d.name, d.description, d.embedding_model, d.chunk_size, d.chunk_overlap, d.dimension, d.created_at"
+_DATASET_COLS = ("d.id, d.tenant_id, d.name, d.description, d.embedding_model, d.chunk_size, d.chunk_overlap, d.dimension, "
+                 "d.created_at, d.settings")
 _DATASET_COUNTS = (
     "(SELECT count(*) FROM documents x WHERE x.dataset_id = d.id), "
     "(SELECT coalesce(sum(x.chunk_count), 0) FROM documents x WHERE x.dataset_id = d.id)"
@@ -70,8 +71,8 @@ def _scope(dataset_id: str) -> str:
 
 def _dataset(row: Sequence[Any]) -> Dataset:
     return Dataset(id=row[0], tenant_id=row[1], name=row[2], description=row[3], embedding_model=row[4],
-                   chunk_size=row[5], chunk_overlap=row[6], dimension=row[7], created_at=row[8],
-                   document_count=row[9], chunk_count=row[10])
+                   chunk_size=row[5], chunk_overlap=row[6], dimension=row[7], created_at=row[8], settings=row[9],
+                   document_count=row[10], chunk_count=row[11])
 
 
 def _document(row: Sequence[Any]) -> Document:
@@ -108,9 +109,9 @@ class SqliteBackend(Backend):
     async def create_dataset(self, ds: Dataset) -> None:
         def insert(conn: Any) -> None:
             try:
-                conn.execute("INSERT INTO datasets VALUES(?,?,?,?,?,?,?,?,?)", (
+                conn.execute("INSERT INTO datasets VALUES(?,?,?,?,?,?,?,?,?,?)", (
                     ds.id, ds.tenant_id, ds.name, ds.description, ds.embedding_model, ds.chunk_size,
-                    ds.chunk_overlap, ds.dimension, ds.created_at))
+                    ds.chunk_overlap, ds.dimension, ds.created_at, ds.settings))
             except IntegrityError:
                 raise AlreadyExists(f"dataset name {ds.name!r} already exists") from None
 
@@ -209,7 +210,8 @@ class SqliteBackend(Backend):
     # ------------------------------------------------------------------------------------ chunks
     async def replace_chunks(self, tenant_id: str, dataset: Dataset, doc: Document, chunks: Sequence[ChunkRecord]) -> None:
         table = _vec_table(dataset.id)
-        vectors = np.asarray([c.vector for c in chunks], dtype=np.float32).reshape(len(chunks), -1)
+        vectors = (np.asarray([c.vector for c in chunks], dtype=np.float32).reshape(len(chunks), -1) if chunks
+                   else np.zeros((0, dataset.dimension), dtype=np.float32))  # every chunk of a document deleted
 
         def replace(conn: Any) -> tuple[int, int]:
             with Transaction(conn):
@@ -226,12 +228,21 @@ class SqliteBackend(Backend):
                 _upsert_document(conn, tenant_id, doc)
             _unindex(self._cache, dataset.id, old)
             index = self._cache.get(dataset.id)
-            if index is not None:
+            if index is not None and pks:
                 index.add(pks, [doc.id] * len(pks), vectors)
             return len(old), len(pks)
 
         removed, added = await self._runner.write(replace)
         self._total_chunks += added - removed
+
+    async def get_chunks(self, tenant_id: str, dataset_id: str, document_id: str) -> list[ChunkRecord]:
+        def get(conn: Any) -> list[ChunkRecord]:
+            rows = conn.execute("SELECT id, content, positions, vector FROM chunks WHERE tenant_id = ? AND dataset_id = ? "
+                                "AND document_id = ? ORDER BY pk", (tenant_id, dataset_id, document_id)).fetchall()
+            return [ChunkRecord(r[0], r[1], np.frombuffer(r[3], dtype=np.float32).tolist(), json.loads(r[2] or "[]"))
+                    for r in rows]
+
+        return await self._runner.read(get)
 
     async def candidates(self, query: CandidateQuery) -> CandidateSet:
         indexes: dict[str, vindex.Snapshot] = {}
@@ -266,6 +277,8 @@ class SqliteBackend(Backend):
 # ---------------------------------------------------------------------------------------- thread-side helpers
 def _init(conn: Any) -> int:
     conn.executescript(_SCHEMA)
+    if "settings" not in {r[1] for r in conn.execute("PRAGMA table_info(datasets)")}:  # databases made before it
+        conn.execute("ALTER TABLE datasets ADD COLUMN settings TEXT NOT NULL DEFAULT ''")
     return conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
 
 

@@ -94,7 +94,8 @@ class WeaviateBackend(Backend):
         specs = {
             DATASETS: [text("dataset_id"), text("name"), text("description", False), text("embedding_model"),
                        Property(name="chunk_size", data_type=DataType.INT), Property(name="chunk_overlap", data_type=DataType.INT),
-                       Property(name="dimension", data_type=DataType.INT), Property(name="created_at", data_type=DataType.NUMBER)],
+                       Property(name="dimension", data_type=DataType.INT), Property(name="created_at", data_type=DataType.NUMBER),
+                       text("settings", False)],
             DOCUMENTS: [text("document_id"), text("dataset_id"), text("name"), text("mime_type"),
                         Property(name="size", data_type=DataType.INT), Property(name="status", data_type=DataType.INT),
                         text("error", False), Property(name="chunk_count", data_type=DataType.INT), text("metadata_json", False),
@@ -149,7 +150,8 @@ class WeaviateBackend(Backend):
         return Dataset(id=props["dataset_id"], tenant_id=tenant_id, name=props["name"], description=props.get("description") or "",
                        embedding_model=props.get("embedding_model") or "", chunk_size=int(props["chunk_size"]),
                        chunk_overlap=int(props["chunk_overlap"]), dimension=int(props.get("dimension") or 0),
-                       document_count=docs, chunk_count=chunks, created_at=float(props["created_at"]))
+                       document_count=docs, chunk_count=chunks, created_at=float(props["created_at"]),
+                       settings=props.get("settings") or "")
 
     async def create_dataset(self, ds: Dataset) -> None:
         from weaviate.classes.query import Filter
@@ -161,7 +163,7 @@ class WeaviateBackend(Backend):
         await coll.data.insert(uuid=_uuid(ds.id), properties={
             "dataset_id": ds.id, "name": ds.name, "description": ds.description, "embedding_model": ds.embedding_model,
             "chunk_size": ds.chunk_size, "chunk_overlap": ds.chunk_overlap, "dimension": ds.dimension,
-            "created_at": ds.created_at})
+            "created_at": ds.created_at, "settings": ds.settings})
         await self._ensure_chunks(ds.id)
 
     async def get_dataset(self, tenant_id: str, dataset_id: str) -> Dataset | None:
@@ -264,6 +266,25 @@ class WeaviateBackend(Backend):
         for start in range(0, len(stale), _PAGE):
             await coll.data.delete_many(where=Filter.by_id().contains_any(stale[start : start + _PAGE]))
         await self.put_document(tenant_id, doc)
+
+    async def get_chunks(self, tenant_id: str, dataset_id: str, document_id: str) -> list[ChunkRecord]:
+        from weaviate.classes.query import Filter
+
+        if await self.get_dataset(tenant_id, dataset_id) is None:
+            return []
+        coll = self._client.collections.use(chunks_collection(dataset_id))
+        where = Filter.by_property("document_id").equal(document_id)
+        out = []
+        offset = 0
+        while True:
+            res = await coll.query.fetch_objects(filters=where, limit=_PAGE, offset=offset, include_vector=True)
+            for o in res.objects:
+                vector = o.vector.get("default") if isinstance(o.vector, dict) else o.vector
+                out.append(ChunkRecord(o.properties["chunk_id"], o.properties["content"], list(vector or []),
+                                       [int(x) for x in o.properties.get("positions") or []]))
+            if len(res.objects) < _PAGE:
+                return out
+            offset += _PAGE
 
     async def candidates(self, query: CandidateQuery) -> CandidateSet:
         from weaviate.classes.query import Filter, HybridFusion, MetadataQuery

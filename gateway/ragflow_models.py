@@ -1,0 +1,367 @@
+"""RAGFlow's dataset request models and how it reads them (its api/utils/validation_utils.py), ported.
+
+Unlike the agent routes (gateway/protocol.py, lenient), RAGFlow's dataset routes are strict: the body must
+be `application/json`, unknown fields are refused ("Extra inputs are not permitted"), and every problem is
+reported as `Field: <loc> - Message: <msg> - Value: <input>`, one line each, with code 101.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from aiohttp import web
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from gateway.errors import GatewayError
+
+DATASET_NAME_LIMIT = 128
+MAX_PAGE_SIZE = 100  # RAGFlow's REST_API_MAX_PAGE_SIZE
+CHUNK_METHODS = ("naive", "book", "email", "laws", "manual", "one", "paper", "picture", "presentation", "qa", "table",
+                 "tag", "resume")
+_CHUNK_METHOD_MSG = ("Input should be 'naive', 'book', 'email', 'laws', 'manual', 'one', 'paper', 'picture', "
+                     "'presentation', 'qa', 'table', 'tag' or 'resume'")
+
+
+def format_validation_error(e: ValidationError) -> str:
+    lines = []
+    for error in e.errors():
+        field = ".".join(map(str, error["loc"]))
+        value = str(error.get("input"))
+        if len(value) > 128:
+            value = value[:125] + "..."
+        lines.append(f"Field: <{field}> - Message: <{error['msg']}> - Value: <{value}>")
+    return "\n".join(lines)
+
+
+def uuid_hex(v: Any) -> str:
+    """RAGFlow's validate_uuid1_hex: any UUID form, returned as 32 lowercase hex digits."""
+    try:
+        if isinstance(v, UUID):
+            return v.hex
+        if isinstance(v, str):
+            return UUID(v).hex
+        raise TypeError
+    except (AttributeError, ValueError, TypeError):
+        raise PydanticCustomError("invalid_uuid_format", "Invalid UUID format") from None
+
+
+def _duplicates(ids: list[str]) -> None:
+    dups = [item for item, count in Counter(ids).items() if count > 1]
+    if dups:
+        raise PydanticCustomError("duplicate_uuids", "Duplicate ids: '{duplicate_ids}'", {"duplicate_ids": ", ".join(dups)})
+
+
+class StrictBody(BaseModel):
+    """A RAGFlow dataset-route body: read with RAGFlow's checks and messages (see module doc)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @classmethod
+    async def read(cls, request: web.Request) -> Any:
+        if request.content_type != "application/json":
+            got = request.headers.get("Content-Type") or "None"
+            raise GatewayError(f"Unsupported content type: Expected application/json, got {got}", param="body")
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge as exc:
+            raise GatewayError(f"request body is too large: {exc.text} (TRELLIS_MAX_BODY_BYTES)", http_status=413) from None
+        try:
+            payload = json.loads(raw) if raw.strip() else None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            payload = None
+        if payload is None:
+            raise GatewayError("Malformed JSON syntax: Missing commas/brackets or invalid encoding", param="body")
+        if not isinstance(payload, dict):
+            raise GatewayError(f"Invalid request payload: expected object, got {type(payload).__name__}", param="body")
+        try:
+            return cls.model_validate(payload)
+        except ValidationError as exc:
+            raise GatewayError(format_validation_error(exc), param="body") from None
+
+
+# ---- parser_config -------------------------------------------------------------------------------------
+
+_RAPTOR_PROMPT = ("Summarize the paragraphs below without inventing facts or changing numbers.\nOutput exactly two "
+                  "parts in the same language as the source:\n1. First line: a concise title only.\n2. Following "
+                  "lines: a concise summary of the content.\nDo not output labels, Markdown headings, bullet points, "
+                  "or any other commentary.\n\nParagraphs:\n{cluster_content}")
+
+
+class RaptorConfig(StrictBody):
+    use_raptor: bool = False
+    prompt: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] = _RAPTOR_PROMPT
+    max_token: Annotated[int, Field(ge=512, le=2048)] = 512
+    clustering_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.3
+    clustering_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
+    max_cluster: Annotated[int, Field(ge=1, le=1024)] = 64
+    random_seed: Annotated[int, Field(ge=0)] = 0
+    scope: Literal["file", "dataset"] = "file"
+    auto_disable_for_structured_data: bool = True
+
+
+class GraphragConfig(StrictBody):
+    use_graphrag: bool = False
+    entity_types: list[str] = Field(default_factory=lambda: ["organization", "person", "geo", "event", "category"])
+    method: Literal["light", "general", "ner"] = "light"
+    community: bool = False
+    resolution: bool = False
+    batch_chunk_token_size: Annotated[int, Field(ge=512, le=8196)] = 4096
+    retry_attempts: Annotated[int, Field(ge=1, le=10)] = 2
+    retry_backoff_seconds: Annotated[float, Field(ge=0.0, le=600.0)] = 2.0
+    retry_backoff_max_seconds: Annotated[float, Field(ge=0.0, le=3600.0)] = 60.0
+
+
+class ParentChildConfig(StrictBody):
+    use_parent_child: bool = False
+    children_delimiter: Annotated[str, Field(min_length=1)] = "\n"
+
+
+class ParserConfig(StrictBody):
+    auto_keywords: Annotated[int, Field(ge=0, le=32)] = 0
+    auto_questions: Annotated[int, Field(ge=0, le=10)] = 0
+    chunk_token_num: Annotated[int, Field(ge=1, le=2048)] = 512
+    delimiter: Annotated[str, Field(min_length=1)] = "\n"
+    graphrag: GraphragConfig | None = None
+    html4excel: bool = False
+    layout_recognize: str = "DeepDOC"
+    parent_child: ParentChildConfig | None = None
+    enable_children: bool = False
+    children_delimiter: str = ""
+    raptor: RaptorConfig | None = None
+    tag_kb_ids: list[str] = Field(default_factory=list)
+    topn_tags: Annotated[int, Field(ge=1, le=10)] = 1
+    filename_embd_weight: Annotated[float | None, Field(ge=0.0, le=1.0)] = 0.1
+    task_page_size: Annotated[int | None, Field(ge=1)] = None
+    pages: list[list[int]] | None = None
+    ext: dict[str, Any] = Field(default_factory=dict)
+
+
+def default_parser_config(chunk_method: str) -> dict[str, Any]:
+    """RAGFlow's get_parser_config(chunk_method, None): the stored parser_config of a new dataset."""
+    base: dict[str, Any] = {"table_context_size": 0, "image_context_size": 0}
+    if chunk_method == "naive":
+        raptor = RaptorConfig(use_raptor=True).model_dump(include={"use_raptor", "prompt", "max_token",
+                                                                  "clustering_threshold", "clustering_ratio",
+                                                                  "max_cluster", "random_seed"})
+        graphrag = GraphragConfig(use_graphrag=True).model_dump(exclude={"community", "resolution"})
+        base.update({"layout_recognize": "DeepDOC", "chunk_token_num": 512, "delimiter": "\n", "auto_keywords": 0,
+                     "auto_questions": 0, "html4excel": False, "topn_tags": 3, "raptor": raptor, "graphrag": graphrag,
+                     "parent_child": {"use_parent_child": False, "children_delimiter": "\n"}})
+    elif chunk_method in ("qa", "manual", "paper", "book", "laws", "presentation"):
+        base.update({"raptor": {"use_raptor": False}, "graphrag": {"use_graphrag": False}})
+    return base
+
+
+def merged_parser_config(chunk_method: str, given: dict[str, Any] | None) -> dict[str, Any]:
+    """The defaults of `chunk_method` deep-merged with what the request gave (RAGFlow's get_parser_config)."""
+
+    def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        return out
+
+    config = merge(default_parser_config(chunk_method), given or {})
+    pc = config.get("parent_child") or {}
+    if pc.get("use_parent_child"):
+        config["children_delimiter"] = pc.get("children_delimiter", "\n")
+    elif pc:
+        config["children_delimiter"] = ""
+    return config
+
+
+# ---- datasets ----------------------------------------------------------------------------------------------
+
+class CreateDatasetBody(StrictBody):
+    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=DATASET_NAME_LIMIT)]
+    avatar: Annotated[str | None, Field(max_length=65535)] = None
+    description: Annotated[str | None, Field(max_length=65535)] = None
+    embedding_model: Annotated[str | None, Field(max_length=255)] = None
+    permission: Literal["me", "team"] = "me"
+    chunk_method: str | None = None
+    parser_config: ParserConfig | None = None
+
+    @field_validator("avatar")
+    @classmethod
+    def _avatar(cls, v: str | None) -> str | None:
+        if not v:
+            return v
+        if "," not in v:
+            raise PydanticCustomError("format_invalid", "missing MIME prefix. Expected format: data:<mime>;base64,<data>")
+        prefix = v.split(",", 1)[0]
+        if not prefix.startswith("data:"):
+            raise PydanticCustomError("format_invalid", "invalid MIME prefix format. Must start with 'data:'")
+        if prefix[5:].split(";")[0] not in ("image/jpeg", "image/png"):
+            raise PydanticCustomError("format_invalid", "Unsupported MIME type. Allowed: {supported_mime_types}",
+                                      {"supported_mime_types": ["image/jpeg", "image/png"]})
+        return v
+
+    @field_validator("embedding_model", mode="before")
+    @classmethod
+    def _strip_model(cls, v: Any) -> Any:
+        return v.strip() if isinstance(v, str) else v
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _model(cls, v: str | None) -> str | None:
+        if v is None or re.fullmatch(r"[0-9a-fA-F]{32}", v):
+            return v
+        if "@" not in v:
+            raise PydanticCustomError("format_invalid", "embedding model identifier must follow <model_name>@<provider> format")
+        name, provider = v.split("@", 1)
+        if not name or not provider:
+            raise PydanticCustomError("format_invalid", "both model_name and provider must be non-empty strings")
+        if not name.strip() or not provider.strip():
+            raise PydanticCustomError("format_invalid", "Model name and provider cannot be whitespace-only strings")
+        return v
+
+    @field_validator("parser_config", mode="before")
+    @classmethod
+    def _empty_config(cls, v: Any) -> Any:
+        return None if v == {} else v
+
+    @field_validator("chunk_method", mode="wrap")
+    @classmethod
+    def _chunk_method(cls, v: Any, handler: Any, info: ValidationInfo) -> Any:
+        try:
+            result = handler(v)
+        except Exception:
+            raise PydanticCustomError("literal_error", _CHUNK_METHOD_MSG) from None
+        if result not in CHUNK_METHODS:
+            raise PydanticCustomError("literal_error", _CHUNK_METHOD_MSG)
+        return result
+
+    @model_validator(mode="after")
+    def _default_method(self) -> "CreateDatasetBody":
+        if self.chunk_method is None and "chunk_method" not in self.model_fields_set:
+            object.__setattr__(self, "chunk_method", "naive")
+        return self
+
+    def parser_config_given(self) -> dict[str, Any] | None:
+        return self.parser_config.model_dump(exclude_unset=True) if self.parser_config else None
+
+
+class DeleteDatasetsBody(StrictBody):
+    """`ids: null` (or absent) deletes nothing unless `delete_all` is true; `[]` deletes nothing."""
+
+    ids: list[str] | None = None
+    delete_all: bool = False
+
+    @field_validator("ids")
+    @classmethod
+    def _ids(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return None
+        ids = [uuid_hex(x) for x in v]
+        _duplicates(ids)
+        return ids
+
+
+class DeleteDocumentsBody(StrictBody):
+    ids: list[str] | None = None
+    delete_all: bool = False
+
+    @field_validator("ids")
+    @classmethod
+    def _ids(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None:
+            _duplicates(v)
+        return v
+
+
+# ---- query strings -------------------------------------------------------------------------------------
+
+def _lenient_page(v: Any) -> int:
+    """RAGFlow's validate_rest_api_page: anything that is not a positive integer means page 1."""
+    try:
+        page = int(v)
+    except (TypeError, ValueError):
+        return 1
+    return page if page >= 1 else 1
+
+
+def _lenient_page_size(v: Any) -> int:
+    """RAGFlow's validate_rest_api_page_size: invalid means 30; above 100 is an error."""
+    try:
+        size = int(v)
+    except (TypeError, ValueError):
+        return 30
+    if size < 1:
+        return 30
+    if size > MAX_PAGE_SIZE:
+        raise PydanticCustomError("page_size", "page_size must be less than or equal to {max}", {"max": MAX_PAGE_SIZE})
+    return size
+
+
+def _lenient_desc(v: Any) -> bool:
+    return str(v).strip().lower() != "false"
+
+
+Page = Annotated[int, BeforeValidator(_lenient_page)]
+PageSize = Annotated[int, BeforeValidator(_lenient_page_size)]
+Desc = Annotated[bool, BeforeValidator(_lenient_desc)]
+
+
+class Query(BaseModel):
+    """A query string: unknown parameters are ignored (clients send filters we do not implement)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class PageQuery(Query):
+    page: Page = 1
+    page_size: PageSize = 30
+    orderby: str = "create_time"
+    desc: Desc = True
+
+
+class ListAgentsQuery(PageQuery):
+    orderby: str = "create_time"
+    keywords: str = ""
+    id: str | None = None  # ragflow-sdk 0.22: one agent by id
+    title: str | None = None  # ragflow-sdk 0.22: agents with this exact title
+    dsl: Desc = True  # false leaves each agent's DSL out
+
+
+class ListSessionsQuery(PageQuery):
+    orderby: str = "update_time"
+    id: str | None = None
+    user_id: str | None = None
+
+
+class ListDatasetsQuery(PageQuery):
+    id: str | None = None
+    name: str | None = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id(cls, v: Any) -> Any:
+        return None if v is None else uuid_hex(v)
+
+
+class ListDocumentsQuery(PageQuery):
+    id: str | None = None
+    name: str | None = None
+    keywords: str | None = None
+
+
+class ListChunksQuery(Query):
+    page: Page = 1
+    page_size: PageSize = 30
+    keywords: str = ""
+    id: str | None = None

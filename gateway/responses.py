@@ -1,0 +1,277 @@
+"""The answers of every route as pydantic models: what RAGFlow, OpenAI and envelope clients read.
+
+The view functions (gateway/routes/_views.py, gateway/routes/datasets.py) build these, and the OpenAPI
+generator (gateway/openapi/spec.py) publishes their schemas, so the document describes exactly what is
+sent. Models allow extra keys: a client must not break when we add a field, as RAGFlow's don't.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+# ---- RAGFlow envelopes --------------------------------------------------------------------------------
+
+class RagflowError(_Out):
+    """Every RAGFlow error: HTTP 200 (401 for authentication) with a non-zero code."""
+
+    code: int
+    message: str
+    data: Any = None
+
+
+# ---- agents, versions, sessions -------------------------------------------------------------------------
+
+class _Times(_Out):
+    create_time: int
+    create_date: str | None = None
+    update_time: int
+    update_date: str | None = None
+
+
+class AgentOut(_Times):
+    id: str
+    title: str
+    description: str | None = None
+    avatar: str | None = None
+    canvas_type: str | None = None
+    canvas_category: str
+    user_id: str
+    permission: str
+    release: bool
+    latest_version_id: str | None = None
+    dsl: dict[str, Any] | None = None
+
+
+class AgentList(_Out):
+    canvas: list[AgentOut]
+    total: int
+
+
+class AgentUpdated(_Out):
+    update_time: int
+
+
+class VersionOut(_Times):
+    id: str
+    agent_id: str
+    user_canvas_id: str
+    number: int
+    title: str
+    release: bool
+    dsl: dict[str, Any] | None = None
+
+
+class MessageOut(_Out):
+    role: str
+    content: str
+    id: str | None = None
+    created_at: float | None = None
+    reference: Any = None
+
+
+class SessionOut(_Times):
+    id: str
+    agent_id: str
+    name: str
+    user_id: str
+    source: str
+    version_id: str | None = None
+    message: list[MessageOut]
+    messages: list[MessageOut]  # the key ragflow-sdk 0.22 reads; the same list as `message`
+    reference: list[Any]
+
+
+class PartialDelete(_Out):
+    success_count: int
+    errors: list[str] = []
+
+
+class RunLogOut(_Out):
+    message_id: str | None = None
+    session_id: str | None = None
+    status: str | None = None
+    error: str | None = None
+    logs: list[Any] | None = None
+    thoughts: list[Any] | None = None
+
+
+class CompletionData(_Out):
+    """A non-stream RAGFlow completion: the last event with the whole answer in data.content."""
+
+    event: str | None = None
+    session_id: str | None = None
+    message_id: str | None = None
+    data: dict[str, Any] | None = None
+
+
+# ---- datasets, documents, chunks, retrieval ----------------------------------------------------------------
+
+class DatasetOut(_Out):
+    id: str
+    name: str
+    avatar: str | None = None
+    description: str | None = None
+    embedding_model: str
+    permission: str
+    chunk_method: str
+    parser_config: dict[str, Any]
+    chunk_count: int
+    document_count: int
+    token_num: int
+    tenant_id: str
+    created_by: str
+    language: str
+    similarity_threshold: float
+    vector_similarity_weight: float
+    pagerank: int
+    status: str
+    create_time: int
+    create_date: str | None = None
+    update_time: int
+    update_date: str | None = None
+
+
+class DatasetsDeleted(_Out):
+    success_count: int
+    errors: list[str] = []
+
+
+class DocumentOut(_Out):
+    id: str
+    name: str
+    dataset_id: str
+    chunk_method: str
+    parser_config: dict[str, Any]
+    source_type: str
+    type: str
+    created_by: str
+    size: int
+    token_count: int
+    chunk_count: int
+    progress: float
+    progress_msg: str
+    process_begin_at: str | None = None
+    process_duration: float
+    run: str
+    status: str
+    meta_fields: dict[str, Any]
+    location: str
+    thumbnail: str | None = None
+    create_time: int
+    update_time: int
+
+
+class DocumentList(_Out):
+    docs: list[DocumentOut]
+    total: int
+
+
+class ChunkOut(_Out):
+    id: str
+    content: str
+    document_id: str
+    docnm_kwd: str | None = None
+    dataset_id: str
+    important_keywords: list[str] = []
+    questions: list[str] = []
+    tag_kwd: list[str] = []
+    image_id: str = ""
+    available: bool = True
+    positions: list[Any] = []
+
+
+class ChunkList(_Out):
+    chunks: list[ChunkOut]
+    doc: DocumentOut
+    total: int
+
+
+class ChunkAdded(_Out):
+    chunk: ChunkOut
+
+
+class RetrievedChunk(_Out):
+    id: str
+    content: str
+    document_id: str
+    document_keyword: str
+    document_name: str
+    dataset_id: str
+    kb_id: str
+    similarity: float
+    vector_similarity: float
+    term_similarity: float
+    positions: list[Any]
+    image_id: str
+    important_keywords: list[str]
+    highlight: str
+
+
+class DocAgg(_Out):
+    doc_name: str
+    doc_id: str
+    count: int
+
+
+class RetrievalOut(_Out):
+    chunks: list[RetrievedChunk]
+    doc_aggs: list[DocAgg]
+    total: int
+
+
+# ---- OpenAI ----------------------------------------------------------------------------------------------
+
+class OpenAIErrorDetail(_Out):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class OpenAIError(_Out):
+    error: OpenAIErrorDetail
+
+
+class ChatChoice(_Out):
+    index: int
+    message: dict[str, Any]
+    finish_reason: str | None = None
+
+
+class ChatCompletion(_Out):
+    id: str
+    object: str
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: dict[str, Any] | None = None
+
+
+class ModelOut(_Out):
+    id: str
+    object: str
+    created: int
+    owned_by: str
+
+
+class ModelList(_Out):
+    object: str
+    data: list[ModelOut]
+
+
+# ---- standard envelope -------------------------------------------------------------------------------------
+
+class EnvelopeEvent(_Out):
+    type: str
+    node_name: str | None = None
+    run_id: str | None = None
+    timestamp: int | None = None
+    thread_id: str | None = None
+    data: Any = None
