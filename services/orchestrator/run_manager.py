@@ -32,7 +32,7 @@ from services.orchestrator import canvases
 from services.orchestrator import events as ev
 from services.orchestrator.checkpoint import NodeRecord, Replay, node_key
 from services.orchestrator.components.user_fill_up import missing_fields
-from services.orchestrator.convert import event_from_proto, event_to_proto
+from services.orchestrator.convert import event_from_proto, event_to_proto, merge_events
 from services.orchestrator.engine_settings import Services
 from services.orchestrator.plan import Plan
 from services.orchestrator.runner import run as run_engine
@@ -390,7 +390,17 @@ class _Pump:
                 return
             self._engine = asyncio.create_task(self._produce(queue), name=f"engine-{self.run_id}")
             held: ev.NodeFinished | None = None
-            while (item := await _next(queue, self._engine)) is not None:
+            ahead: list[Any] = []  # an item taken while merging deltas, handled next
+            while (item := ahead.pop() if ahead else await _next(queue, self._engine)) is not None:
+                # Answer deltas that queued up while the previous event was being handled become one event
+                # (one seq, one stream entry): per-token work only when the pipeline keeps up.
+                while item.__class__ is ev.MessageDelta and not queue.empty():
+                    following = queue.get_nowait()
+                    merged = merge_events(item, following)
+                    if merged is None:
+                        ahead.append(following)
+                        break
+                    item = merged
                 if item.__class__ is NodeRecord:
                     if held is not None:
                         self._journal(held, item.to_json())
