@@ -2,7 +2,8 @@
 // open the past runs of its sessions. Everything goes through the gateway's public APIs (api.js).
 
 import { Api, ApiError } from "./api.js";
-import { Graph, formatSeconds } from "./graph.js";
+import { el, formatSeconds } from "./dom.js";
+import { Graph } from "./graph.js";
 import { Trace } from "./trace.js";
 
 const KEY_STORE = "trellis.viewer.key";
@@ -19,13 +20,6 @@ const state = {
 const graph = new Graph($("graph"));
 const trace = new Trace($("trace"), $("trace-title"));
 window.addEventListener("resize", () => graph.fit());
-
-function el(tag, cls, text) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined) e.textContent = text;
-  return e;
-}
 
 function status(text, cls = "") {
   const pill = $("run-status");

@@ -5,6 +5,8 @@
 // template wrapper ({dsl: {...}}). Layout is computed (layers by longest path), not read from the
 // editor's saved positions, so canvases made through the API draw the same way.
 
+import { el, formatSeconds } from "./dom.js";
+
 const NODE_W = 168;
 const NODE_H = 54;
 const GAP_X = 46;
@@ -101,13 +103,6 @@ function absolute(id, components, boxes) {
     y += boxes[p].y + PAD + HEAD;
   }
   return { x, y, w: boxes[id].w, h: boxes[id].h };
-}
-
-function el(tag, cls, text) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined) e.textContent = text;
-  return e;
 }
 
 export class Graph {
@@ -221,10 +216,4 @@ export class Graph {
       time.textContent = `${formatSeconds(elapsed)}${runs > 1 ? ` ×${runs}` : ""}`;
     }
   }
-}
-
-export function formatSeconds(s) {
-  if (typeof s !== "number" || Number.isNaN(s)) return "";
-  if (s < 1) return `${Math.max(0, Math.round(s * 1000))} ms`;
-  return `${s.toFixed(s < 10 ? 2 : 1)} s`;
 }

@@ -1,14 +1,7 @@
 // The run trace panel: one line per component start/finish, tool call, reference and error, live from the
 // envelope stream or replayed from a stored run log (GET /api/v1/agents/{id}/logs/{message_id}).
 
-import { formatSeconds } from "./graph.js";
-
-function el(tag, cls, text) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined) e.textContent = text;
-  return e;
-}
+import { el, formatSeconds } from "./dom.js";
 
 function pretty(value) {
   if (typeof value === "string") {

@@ -12,7 +12,7 @@ async def test_ui_serves_the_page_and_its_modules_without_a_key(stack):
     assert page.status == 200 and str(page.url).endswith("/ui/")
     html = await page.text()
     assert '<script type="module" src="/ui/app.js">' in html
-    for name in ("app.js", "api.js", "graph.js", "trace.js"):
+    for name in ("app.js", "api.js", "dom.js", "graph.js", "trace.js"):
         resp = await stack.client.get(f"/ui/{name}")
         assert resp.status == 200
         assert resp.content_type in ("text/javascript", "application/javascript"), resp.content_type
