@@ -4,13 +4,15 @@ download), with the actions the Browser component's model may take.
 The browser is Debian's `chromium` (scripts/install_system_deps.sh), or TRELLIS_BROWSER_EXECUTABLE.
 Every request the page makes, navigations and sub-resources alike, passes the run's SSRF guard first
 (`OutboundHttp.check_url`, TRELLIS_SSRF_ALLOWLIST): a private or loopback address is refused unless allowed.
-Files the page downloads are collected and handed back when the session ends.
+Files the page downloads are collected and handed back when the session ends; the files the task may upload
+are written to a private temporary directory for the session's life.
 """
 from __future__ import annotations
 
 import asyncio
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,11 +61,13 @@ class BrowserSession:
     http: Any  # OutboundHttp (the SSRF guard); None only in tests without one: then nothing is checked
     headless: bool = True
     chromium_sandbox: bool = False
+    uploads: dict[str, bytes] = field(default_factory=dict)  # filename -> bytes the page may be given
     downloads: list[Downloaded] = field(default_factory=list)
     _pw: Any = None
     _browser: Any = None
     _page: Any = None
     _pending: list[asyncio.Task] = field(default_factory=list)
+    _upload_dir: tempfile.TemporaryDirectory | None = None
 
     async def __aenter__(self) -> "BrowserSession":
         from playwright.async_api import async_playwright
@@ -73,6 +77,11 @@ class BrowserSession:
             raise RuntimeError(unavailable_reason() or "no browser")
         self._pw = await async_playwright().start()
         try:
+            if self.uploads:
+                self._upload_dir = tempfile.TemporaryDirectory(prefix="trellis-browser-")
+                for name, content in self.uploads.items():
+                    with open(os.path.join(self._upload_dir.name, os.path.basename(name) or "upload.bin"), "wb") as f:
+                        f.write(content)
             self._browser = await self._pw.chromium.launch(
                 executable_path=executable, headless=self.headless, chromium_sandbox=self.chromium_sandbox)
             context = await self._browser.new_context(accept_downloads=True)
@@ -98,6 +107,9 @@ class BrowserSession:
         if self._pw is not None:
             await self._pw.stop()
             self._pw = None
+        if self._upload_dir is not None:
+            self._upload_dir.cleanup()
+            self._upload_dir = None
 
     # -- the guard and downloads
     async def _guard(self, route: Any) -> None:
@@ -176,6 +188,17 @@ class BrowserSession:
         except Exception as exc:
             return f"Could not type into {selector!r}: {_first_line(exc)}"
         return f"Typed into {selector!r}" + (f"; submitted, now at {self._page.url}" if submit else "")
+
+    async def upload_file(self, selector: str, filename: str) -> str:
+        name = os.path.basename(filename)
+        if self._upload_dir is None or name not in {os.path.basename(n) for n in self.uploads}:
+            return f"No file {filename!r} to upload; the task's files: {', '.join(self.uploads) or 'none'}"
+        try:
+            await self._page.set_input_files(selector, os.path.join(self._upload_dir.name, name),
+                                             timeout=ACTION_TIMEOUT_MS)
+        except Exception as exc:
+            return f"Could not upload {name} into {selector!r}: {_first_line(exc)}"
+        return f"Put {name} into {selector!r}"
 
     async def go_back(self) -> str:
         await self._page.go_back()

@@ -2,12 +2,13 @@
 
 Params (RAGFlow's BrowserParam): the LLM params (`llm_id`, sampling flags...), `prompts` (the task; default
 "{sys.query}"), `max_steps` (30: model turns), `headless` (true), `chromium_sandbox` (false),
-`enable_default_extensions`, `persist_session`, `upload_sources` (accepted; see docs/attachments.md).
+`upload_sources` (files the page may be given: references to files, or http(s) URLs fetched behind the
+SSRF guard), `enable_default_extensions` and `persist_session` (accepted, not used: docs/attachments.md).
 Outputs: `content` (the model's final answer) and `downloaded_files` (the download info of each file the
 page downloaded: attachments of the run).
 
 RAGFlow runs the browser-use library; here the model gets a few browser actions as tools (open a URL, read
-the page, click, type, go back, finish) and the browser is driven through its DevTools protocol
+the page, click, type, upload a file, go back, finish) and the browser is driven through its DevTools protocol
 (_browser.py). Each action is a tool call in the run's events and trace. A deployment without Chromium
 fails validation naming the component.
 """
@@ -24,7 +25,8 @@ from services.llm_gateway.types import Message, Tool, ToolCall, ToolCallAssemble
 from .. import attachments
 from ..events import ToolCallFinished, ToolCallStarted
 from . import _browser, _llm
-from ._fields import as_bool
+from ._fields import as_bool, decode_json_container
+from ._files import run_files
 from .base import Component, NodeContext, ValidationIssue, register
 
 DEFAULT_MAX_STEPS = 30
@@ -47,6 +49,8 @@ TOOLS = [
     _tool("input_text", "Type text into the field matching a CSS selector; `submit` presses Enter.",
           {"selector": {"type": "string"}, "text": {"type": "string"}, "submit": {"type": "boolean"}},
           ("selector", "text")),
+    _tool("upload_file", "Put one of the task's files into the file input matching a CSS selector.",
+          {"selector": {"type": "string"}, "filename": {"type": "string"}}, ("selector", "filename")),
     _tool("go_back", "Go back to the previous page."),
     _tool("done", "Finish the task with the final answer.", {"text": {"type": "string"}}, ("text",)),
 ]
@@ -87,10 +91,14 @@ class Browser(Component):
         p = self.params
         conf = _llm.ModelConf.of(ctx, p)
         task = await _llm.render_recorded(ctx, _prompt_text(p.get("prompts", "{sys.query}")))
+        uploads = await _upload_files(ctx, p.get("upload_sources"))
+        if uploads:
+            task += ("\n\nYou can upload these files with upload_file when operating web pages:\n"
+                     + "\n".join(f"- {name}" for name in uploads))
         messages = [Message("system", SYSTEM_PROMPT), Message("user", task)]
         steps = _max_steps(p.get("max_steps", DEFAULT_MAX_STEPS)) or DEFAULT_MAX_STEPS
         session = _browser.BrowserSession(ctx.http, headless=as_bool(p.get("headless", True)),
-                                          chromium_sandbox=as_bool(p.get("chromium_sandbox", False)))
+                                          chromium_sandbox=as_bool(p.get("chromium_sandbox", False)), uploads=uploads)
         answer = ""
         async with session:
             for step in range(steps):
@@ -113,6 +121,23 @@ class Browser(Component):
         files = [await attachments.save(ctx, d.filename, _mime(d.filename), d.content) for d in session.downloads]
         ctx.set_output("content", answer)
         ctx.set_output("downloaded_files", files)
+
+
+async def _upload_files(ctx: NodeContext, sources: Any) -> dict[str, bytes]:
+    """{filename: bytes} of `upload_sources`: references to files, or literal http(s) URLs (RAGFlow's forms:
+    a list, a JSON list, or comma-separated text)."""
+    sources = decode_json_container(sources)
+    if isinstance(sources, str):
+        sources = [s for s in sources.split(",") if s.strip()]
+    files: dict[str, bytes] = {}
+    for item in sources if isinstance(sources, list) else []:
+        text = str(item).strip()
+        ref = text[1:-1].strip() if text.startswith("{") and text.endswith("}") else text
+        value = await ctx.value(ref) if ctx.is_ref(ref) else text
+        for name, content in await run_files(ctx, ref, value, "params.upload_sources", data_name="upload.bin",
+                                             text_name="upload.txt", fetch_urls=True):
+            files[name] = content
+    return files
 
 
 def _prompt_text(prompts: Any) -> str:
@@ -154,6 +179,8 @@ async def _act(ctx: NodeContext, session: _browser.BrowserSession, call: ToolCal
     elif call.name == "input_text":
         observation = await session.input_text(str(args.get("selector", "")), str(args.get("text", "")),
                                                as_bool(args.get("submit", False)))
+    elif call.name == "upload_file":
+        observation = await session.upload_file(str(args.get("selector", "")), str(args.get("filename", "")))
     elif call.name == "go_back":
         observation = await session.go_back()
     elif call.name == "done":

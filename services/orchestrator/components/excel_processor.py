@@ -8,20 +8,18 @@ Outputs: `data` ({"<file>" or "<file>_<sheet>": rows} for read, {"merged": rows}
 `markdown`, and for output `attachment`: RAGFlow's {doc_id, format, file_name} plus the download info
 (attachments.py), so a Message that references it lists the file in its message_end `downloads`.
 
-A file is what the run hands over: a `sys.files` entry or a Begin file input ({"name", "content"}: text, or
-a base64 data URI), a data URI string, or a file another component of the tenant produced (a download info
-with `doc_id`). Unlike RAGFlow, a file that cannot be read fails the component naming it, instead of
-being skipped.
+A file is what the run hands over (_files.py): a `sys.files` entry or a Begin file input, a data URI, or a
+file another component of the tenant produced. Unlike RAGFlow, a file that cannot be read fails the
+component naming it, instead of being skipped.
 """
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 from typing import Any
 
 from .. import attachments
 from . import _sheets
+from ._files import run_files
 from ._fields import FieldError, decode_json_container
 from .base import Component, NodeContext, ValidationIssue, register
 
@@ -68,7 +66,8 @@ class ExcelProcessor(Component):
             ref = str(ref).strip().strip("{}")
             value = await ctx.value(ref)
             ctx.set_input(ref, str(value)[:200] if value else "")
-            for name, content in await _files(ctx, ref, value):
+            for name, content in await run_files(ctx, ref, value, "params.input_files", data_name="uploaded.xlsx",
+                                                    text_name="uploaded.csv"):
                 try:
                     if name.lower().endswith(".csv"):
                         sheets = _sheets.read_csv(content.decode("utf-8-sig"))
@@ -172,34 +171,3 @@ def _as_sheets(data: Any) -> dict[str, _sheets.Table] | None:
     if isinstance(data, list):
         return {"Sheet1": [r if isinstance(r, dict) else {"value": r} for r in data]}
     return None
-
-
-async def _files(ctx: NodeContext, ref: str, value: Any) -> list[tuple[str, bytes]]:
-    """(filename, bytes) of each file in a referenced value."""
-    value = decode_json_container(value)
-    if value is None or value == "":
-        return []
-    if isinstance(value, list):
-        return [f for item in value for f in await _files(ctx, ref, item)]
-    if isinstance(value, dict) and value.get("doc_id"):
-        store = ctx.services.attachments
-        tenant = getattr(ctx.request, "tenant_id", "") or "default"
-        found = await store.get(tenant, str(value["doc_id"])) if store is not None else None
-        if found is None:
-            raise FieldError(ctx.component_id, "params.input_files", f"{ref}: attachment {value['doc_id']} not found")
-        return [(found.filename, found.content)]
-    if isinstance(value, dict):
-        name = str(value.get("name") or value.get("filename") or "uploaded.xlsx")
-        return [(name, _bytes(ctx, ref, value.get("content") or value.get("url") or ""))]
-    if isinstance(value, str):
-        return [("uploaded.xlsx" if value.startswith("data:") else "uploaded.csv", _bytes(ctx, ref, value))]
-    raise FieldError(ctx.component_id, "params.input_files", f"{ref} holds no file (got {type(value).__name__})")
-
-
-def _bytes(ctx: NodeContext, ref: str, content: str) -> bytes:
-    if content.startswith("data:"):
-        try:
-            return base64.b64decode(content.split(",", 1)[1], validate=False)
-        except (IndexError, binascii.Error):
-            raise FieldError(ctx.component_id, "params.input_files", f"{ref}: a malformed data URI") from None
-    return content.encode("utf-8")

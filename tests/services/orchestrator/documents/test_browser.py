@@ -21,6 +21,12 @@ from services.orchestrator.state import RunRequest
 PAGE = """<!DOCTYPE html><html><head><title>Harbour café</title></head><body>
 <h1>Opening hours</h1><p>Open daily from 9 to 17, closed on Mondays.</p>
 <a href="/menu.csv">Download the menu</a></body></html>"""
+UPLOAD_PAGE = """<!DOCTYPE html><html><head><title>Upload</title></head><body>
+<form method="post" action="/receive" enctype="multipart/form-data">
+<input type="file" id="f" name="file"><button type="submit">Send</button></form></body></html>"""
+
+
+RECEIVED: list[tuple[str, bytes]] = []
 
 
 @pytest.fixture
@@ -35,6 +41,21 @@ async def site():
     app = web.Application()
     app.router.add_get("/", index)
     app.router.add_get("/menu.csv", menu)
+    async def upload(request):
+        return web.Response(text=UPLOAD_PAGE, content_type="text/html")
+
+    async def price_list(request):
+        return web.Response(text="tea 2\n")
+
+    async def receive(request):
+        field = (await request.post())["file"]
+        RECEIVED.append((field.filename, field.file.read()))
+        return web.Response(text=f"<html><body>received {field.filename}</body></html>", content_type="text/html")
+
+    app.router.add_get("/upload", upload)
+    app.router.add_get("/data/price-list.txt", price_list)
+    app.router.add_post("/receive", receive)
+    RECEIVED.clear()
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     tcp = web.TCPSite(runner, "127.0.0.1", 0)
@@ -43,14 +64,15 @@ async def site():
     await runner.cleanup()
 
 
-async def _browse(redis_client, script: list, *, allow: list[str]) -> tuple[NodeContext, AttachmentStore, object]:
+async def _browse(redis_client, script: list, *, allow: list[str], **extra) -> tuple[NodeContext, AttachmentStore, object]:
     gateway = LlmGateway.create(LlmGatewayConfig.for_tests(), scripts={"chat": {"pilot": script}})
     server, port = await start_server([LlmServicer(gateway).binding()], service="llm_gateway")
     llm = LlmClient.connect(f"127.0.0.1:{port}")
     http = OutboundHttp(EgressPolicy.from_entries(allow))
     store = AttachmentStore(redis_client)
-    params = {"llm_id": "pilot@Scripted", "prompts": "{sys.query}", "max_steps": 6}
+    params = {"llm_id": "pilot@Scripted", "prompts": "{sys.query}", "max_steps": 10, **extra}
     ctx = NodeContext.for_test(params, component_id="Browser:b", component_name="Browser",
+                               outputs={"begin": {"doc": {"name": "notes.txt", "content": "hello upload"}}},
                                globals_={"sys.query": "When is the café open? Also fetch its menu."},
                                services=Services(llm=llm, http=http, attachments=store),
                                request=RunRequest(run_id="run-test", tenant_id="tenant-a"))
@@ -109,3 +131,27 @@ def test_validation_says_when_the_deployment_has_no_browser(monkeypatch, tmp_pat
     assert get_class("Browser").check("Browser:b", {"llm_id": "x"}) == []
     bad = get_class("Browser").check("Browser:b", {"max_steps": 0, "prompts": ""})
     assert {i.field for i in bad} == {"params.max_steps", "params.prompts"}
+
+
+async def test_upload_sources_reach_a_file_input(redis_client, site):
+    script = [_call("go_to_url", url=site + "upload"), _call("upload_file", selector="#f", filename="notes.txt"),
+              _call("click_element", text="Send"), _call("go_to_url", url=site + "upload"),
+              _call("upload_file", selector="#f", filename="price-list.txt"), _call("click_element", text="Send"),
+              _call("extract_content"), "Page: {last_tool}"]
+    ctx, _, gateway = await _browse(redis_client, script, allow=["127.0.0.1"],
+                                    upload_sources=["{begin@doc}", site + "data/price-list.txt"])
+    # A Begin file input, and a URL fetched behind the guard, as the form sent them to the site.
+    assert RECEIVED == [("notes.txt", b"hello upload"), ("price-list.txt", b"tea 2\n")]
+    assert "received price-list.txt" in ctx.outputs["content"]
+    first_user = gateway.scripted().calls[0][1].messages[1].content
+    assert "- notes.txt" in first_user and "- price-list.txt" in first_user
+    uploaded = [e.result for e in ctx.env.events if isinstance(e, ToolCallFinished) and e.tool_name == "upload_file"]
+    assert uploaded == ["Put notes.txt into '#f'", "Put price-list.txt into '#f'"]
+
+
+async def test_an_upload_url_behind_the_ssrf_guard_fails_naming_the_field(redis_client, site):
+    from services.orchestrator.components._fields import FieldError
+
+    with pytest.raises(FieldError) as err:
+        await _browse(redis_client, ["unused"], allow=[], upload_sources=[site + "data/price-list.txt"])
+    assert "Browser:b: params.upload_sources" in str(err.value) and "cannot fetch" in str(err.value)
