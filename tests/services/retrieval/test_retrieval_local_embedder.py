@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from retrieval_helpers import llm_gateway, running_stack
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 
@@ -20,5 +21,5 @@ async def test_vector_search_finds_meaning_and_keywords_find_words(tmp_path):
         by_vector = (await stack.search(query, [ds.id], keywords_similarity_weight=0.0)).chunks
         by_words = (await stack.search(query, [ds.id], keywords_similarity_weight=1.0)).chunks
         assert by_vector[0].document_id == mechanic.id  # no word in common with the query
-        assert by_words[0].document_id == lisp.id and by_words[0].term_similarity == 1.0
+        assert by_words[0].document_id == lisp.id and by_words[0].term_similarity == pytest.approx(1.0)
         assert all(h.document_id != mechanic.id for h in by_words)  # not a single query word in it

@@ -23,7 +23,7 @@ def sandbox_cfg() -> SandboxConfig:
     return SandboxConfig.for_tests(workers=1, queue=1, defaults=TEST_DEFAULTS)
 
 
-async def _wait_for(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+async def _wait_for(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
     async with asyncio.timeout(timeout):
         while not predicate():
             await asyncio.sleep(0.01)
@@ -40,13 +40,13 @@ async def test_full_queue_is_refused_at_once_and_cancel_frees_the_worker(client:
 
     refused = client.call(SLOW)
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await asyncio.wait_for(refused.read(), 5)
+        await asyncio.wait_for(refused.read(), 5)  # under the 8 s the running call may take (TEST_DEFAULTS)
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "busy" in err.value.details() and "queued" in err.value.details()
     assert pool.busy == 1 and pool.waiting == 1  # the refused call took nothing
 
     running.cancel()
-    started = await asyncio.wait_for(queued_task, 10)  # the queued call gets the freed worker
+    started = await asyncio.wait_for(queued_task, 30)  # the queued call gets the freed worker
     assert started.output.data.startswith(b"started")
     queued.cancel()
     await _wait_for(lambda: pool.busy == 0 and pool.waiting == 0)
@@ -64,8 +64,8 @@ async def test_cancelled_call_kills_its_sandbox(client: Client, servicer: Sandbo
     )
     call = client.call(code, args={"marker": marker})
     assert (await call.read()).output.data.startswith(b"started")
-    await _wait_for(lambda: host_processes_with(marker=marker), timeout=5)  # the child really runs
+    await _wait_for(lambda: host_processes_with(marker=marker))  # the child really runs
     call.cancel()
     pool = servicer._executor.pool  # type: ignore[union-attr]
     await _wait_for(lambda: pool.busy == 0)
-    await _wait_for(lambda: not host_processes_with(marker=marker), timeout=5)
+    await _wait_for(lambda: not host_processes_with(marker=marker))

@@ -158,7 +158,7 @@ async def test_timeout_fails_naming_the_timeout_field(upstream: Upstream) -> Non
     started = loop.time()
     with pytest.raises(TimeoutError, match=r"^Invoke:T: params.timeout: no complete response from .*/slow within 0.3s"):
         await invoke({"url": upstream.url("/slow"), "timeout": 0.3})
-    assert loop.time() - started < 3
+    assert loop.time() - started < 10  # gave up at its timeout: /slow answers only after 10 s
 
 
 async def test_clean_html_returns_readable_text(upstream: Upstream) -> None:
