@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import urllib.parse
+import urllib.request
 from typing import Any, AsyncIterator, Mapping, Sequence
 
 import aiohttp
@@ -70,6 +72,7 @@ class OpenAIProvider(Provider):
         self._headers = {"Authorization": f"Bearer {self._client.api_key}", "Content-Type": "application/json",
                          "Accept": "text/event-stream"}
         self._http: aiohttp.ClientSession | None = None
+        self._proxy = _env_proxy(self._url)
 
     async def stream(self, call: ChatCall, *, timeout: float) -> AsyncIterator[ChatDelta]:
         kwargs = fmt.chat_kwargs(call)
@@ -85,13 +88,13 @@ class OpenAIProvider(Provider):
         kwargs["stream"] = True
         where = f"{self.label} {call.model}"
         if self._http is None or self._http.closed:
-            self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), trust_env=True)
+            self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         # The deadline is the gateway's (robust.py); here each connect and each read gets what is left of it.
         limits = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
         started = False
         try:
             async with self._http.post(self._url, data=orjson.dumps(kwargs), headers=self._headers,
-                                       timeout=limits) as resp:
+                                       timeout=limits, proxy=self._proxy) as resp:
                 try:
                     if resp.status >= 400:
                         raw = await resp.read()
@@ -161,6 +164,15 @@ def _from_completion(completion: Any) -> ChatDelta:
         finish = "tool_calls"
     usage = Usage(completion.usage.prompt_tokens or 0, completion.usage.completion_tokens or 0) if completion.usage else None
     return ChatDelta(content=msg.content or "", tool_calls=calls, finish_reason=finish, usage=usage)
+
+
+def _env_proxy(url: str) -> str | None:
+    """The HTTP(S)_PROXY that applies to `url` (NO_PROXY respected), read once: aiohttp's trust_env would
+    read the environment and ~/.netrc again on every request, in a thread."""
+    parts = urllib.parse.urlsplit(url)
+    if urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 def _body(raw: bytes) -> Any:
