@@ -429,7 +429,9 @@ def profile(processes: dict[str, psutil.Process], seconds: float, out_dir: Path)
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     q = args.quick
-    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+    # The load average says how much of the machine the run had: on a shared machine every figure moves with it.
+    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+                                           "load_average_at_start": os.getloadavg()},
                                "direct": {}, "pipeline": {}, "floors": {}}
     tmp = Path(tempfile.mkdtemp(prefix="trellis-bench-"))
     model_port, relay_port, grpc_port = free_port(), free_port(), free_port()
@@ -513,6 +515,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.sleep(2)
         results["sessions_created"] = done + extra
         results["rss_mb_after_sessions"] = stack.rss_mb()
+        results["machine"]["load_average_at_end"] = os.getloadavg()
     finally:
         stack.stop()
         for h in helpers:
@@ -549,6 +552,7 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
         "f_rss_mb": {"idle": r["rss_mb_idle"], "after_sessions": r["rss_mb_after_sessions"], "sessions": r["sessions_created"]},
         "cpu_ms_per_run": r["cpu_ms_per_run"],
         "redis_per_run": {k: r["redis_per_run"][k] for k in ("round_trips_per_run", "commands_total_per_run")},
+        "load_average": [r["machine"]["load_average_at_start"][0], r["machine"]["load_average_at_end"][0]],
     }
 
 
