@@ -356,6 +356,7 @@ async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any
 
     async def counted(self, command, check_health=True):
         sends["round_trips"] += 1
+        sends[_caller()] += 1
         return await original(self, command, check_health)
 
     async def one_run() -> None:
@@ -383,9 +384,22 @@ async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any
         await hook()
     commands = {k: round((after.get(k, 0) - before.get(k, 0)) / runs, 2) for k in after
                 if after.get(k, 0) - before.get(k, 0) > 0 and k not in ("info", "ping")}
+    by_caller = {k: round(v / runs, 2) for k, v in sends.most_common() if k != "round_trips"}
     return {"runs": runs, "round_trips_per_run": round(sends["round_trips"] / runs, 2),
+            "round_trips_per_run_by_caller": by_caller,
             "commands_per_run": dict(sorted(commands.items(), key=lambda kv: -kv[1])),
             "commands_total_per_run": round(sum(commands.values()), 2)}
+
+
+def _caller() -> str:
+    """The innermost orchestrator function (store or run code) on the stack: who made this Redis round trip."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if "/services/orchestrator/" in path:
+            return f"{path.rsplit('/services/orchestrator/', 1)[1]}:{frame.f_code.co_name}"
+        frame = frame.f_back
+    return "other"
 
 
 def profile(processes: dict[str, psutil.Process], seconds: float, out_dir: Path) -> dict[str, Any]:
