@@ -194,10 +194,9 @@ class RunManager:
             while (item := await queue.get()) is not _END:
                 yield item
         finally:
-            if not pump.task.done():  # the caller went away
-                if spec.continue_on_disconnect:
-                    pump.detach()
-                else:
+            if not pump.delivered:  # the caller went away before the end
+                pump.detach()
+                if not spec.continue_on_disconnect:
                     pump.cancel("client disconnected")
             await asyncio.shield(pump.task)
 
@@ -353,6 +352,8 @@ class _Pump:
         self.started = time.time()
         self.journal = RunJournal(manager.runs.redis, spec.tenant_id, spec.run_id)
         self._engine: asyncio.Task | None = None
+        self._cancel = asyncio.Event()  # the engine stops and sends its own closing RunFinished(cancelled)
+        self.delivered = False  # the caller got everything, up to the end
         self._stop_reason = ""
         self._abandoned = False
         self.finishing = False  # storing the turn: the lease is released on purpose
@@ -370,11 +371,8 @@ class _Pump:
                 out.get_nowait()
 
     def cancel(self, reason: str = "") -> None:
-        self._stop_reason = reason
-        if self._engine is not None and not self._engine.done():
-            self._engine.cancel()
-        elif self._engine is None:
-            self.task.cancel()
+        self._stop_reason = self._stop_reason or reason
+        self._cancel.set()
 
     def abandon(self) -> None:
         """Another replica owns the run now: stop here without writing its end."""
@@ -386,8 +384,7 @@ class _Pump:
         queue: asyncio.Queue = asyncio.Queue(_QUEUE_SIZE)
         try:
             if await self.manager.runs.is_cancelled(self.run_id):  # cancelled before it started
-                await self._deliver_closing("cancelled")
-                return
+                self._cancel.set()
             self._engine = asyncio.create_task(self._produce(queue), name=f"engine-{self.run_id}")
             held: ev.NodeFinished | None = None
             ahead: list[Any] = []  # an item taken while merging deltas, handled next
@@ -420,7 +417,8 @@ class _Pump:
                 await self._deliver(item)
             if held is not None:
                 self._journal(held)
-            await self._deliver_closing(_how_it_broke(self._engine, self.run_id))
+            if _engine_failed(self._engine, self.run_id):
+                await self._deliver_closing()
             await self.journal.flush()
         except asyncio.CancelledError:
             if self._engine is not None and not self._engine.done():
@@ -434,6 +432,9 @@ class _Pump:
             self.turn.ended("failed", str(exc))
             await self._deliver_error(str(exc))
         finally:
+            if self.turn.status == "cancelled" and self._stop_reason:
+                self.turn.error = self._stop_reason
+            self.delivered = True
             if self.out is not None:
                 await self.out.put(_END)
             if not self._abandoned:
@@ -456,7 +457,7 @@ class _Pump:
                              chat_template_kwargs=self.spec.chat_template_kwargs, tenant_id=self.spec.tenant_id,
                              overrides=self.spec.overrides, custom_header=self.spec.custom_header)
         async for event in run_engine(self.plan, request, self.state, self.manager.services,
-                                      replay=self.replay, checkpoints=True):
+                                      cancel_event=self._cancel, replay=self.replay, checkpoints=True):
             await queue.put(event)
 
     def _journal(self, event: ev.Event, record: dict[str, Any] | None = None) -> None:
@@ -468,8 +469,8 @@ class _Pump:
         if out is not None:
             await out.put(event)
 
-    async def _deliver_closing(self, kind: str) -> None:
-        for item in _closing_events(kind, self.run_id, self.session_id, self.started):
+    async def _deliver_closing(self) -> None:
+        for item in _engine_failure_events(self.run_id, self.session_id, self.started):
             item.__dict__["seq"] = self.seq = self.seq + 1
             self.turn.observe(item)
             self._journal(item)
@@ -501,24 +502,18 @@ async def _next(queue: asyncio.Queue, task: asyncio.Task) -> Any:
         getter.cancel()
 
 
-def _how_it_broke(task: asyncio.Task, run_id: str) -> str:
-    """"cancelled", "internal" (the engine raised), or "" when it ended on its own."""
-    if task.cancelled():
-        return "cancelled"
-    if task.exception() is not None:
-        log.error("engine failed in run %s", run_id, exc_info=task.exception())
-        return "internal"
-    return ""
+def _engine_failed(task: asyncio.Task, run_id: str) -> bool:
+    """Whether the engine task raised (a bug: the engine ends every run with its own RunFinished otherwise)."""
+    if task.cancelled() or task.exception() is None:
+        return False
+    log.error("engine failed in run %s", run_id, exc_info=task.exception())
+    return True
 
 
-def _closing_events(kind: str, run_id: str, session_id: str, started: float) -> list[ev.Event]:
-    """The events the engine could not send itself. A cancel is not an error: RunFinished(cancelled) says it."""
-    if not kind:
-        return []
+def _engine_failure_events(run_id: str, session_id: str, started: float) -> list[ev.Event]:
+    """What the client gets when the engine itself broke and could not end the run."""
     now = time.time()
     common = dict(run_id=run_id, session_id=session_id, node_id="", timestamp=now)
-    if kind == "cancelled":
-        return [ev.RunFinished(outputs={}, elapsed_s=now - started, error="Task has been canceled", cancelled=True, **common)]
     message_text = "internal error in the engine; see the orchestrator log"
     return [ev.RunError(message=message_text, component_id="", code="internal", **common),
             ev.RunFinished(outputs={}, elapsed_s=now - started, error=message_text, **common)]
