@@ -4,11 +4,9 @@ local receiver, and trace ids in every log line."""
 from __future__ import annotations
 
 import logging
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from fakes.otlp_receiver import OtlpReceiver
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -53,43 +51,18 @@ def test_an_unsupported_setting_is_one_clear_error(monkeypatch, name, value, mes
     assert tracing.ACTIVE is False
 
 
-class _Receiver(BaseHTTPRequestHandler):
-    """An OTLP/HTTP trace receiver: POST /v1/traces with an ExportTraceServiceRequest body."""
-
-    requests: list[tuple[str, ExportTraceServiceRequest]] = []
-
-    def do_POST(self):  # noqa: N802 (http.server's name)
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        msg = ExportTraceServiceRequest()
-        msg.ParseFromString(body)
-        self.requests.append((self.path, msg))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
 def test_spans_go_over_otlp_http_to_the_endpoint(monkeypatch):
-    receiver = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    threading.Thread(target=receiver.serve_forever, daemon=True).start()
-    try:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{receiver.server_port}")
+    with OtlpReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
         assert tracing.configure("orchestrator") is True
         with tracing.span("outer", attributes={"trellis.run.id": "r1", "skipped": None}):
             with tracing.span("inner"):
                 headers = tracing.inject()
         assert tracing._provider.force_flush(10_000)
-    finally:
-        receiver.shutdown()
     assert headers["traceparent"].startswith("00-")
-    [(path, msg)] = _Receiver.requests
-    assert path == "/v1/traces"
-    [resource_spans] = msg.resource_spans
-    service = {a.key: a.value.string_value for a in resource_spans.resource.attributes}["service.name"]
-    assert service == "trellis-orchestrator"
-    spans = {s.name: s for scope in resource_spans.scope_spans for s in scope.spans}
+    assert [path for path, _ in receiver.requests] == ["/v1/traces"]
+    assert {service for service, _ in receiver.spans()} == {"trellis-orchestrator"}
+    spans = {s.name: s for _, s in receiver.spans()}
     assert set(spans) == {"outer", "inner"}
     assert spans["inner"].parent_span_id == spans["outer"].span_id
     assert spans["inner"].trace_id.hex() == headers["traceparent"].split("-")[1]
