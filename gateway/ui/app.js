@@ -251,7 +251,8 @@ async function run(query) {
   graph.reset();
   trace.clear("live");
   status("running", "live");
-  $("send").disabled = true;
+  $("send").hidden = true;
+  $("stop").hidden = false;
   const request = { query };
   if (state.threadId) request.thread_id = state.threadId;
   else if (state.versionId === "draft") request.draft = true;
@@ -283,15 +284,27 @@ async function run(query) {
     if (err.name !== "AbortError") {
       answer.append(el("p", "error", err.message));
       status("failed", "bad");
+    } else if (controller.byUser) {
+      // Closing the stream cancels the run in the orchestrator (gateway/README.md, Streams).
+      graph.settle();
+      trace.line("run", "", "stopped");
+      status("stopped");
     }
   } finally {
     answer.classList.remove("streaming");
     if (state.running === controller) state.running = null;
-    $("send").disabled = false;
+    $("send").hidden = false;
+    $("stop").hidden = true;
   }
   if (runId) answer.dataset.runId = runId;
-  if (!controller.signal.aborted) await loadSessions();
+  if (!controller.signal.aborted || controller.byUser) await loadSessions();
 }
+
+$("stop").addEventListener("click", () => {
+  if (!state.running) return;
+  state.running.byUser = true;
+  state.running.abort();
+});
 
 function citeReferences(bubble, reference) {
   const chunks = Object.values(reference?.chunks || {});

@@ -201,6 +201,11 @@ export class Graph {
     }
   }
 
+  // A stopped run: nothing is running any more.
+  settle() {
+    for (const node of Object.values(this.nodes)) node.classList.remove("running");
+  }
+
   // status: "running" | "done" | "failed" | "skipped" | "visited" (seen in a stored trace)
   mark(id, status, elapsed) {
     const node = this.nodes[id];

@@ -238,5 +238,15 @@ async def test_the_viewer_works_on_a_phone(site, browser, tmp_path):
     width = await page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the page scrolls sideways on a phone: {width}px"
     await page.screenshot(path=tmp_path / "7-phone.png", full_page=True)
+
+    # Stop: the stream closes (which cancels the run) and the page says so.
+    await page.click("#new-chat")
+    await _ask(page, "Weather again?")
+    await expect(page.locator(".msg.assistant.streaming .msg-body")).to_contain_text("forecast")
+    await page.click("#stop")
+    await expect(page.locator("#run-status")).to_have_text("stopped")
+    await expect(page.locator("#trace li.t-run").last).to_have_text("stopped")
+    await expect(page.locator("#send")).to_be_visible()
+    await expect(page.locator("#graph .node.running")).to_have_count(0)
     await context.close()
     print(f"screenshots: {tmp_path}")
