@@ -31,6 +31,7 @@ from gateway.errors import GatewayError
 
 DATASET_NAME_LIMIT = 128
 MAX_PAGE_SIZE = 100  # RAGFlow's REST_API_MAX_PAGE_SIZE
+INT32_MAX = 2**31 - 1  # the page numbers and counts of the gRPC messages behind the routes
 CHUNK_METHODS = ("naive", "book", "email", "laws", "manual", "one", "paper", "picture", "presentation", "qa", "table",
                  "tag", "resume")
 _CHUNK_METHOD_MSG = ("Input should be 'naive', 'book', 'email', 'laws', 'manual', 'one', 'paper', 'picture', "
@@ -292,7 +293,7 @@ def _lenient_page(v: Any) -> int:
         page = int(v)
     except (TypeError, ValueError):
         return 1
-    return page if page >= 1 else 1
+    return min(page, INT32_MAX) if page >= 1 else 1  # a page past the end is empty, however far
 
 
 def _lenient_page_size(v: Any) -> int:

@@ -9,6 +9,7 @@ from gateway.auth import KeyRing, load_keys
 from gateway.config import GatewayConfig
 from gateway.endpoint import KEYS, Dialect, endpoint
 from gateway.errors import GatewayError
+from gateway.openapi import routes as openapi_routes
 from gateway.orchestrator import ORCHESTRATOR, Orchestrator
 from gateway.routes import agents, attachments, completions, datasets, envelope, mcp, openai, runs, sessions, ui
 from gateway.upstreams import Upstreams
@@ -35,6 +36,7 @@ def setup(app: web.Application, cfg: GatewayConfig, upstreams: web.AppKey[Upstre
     datasets.add_routes(app)
     mcp.add_routes(app)
     ui.add_routes(app)  # the run viewer at /ui/
+    openapi_routes.add_routes(app)  # /openapi.json (built from every route registered here) and /docs
     # Last: any other path under an API prefix gets a 404 in that API's dialect, not aiohttp's text page.
     app.router.add_route("*", "/api/{tail:.*}", _no_route(Dialect.RAGFLOW))
     app.router.add_route("*", "/v1/{tail:.*}", _no_route(Dialect.OPENAI))

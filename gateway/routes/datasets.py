@@ -35,6 +35,8 @@ from gateway.protocol import _Body, read_json
 from gateway.ragflow_models import (
     CreateDatasetBody,
     DeleteDatasetsBody,
+    INT32_MAX,
+    MAX_PAGE_SIZE,
     DeleteDocumentsBody,
     ListChunksQuery,
     ListDatasetsQuery,
@@ -508,8 +510,8 @@ async def retrieval(request: web.Request) -> web.Response:
     question = (req_body.question or "").strip()
     if not question:
         return ok({"total": 0, "chunks": [], "doc_aggs": []})
-    page = req_body.page if req_body.page >= 1 else 1
-    size = req_body.page_size if 1 <= req_body.page_size <= 100 else 30
+    size = req_body.page_size if 1 <= req_body.page_size <= MAX_PAGE_SIZE else 30
+    page = min(req_body.page, INT32_MAX // size) if req_body.page >= 1 else 1  # page * size goes in an int32
     doc_ids = list(req_body.document_ids or [])
     if doc_ids:
         listed = set()
@@ -527,7 +529,7 @@ async def retrieval(request: web.Request) -> web.Response:
                                                       value=str(c.get("value", ""))))
     req = rr_pb.SearchRequest(
         tenant_id=request[TENANT], query=question, dataset_ids=req_body.dataset_ids, document_ids=doc_ids,
-        top_n=page * size, top_k=req_body.top_k, similarity_threshold=req_body.similarity_threshold,
+        top_n=page * size, top_k=min(req_body.top_k, INT32_MAX), similarity_threshold=req_body.similarity_threshold,
         keywords_similarity_weight=1.0 - req_body.vector_similarity_weight, rerank_model=req_body.rerank_id or "",
         metadata_filter=conditions, metadata_logic=str(meta.get("logic") or "and"))
     resp = await _call(_stub(request).Search, req)

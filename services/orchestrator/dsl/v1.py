@@ -50,6 +50,9 @@ def v1_to_v2(doc: Mapping[str, Any]) -> tuple[CanvasV2, SessionState]:
              if k not in _CANVAS_KEYS and k not in RUN_STATE_KEYS}
     if variables is not None and not isinstance(variables, (dict, list)):
         raise DslError("variables", "must be an object {name: {type, value}}")
+    for key in ("history", "path", "memory"):  # run state: lists when present (fuzzed in test_fuzz_dsl.py)
+        if dsl.get(key) and not isinstance(dsl[key], list):
+            raise DslError(key, f"must be a list, not {type(dsl[key]).__name__}")
     graph = dsl.get("graph")
     if graph is not None and not isinstance(graph, dict):
         extra["graph"] = copy.deepcopy(graph)  # unusual, keep it verbatim

@@ -1,0 +1,150 @@
+"""Build the OpenAPI 3.1 document from the aiohttp router and each route's Contract (see package doc)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aiohttp import web
+from pydantic import TypeAdapter
+
+from gateway.contract import Contract
+from gateway.responses import EnvelopeEvent, OpenAIError, RagflowError
+
+REF = "#/components/schemas/{model}"
+_PARAM = re.compile(r"\{([^}:]+)(?::[^}]*)?\}")
+_SKIP_PATHS = {"/api/{tail}", "/v1/{tail}"}  # the catch-alls that answer unknown paths in each dialect
+_SSE = {"text/event-stream": {"schema": {"type": "string", "description": "server-sent events, one JSON object per data line"}}}
+
+
+class _Schemas:
+    """Collects every type's JSON schema in one pass, so shared models become one component each."""
+
+    def __init__(self) -> None:
+        self._inputs: list[tuple[Any, str, TypeAdapter]] = []
+
+    def ref(self, tp: Any, mode: str = "serialization") -> tuple[Any, str]:
+        key = len(self._inputs)
+        self._inputs.append((key, mode, TypeAdapter(tp)))  # type: ignore[arg-type]
+        return key, mode  # how json_schemas keys its answer
+
+    def resolve(self) -> tuple[dict[Any, dict[str, Any]], dict[str, Any]]:
+        if not self._inputs:
+            return {}, {}
+        schemas, defs = TypeAdapter.json_schemas(self._inputs, ref_template=REF)
+        return schemas, defs.get("$defs", {})
+
+
+def _path(canonical: str) -> str:
+    return _PARAM.sub(lambda m: "{" + m.group(1) + "}", canonical)
+
+
+def _routes(app: web.Application):
+    for resource in app.router.resources():
+        if isinstance(resource, web.StaticResource):
+            continue
+        path = _path(resource.canonical)
+        if path in _SKIP_PATHS:
+            continue
+        for route in resource:
+            if route.method in ("HEAD", "*"):
+                continue
+            yield path, route.method.lower(), route.handler
+
+
+def build(app: web.Application, *, title: str = "Trellis gateway", version: str = "1") -> dict[str, Any]:
+    schemas = _Schemas()
+    pending: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []  # (path, method, operation, slots)
+    error_refs = {"ragflow": schemas.ref(RagflowError), "openai": schemas.ref(OpenAIError),
+                  "envelope": schemas.ref(EnvelopeEvent)}
+    used_ids: set[str] = set()
+    for path, method, handler in _routes(app):
+        contract: Contract | None = getattr(handler, "contract", None)
+        dialect = getattr(getattr(handler, "dialect", None), "value", None)
+        op: dict[str, Any] = {"operationId": _operation_id(method, path, handler, used_ids)}
+        slots: dict[str, Any] = {"dialect": dialect}
+        if contract is not None:
+            op["summary"] = contract.summary or handler.__name__.replace("_", " ")
+            if contract.tags:
+                op["tags"] = list(contract.tags)
+            if contract.body is not None:
+                slots["body"] = schemas.ref(contract.body, "validation")
+            if contract.query is not None:
+                slots["query"] = schemas.ref(contract.query, "validation")
+            if contract.response is not None:
+                slots["response"] = schemas.ref(contract.response)
+            slots["stream"], slots["multipart"] = contract.stream, contract.multipart
+        else:
+            op["summary"] = (handler.__doc__ or handler.__name__).strip().splitlines()[0]
+        if dialect and not getattr(handler, "public", False):
+            op["security"] = [{"apiKey": []}]
+        params = [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in _PARAM.findall(path)]
+        op["parameters"] = params
+        pending.append((path, method, op, slots))
+
+    resolved, components = schemas.resolve()
+    paths: dict[str, dict[str, Any]] = {}
+    for path, method, op, slots in pending:
+        if "query" in slots:
+            op["parameters"] += _query_params(resolved[slots["query"]], components)
+        if "body" in slots:
+            op["requestBody"] = {"required": False, "content": {"application/json": {"schema": resolved[slots["body"]]}}}
+        elif slots.get("multipart"):
+            props = {f: {"type": "array", "items": {"type": "string", "contentMediaType": "application/octet-stream"}}
+                     for f in slots["multipart"]}
+            op["requestBody"] = {"required": True, "content": {"multipart/form-data": {"schema": {"type": "object",
+                                                                                                 "properties": props}}}}
+        op["responses"] = _responses(slots, resolved, error_refs)
+        paths.setdefault(path, {})[method] = op
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": title, "version": version,
+                 "description": "RAGFlow's HTTP API, OpenAI's chat API and the standard envelope stream over Trellis "
+                                "agents (gateway/README.md)."},
+        "paths": paths,
+        "components": {"schemas": components,
+                       "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer",
+                                                      "description": "An API key of TRELLIS_API_KEYS or the key file"}}},
+    }
+
+
+def _operation_id(method: str, path: str, handler: Any, used: set[str]) -> str:
+    base = f"{handler.__module__.rsplit('.', 1)[-1]}_{handler.__name__}"
+    candidate = base if base not in used else f"{base}_{method}_{len(used)}"
+    used.add(candidate)
+    return candidate
+
+
+def _query_params(schema: dict[str, Any], components: dict[str, Any]) -> list[dict[str, Any]]:
+    if "$ref" in schema:
+        schema = components[schema["$ref"].rsplit("/", 1)[-1]]
+    required = set(schema.get("required", []))
+    return [{"name": name, "in": "query", "required": name in required, "schema": prop}
+            for name, prop in schema.get("properties", {}).items()]
+
+
+def _responses(slots: dict[str, Any], resolved: dict[Any, Any], errors: dict[str, Any]) -> dict[str, Any]:
+    dialect = slots.get("dialect")
+    data = resolved[slots["response"]] if "response" in slots else {}
+    if dialect == "ragflow":
+        ok = {"type": "object", "required": ["code"],
+              "properties": {"code": {"const": 0}, "message": {"type": "string"}, "data": data}}
+        content: dict[str, Any] = {"application/json": {"schema": {"anyOf": [ok, resolved[errors["ragflow"]]]}}}
+        if slots.get("stream"):
+            content.update(_SSE)
+        answers = {"200": {"description": "RAGFlow's envelope: code 0 and data, or an error code and message",
+                           "content": content},
+                   "401": {"description": "missing or wrong API key",
+                           "content": {"application/json": {"schema": resolved[errors["ragflow"]]}}}}
+        if "response" not in slots:  # a route that declares no Contract: documented loosely, as what it may be
+            content["*/*"] = {}
+            answers["default"] = {"description": "an error", "content": {"application/json": {"schema": resolved[errors["ragflow"]]}}}
+        return answers
+    if dialect in ("openai", "envelope"):
+        content = {"application/json": {"schema": data}} if "response" in slots and dialect == "openai" else {}
+        if slots.get("stream"):
+            content.update(_SSE)
+        error = resolved[errors[dialect]]
+        return {"200": {"description": "the answer", "content": content},
+                "default": {"description": "an error in the dialect's shape", "content": {"application/json": {"schema": error}}}}
+    return {"200": {"description": "the answer"}, "default": {"description": "an error"}}
