@@ -7,6 +7,8 @@ middleware only passes the request on.
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
 from services.common import tracing
@@ -28,7 +30,8 @@ async def tracing_middleware(request: web.Request, handler):
     span = tracing.start(f"{request.method} {route}" if route else request.method, kind=tracing.SpanKind.SERVER,
                          parent=tracing.extract(request.headers), attributes=attributes)
     token = tracing.attach(span)
-    status = 500
+    status: int | None = None
+    gone = False
     try:
         response = await handler(request)
         status = response.status
@@ -36,6 +39,12 @@ async def tracing_middleware(request: web.Request, handler):
     except web.HTTPException as exc:
         status = exc.status
         raise
+    except asyncio.CancelledError:  # the client went away (a closed stream): not a server error
+        gone = True
+        raise
     finally:
         tracing.detach(token)
-        tracing.end(span, f"HTTP {status}" if status >= 500 else None, **{"http.response.status_code": status})
+        if status is None and not gone:
+            status = 500  # an exception aiohttp answers with a 500
+        tracing.end(span, f"HTTP {status}" if status and status >= 500 else None,
+                    **{"http.response.status_code": status, "trellis.http.client_gone": gone or None})

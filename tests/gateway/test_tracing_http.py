@@ -3,11 +3,14 @@ and the orchestrator's gRPC span is their child through the metadata."""
 
 from __future__ import annotations
 
+import asyncio
+
+import aiohttp
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 from services.common import tracing
 
@@ -50,3 +53,23 @@ async def test_off_the_gateway_answers_the_same_and_makes_no_span(stack):
     assert not tracing.ACTIVE
     resp = await stack.client.get("/api/v1/agents", headers={**stack.auth(), "traceparent": f"00-{TRACE_ID}-{PARENT}-01"})
     assert (await resp.json())["code"] == 0
+
+
+async def test_a_client_that_leaves_mid_stream_is_not_a_server_error(stack, spans):
+    agent = stack.fake.add_agent(stack.tenant_a)
+    stack.fake.run_cancelled = asyncio.Event()
+    async with aiohttp.ClientSession() as http:
+        resp = await http.post(f"{stack.url}/api/v1/agents/{agent.id}/stream", json={"query": "hang"}, headers=stack.auth())
+        seen = b""
+        while b"tick" not in seen:
+            seen += await asyncio.wait_for(resp.content.readany(), 5)
+        resp.close()
+        await asyncio.wait_for(stack.fake.run_cancelled.wait(), 30)
+    for _ in range(100):  # the handler's span ends once aiohttp has cancelled it
+        http_spans = [s for s in spans.get_finished_spans() if s.name == "POST /api/v1/agents/{agent_id}/stream"]
+        if http_spans:
+            break
+        await asyncio.sleep(0.05)
+    [span] = http_spans
+    assert span.attributes["trellis.http.client_gone"] is True
+    assert "http.response.status_code" not in span.attributes and span.status.status_code != StatusCode.ERROR
