@@ -96,6 +96,11 @@ async def _request_context(method: str, context: grpc.aio.ServicerContext):
         ctxvars.request_id.reset(token)
 
 
+# The codes that mark a server span failed (OpenTelemetry rpc conventions): the others are the caller's doing.
+_SERVER_ERRORS = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNIMPLEMENTED,
+                  grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DATA_LOSS}
+
+
 def _tracing(service: str) -> Around:
     """A SERVER span per RPC, child of the caller's `traceparent` metadata (rpc.* semantic conventions)."""
 
@@ -123,7 +128,7 @@ def _tracing(service: str) -> Around:
             if not isinstance(code, grpc.StatusCode) or code == grpc.StatusCode.OK:
                 code = context.code() or grpc.StatusCode.OK
             tracing.detach(token)
-            failed = isinstance(code, grpc.StatusCode) and code != grpc.StatusCode.OK
+            failed = code in _SERVER_ERRORS
             tracing.end(span, (context.details() or code.name) if failed else None,
                         **{"rpc.grpc.status_code": code.value[0] if isinstance(code, grpc.StatusCode) else 2})
 

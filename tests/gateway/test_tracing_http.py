@@ -73,3 +73,11 @@ async def test_a_client_that_leaves_mid_stream_is_not_a_server_error(stack, span
     [span] = http_spans
     assert span.attributes["trellis.http.client_gone"] is True
     assert "http.response.status_code" not in span.attributes and span.status.status_code != StatusCode.ERROR
+
+
+async def test_grpc_server_spans_carry_the_status_and_fail_only_on_server_errors(stack, spans):
+    body = await (await stack.client.get("/api/v1/agents/no-such-agent", headers=stack.auth())).json()
+    assert body["code"] != 0
+    [rpc] = [s for s in spans.get_finished_spans() if s.name == "trellis.canvas.v1.AgentService/GetAgent"]
+    assert rpc.attributes["rpc.grpc.status_code"] == 5  # NOT_FOUND: the caller's mistake, not a failed server
+    assert rpc.status.status_code != StatusCode.ERROR
