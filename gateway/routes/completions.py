@@ -21,7 +21,7 @@ from gateway import sse
 from gateway.dialects import ragflow
 from gateway.dialects.ragflow import Mode, RagflowRun
 from gateway.contract import Contract
-from gateway.endpoint import TENANT, Dialect, endpoint
+from gateway.endpoint import STREAM, TENANT, Dialect, endpoint
 from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR
 from gateway.protocol import OpenAIChatBody, PatchTaskBody, RagflowCompletionBody, parse, read_json, truthy
@@ -29,6 +29,7 @@ from gateway.responses import ChatCompletion, CompletionData
 from gateway.routes import openai as openai_routes
 from gateway.routes._runs import agent_target, input_files, json_field, load_session, session_target
 from gateway.routes._views import ok
+from gateway.routes.agents import NO_ACCESS
 
 
 async def _run(request: web.Request, body: RagflowCompletionBody, agent_id: str, *,
@@ -78,7 +79,14 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             raise GatewayError("You must provide at least one message.", param="messages", ragflow_code=102)
         chat = parse(OpenAIChatBody, {**raw, "stream": bool(body.stream)})
         return await openai_routes.run_chat(request, body.agent_id, chat)
-    return await _run(request, body, body.agent_id, legacy=False)
+    try:
+        return await _run(request, body, body.agent_id, legacy=False)
+    except GatewayError as err:
+        # RAGFlow's 103 for an agent the key cannot reach (a new run; a session's own errors stand).
+        if (err.code == grpc.StatusCode.NOT_FOUND and not body.session_id and request.get(STREAM) is None
+                and err.message == f"agent {body.agent_id!r} not found"):
+            raise GatewayError(NO_ACCESS, code=grpc.StatusCode.FAILED_PRECONDITION) from None
+        raise
 
 
 @endpoint(Dialect.RAGFLOW, contract=_RUN)

@@ -79,7 +79,6 @@ async def test_unknown_agent_and_session_in_every_dialect(stack):
     c, h = stack.client, stack.auth()
     agent = stack.fake.add_agent(stack.tenant_a)
     cases = [
-        (RAGFLOW, c.post("/api/v1/agents/chat/completions", json={"agent_id": "nope", "query": "hi", "stream": True}, headers=h), 102),
         (RAGFLOW, c.post("/api/v1/agents/nope/completions", json={"question": "hi"}, headers=h), 102),
         (RAGFLOW, c.post("/api/v1/agents/chat/completions", json={"agent_id": agent.id, "session_id": "nope"}, headers=h), 102),
         (RAGFLOW, c.get(f"/api/v1/agents/{agent.id}/sessions/nope", headers=h), 102),
@@ -95,6 +94,9 @@ async def test_unknown_agent_and_session_in_every_dialect(stack):
     assert await _error(stack, RAGFLOW, await c.get("/api/v1/agents/nope", headers=h)) == (102, "canvas not found.")
     no_access = (103, "Make sure you have permission to access the agent.")
     assert await _error(stack, RAGFLOW, await c.post("/api/v1/agents/nope/sessions", headers=h)) == no_access
+    for stream in (True, False):
+        run = await c.post("/api/v1/agents/chat/completions", json={"agent_id": "nope", "query": "hi", "stream": stream}, headers=h)
+        assert await _error(stack, RAGFLOW, run) == no_access
     assert await _error(stack, RAGFLOW, await c.put("/api/v1/agents/nope", json={"title": "t"}, headers=h)) == no_access
     assert await _error(stack, RAGFLOW, await c.delete("/api/v1/agents/nope", headers=h)) == \
         (103, "Only the owner of the agent is authorized for this operation.")

@@ -182,13 +182,13 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a(stack):
     assert (await _json(await c.get("/api/v1/agents", headers=b)))["data"] == {"canvas": [], "total": 0}
     for resp in [
         await c.get(f"/api/v1/agents/{agent.id}", headers=b),
-        await c.post("/api/v1/agents/chat/completions", json={"agent_id": agent.id, "query": "hi"}, headers=b),
         await c.post("/api/v1/agents/chat/completions", json={"agent_id": agent.id, "query": "hi", "session_id": session.id},
                      headers=b),
     ]:
         body = await _json(resp)
         assert body["code"] == 102 and body["data"] is False, body
     for resp in [  # RAGFlow's 103: the agent is not the caller's to reach
+        await c.post("/api/v1/agents/chat/completions", json={"agent_id": agent.id, "query": "hi"}, headers=b),
         await c.put(f"/api/v1/agents/{agent.id}", json={"title": "x"}, headers=b),
         await c.delete(f"/api/v1/agents/{agent.id}", headers=b),
         await c.post(f"/api/v1/agents/{agent.id}/sessions", headers=b),
