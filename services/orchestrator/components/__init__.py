@@ -18,7 +18,7 @@ _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop",
             "browser",
             "llm", "agent", "categorize", "code_exec", "exesql", "user_fill_up",
             "tools.tavily", "tools.google", "tools.bing", "tools.duckduckgo", "tools.wikipedia",
-            "tools.yahoofinance")
+            "tools.yahoofinance", "tools.searxng", "tools.github", "tools.arxiv", "tools.pubmed")
 
 for _name in _MODULES:
     importlib.import_module(f"{__name__}.{_name}")
@@ -26,7 +26,7 @@ for _name in _MODULES:
 # RAGFlow components and tools that come with later issues (agent/component, agent/tools, rag/flow).
 PENDING = frozenset({
     "GoogleScholar",
-    "PubMed", "ArXiv", "GitHub", "SearXNG", "KeenableSearch", "BGPT",
+    "KeenableSearch", "BGPT",
     "QueritSearch", "QueritContents", "Crawler", "DeepL", "QWeather", "AkShare", "WenCai",
     "Email", "Jin10", "TuShare",
 })

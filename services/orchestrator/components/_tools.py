@@ -52,11 +52,7 @@ def _search(name: str, description: str) -> dict[str, Any]:
 # Metas of RAGFlow tools whose component has no `tool_meta` (yet), by component_name.
 RAGFLOW_TOOL_META: dict[str, dict[str, Any]] = {
     "Retrieval": _search("search_my_dateset", "Searches the knowledge bases (datasets) for relevant content."),
-    "ArXiv": _search("arxiv_search", "Searches scientific papers on arXiv."),
-    "PubMed": _search("pubmed_search", "Searches biomedical literature on PubMed."),
     "GoogleScholar": _search("google_scholar_search", "Searches Google Scholar."),
-    "GitHub": _search("github_search", "Searches GitHub repositories."),
-    "SearXNG": _search("searxng_search", "Searches the web with SearXNG."),
     "Email": {"name": "email", "description": "Sends an email.",
               "parameters": {"to_email": _arg("string", "Recipient address.", True),
                              "cc_email": _arg("string", "Copy address."), "subject": _arg("string", "Subject."),

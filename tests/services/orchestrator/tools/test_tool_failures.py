@@ -16,6 +16,10 @@ TOOLS = {
     "DuckDuckGo": ("DUCKDUCKGO", ("POST", "/html"), {}, {"query": "q"}),
     "Wikipedia": ("WIKIPEDIA", ("GET", "/w/api.php"), {}, {"query": "q"}),
     "YahooFinance": ("YAHOOFINANCE", ("GET", "/v1/test/getcrumb"), {}, {"stock_code": "NVDA"}),
+    "SearXNG": ("SEARXNG", ("GET", "/search"), {}, {"query": "q"}),
+    "GitHub": ("GITHUB", ("GET", "/search/repositories"), {}, {"query": "q"}),
+    "ArXiv": ("ARXIV", ("GET", "/api/query"), {}, {"query": "q"}),
+    "PubMed": ("PUBMED", ("GET", "/entrez/eutils/esearch.fcgi"), {}, {"query": "q"}),
 }
 
 
