@@ -85,3 +85,42 @@ async def test_every_route_answers_within_its_schema(live):
     assert tally.cases >= EXAMPLES * 20
     assert not tally.failures, "\n\n".join(tally.failures)
 
+
+
+def _post_dsls(base_url: str, key: str) -> tuple[int, list[str]]:
+    """Canvas-shaped documents through POST /api/v1/agents: the orchestrator's loader and validation answer
+    101 (or 102 for a taken title), never a server error."""
+    from hypothesis import strategies as st
+
+    names = st.sampled_from(["Begin", "Message", "Agent", "Switch", "Iteration", "IterationItem", "Categorize", "Nope"])
+    ids = st.sampled_from(["begin", "Message:M", "Agent:A", "Switch:S", "Iteration:I", "x"])
+    values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+                          | st.sampled_from(["{sys.query}", "{Agent:A@content}", "{x@y}", "{"]),
+                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                          max_leaves=8)
+    entry = st.fixed_dictionaries({"obj": st.fixed_dictionaries({"component_name": names, "params": st.dictionaries(
+        st.sampled_from(["prologue", "content", "llm_id", "items_ref", "conditions", "tools", "inputs"]), values, max_size=3)}),
+        "downstream": st.lists(ids, max_size=2), "upstream": st.lists(ids, max_size=2)}) | values
+    documents = st.fixed_dictionaries({"components": st.dictionaries(ids, entry, max_size=4)},
+                                      optional={"path": values, "history": values, "globals": values, "variables": values})
+    seen: list[str] = []
+    http = requests.Session()
+
+    @settings(max_examples=EXAMPLES * 8, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(dsl=documents, title=st.text(min_size=1, max_size=10))
+    def post(dsl: dict, title: str) -> None:
+        resp = http.post(f"{base_url}/api/v1/agents", json={"title": title, "dsl": dsl},
+                         headers={"Authorization": f"Bearer {key}"}, timeout=CALL_TIMEOUT_S)
+        body = resp.json()
+        seen.append(str(body["code"]))
+        assert resp.status_code == 200 and body["code"] in (0, 101, 102), body
+
+    post()
+    return len(seen), sorted(set(seen))
+
+
+async def test_canvas_documents_over_http_are_created_or_refused_clearly(live):
+    cases, codes = await asyncio.to_thread(_post_dsls, live.url, live.key_a)
+    print(f"hypothesis over HTTP: {cases} canvas documents, answer codes {codes}")
+    assert cases >= EXAMPLES * 8 and "101" in codes
