@@ -62,7 +62,8 @@ async def test_data_analysis_assistant_runs_the_models_code_in_the_sandbox():
             "            'stdev': round(statistics.stdev(sales), 3)}\n")
     scripts = {"chat": {"analyst": [
         {"tool_calls": [{"name": "execute_code_0", "arguments": {"lang": "python", "script": code}}]},
-        {"reply": "Here is the analysis: {last_tool}", "chunk_chars": 12}]}}
+        # paced: a model faster than the pipe arrives merged (services/common/coalesce.py)
+        {"reply": "Here is the analysis: {last_tool}", "chunk_chars": 12, "chunk_delay_s": 0.02}]}}
     dsl = template("data_analysis_beginner_assistant.json", {"kimi-k2.5@Moonshot": "analyst@Scripted"})
     async with llm_gateway(scripts) as llm, sandbox_service() as sandbox:
         events = await run_canvas(dsl, services(llm, sandbox), query="Analyse my monthly sales.")

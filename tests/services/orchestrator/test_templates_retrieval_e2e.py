@@ -249,7 +249,7 @@ async def test_your_starter_dataset_chatbot_answers_from_the_dataset_with_citati
     n = kb.cite["8080"]
     reply = f"## Answer\n\nAccording to the documentation, the gateway listens on port 8080 [ID:{n}]."
     scripts = {"docs": [{"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "gateway port"}}]},
-                        {"reply": reply, "chunk_chars": 16}]}
+                        {"reply": reply, "chunk_chars": 16, "chunk_delay_s": 0.02}]}
     dsl = with_dataset(template("your_starter_dataset_chatbot.json"), kb.dataset_id)
     async with chat_gateway(scripts, default_chat_model="docs@Scripted") as (_, client, provider):  # llm_id is ""
         events = await run_in_engine(dsl, Services(llm=client, retrieval=kb.stub), tenant=kb.tenant,
