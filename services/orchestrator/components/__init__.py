@@ -18,7 +18,8 @@ _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop",
             "browser",
             "llm", "agent", "categorize", "code_exec", "exesql", "user_fill_up",
             "tools.tavily", "tools.google", "tools.bing", "tools.duckduckgo", "tools.wikipedia",
-            "tools.yahoofinance", "tools.searxng", "tools.github", "tools.arxiv", "tools.pubmed")
+            "tools.yahoofinance", "tools.searxng", "tools.github", "tools.arxiv", "tools.pubmed",
+            "tools.bgpt", "tools.keenable", "tools.querit", "tools.deepl", "tools.qweather")
 
 for _name in _MODULES:
     importlib.import_module(f"{__name__}.{_name}")
@@ -26,8 +27,7 @@ for _name in _MODULES:
 # RAGFlow components and tools that come with later issues (agent/component, agent/tools, rag/flow).
 PENDING = frozenset({
     "GoogleScholar",
-    "KeenableSearch", "BGPT",
-    "QueritSearch", "QueritContents", "Crawler", "DeepL", "QWeather", "AkShare", "WenCai",
+    "Crawler", "AkShare", "WenCai",
     "Email", "Jin10", "TuShare",
 })
 

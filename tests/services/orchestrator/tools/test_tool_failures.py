@@ -20,6 +20,12 @@ TOOLS = {
     "GitHub": ("GITHUB", ("GET", "/search/repositories"), {}, {"query": "q"}),
     "ArXiv": ("ARXIV", ("GET", "/api/query"), {}, {"query": "q"}),
     "PubMed": ("PUBMED", ("GET", "/entrez/eutils/esearch.fcgi"), {}, {"query": "q"}),
+    "BGPT": ("BGPT", ("POST", "/api/mcp-search"), {}, {"query": "q"}),
+    "KeenableSearch": ("KEENABLE", ("POST", "/v1/search/public"), {}, {"query": "q"}),
+    "QueritSearch": ("QUERIT", ("POST", "/v1/search"), {"api_key": "k"}, {"query": "q"}),
+    "QueritContents": ("QUERIT", ("POST", "/v1/contents"), {"api_key": "k"}, {"urls": ["https://a.example"]}),
+    "DeepL": ("DEEPL", ("POST", "/v2/translate"), {"auth_key": "k"}, {"query": "q"}),
+    "QWeather": ("QWEATHER", ("GET", "/v2/city/lookup"), {"web_apikey": "k"}, {"query": "q"}),
 }
 
 
