@@ -19,7 +19,8 @@ _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop",
             "llm", "agent", "categorize", "code_exec", "exesql", "user_fill_up",
             "tools.tavily", "tools.google", "tools.bing", "tools.duckduckgo", "tools.wikipedia",
             "tools.yahoofinance", "tools.searxng", "tools.github", "tools.arxiv", "tools.pubmed",
-            "tools.bgpt", "tools.keenable", "tools.querit", "tools.deepl", "tools.qweather")
+            "tools.bgpt", "tools.keenable", "tools.querit", "tools.deepl", "tools.qweather",
+            "tools.email")
 
 for _name in _MODULES:
     importlib.import_module(f"{__name__}.{_name}")
@@ -28,7 +29,7 @@ for _name in _MODULES:
 PENDING = frozenset({
     "GoogleScholar",
     "Crawler", "AkShare", "WenCai",
-    "Email", "Jin10", "TuShare",
+    "Jin10", "TuShare",
 })
 
 

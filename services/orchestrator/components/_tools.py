@@ -53,10 +53,6 @@ def _search(name: str, description: str) -> dict[str, Any]:
 RAGFLOW_TOOL_META: dict[str, dict[str, Any]] = {
     "Retrieval": _search("search_my_dateset", "Searches the knowledge bases (datasets) for relevant content."),
     "GoogleScholar": _search("google_scholar_search", "Searches Google Scholar."),
-    "Email": {"name": "email", "description": "Sends an email.",
-              "parameters": {"to_email": _arg("string", "Recipient address.", True),
-                             "cc_email": _arg("string", "Copy address."), "subject": _arg("string", "Subject."),
-                             "content": _arg("string", "Body.", True)}},
 }
 
 

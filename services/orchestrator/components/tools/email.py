@@ -1,0 +1,150 @@
+"""Email, as RAGFlow's `agent/tools/email.py`: sends an HTML email over SMTP (aiosmtplib, no thread).
+
+RAGFlow's params: `smtp_server`, `smtp_port` (465 = TLS from the start; any other port = STARTTLS, which
+is required), `email` (the sender), `smtp_username` (else `email`), `password` (else EMAIL_PASSWORD from the
+orchestrator's environment), `sender_name`. The model gives `to_email`, `cc_email` (comma-separated),
+`subject`, `content` (HTML). The message is RAGFlow's: multipart/alternative with one text/html part,
+`From: sender_name <email>`, `To`, `Cc`, a UTF-8 encoded `Subject`; it goes to `to_email` and every `cc_email`.
+Output `success` (true), which is also the observation; a failure (authentication refused, no STARTTLS, a
+recipient refused...) is an error naming the server.
+
+The SMTP host is guarded as web requests are: its addresses are resolved and checked against the SSRF
+policy (private, loopback... refused unless in TRELLIS_SSRF_ALLOWLIST), and the connection goes to the
+checked address (no second lookup); TLS still verifies the certificate against the host name.
+Time limit per SMTP step: TRELLIS_EMAIL_TIMEOUT_S (default 10 s, as RAGFlow).
+"""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import socket
+import ssl
+from email.header import Header
+from email.mime.multipart import MIMEMultipart
+from email.mime.text import MIMEText
+from email.utils import formataddr
+from typing import Any
+
+import aiosmtplib
+
+from ...http_client import EgressBlocked, EgressPolicy
+from .._fields import FieldError
+from ..base import NodeContext, ValidationIssue, register
+from ._web import WebTool
+
+_REQUIRED = (("smtp_server", "SMTP Server"), ("email", "Email"), ("sender_name", "Sender Name"))
+
+
+@register
+class Email(WebTool):
+    component_name = "Email"
+    service = "EMAIL"
+    timeout_s = 10.0
+    needs_key = False
+    exception_output = "success"
+    meta = {
+        "name": "email",
+        "description": "The email is a method of electronic communication for sending and receiving information "
+                       "through the Internet. This tool helps users to send emails to one person or to multiple "
+                       "recipients with support for CC, BCC, file attachments, and markdown-to-HTML conversion.",
+        "parameters": {
+            "to_email": {"type": "string", "description": "The target email address.", "default": "{sys.query}",
+                         "required": True},
+            "cc_email": {"type": "string", "description": "The other email addresses needs to be send to. Comma splited.",
+                         "default": "", "required": False},
+            "content": {"type": "string", "description": "The content of the email.", "default": "", "required": False},
+            "subject": {"type": "string", "description": "The subject/title of the email.", "default": "",
+                        "required": False},
+        },
+    }
+    defaults = {"smtp_server": "", "smtp_port": 465, "email": "", "smtp_username": "", "password": "",
+                "sender_name": ""}
+    positive = ("smtp_port",)
+
+    @classmethod
+    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
+        issues = super().check(cpn_id, params)
+        for name, label in _REQUIRED:
+            if not str(params.get(name) or "").strip():
+                issues.append(ValidationIssue(cpn_id, f"params.{name}", f"{label} is empty"))
+        return issues
+
+    def thoughts(self, ctx: NodeContext) -> str:
+        return (f"\nTo: {self.shown(ctx, 'to_email')}\nSubject: {self.shown(ctx, 'subject')}\n"
+                "Your email is on its way—sit tight!\n")
+
+    async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> bool:
+        ctx.set_output("success", False)
+        to = str(self.option(args, "to_email") or "").strip()
+        if not to:
+            return False
+        cid = ctx.component_id
+        for name, label in _REQUIRED:
+            if not str(self.params.get(name) or "").strip():
+                raise FieldError(cid, f"params.{name}", f"{label} is empty")
+        password = str(self.params.get("password") or "").strip() or os.environ.get("EMAIL_PASSWORD", "")
+        if not password:
+            raise FieldError(cid, "params.password", "no SMTP password: set the component's password or EMAIL_PASSWORD")
+        server, port = str(self.params["smtp_server"]).strip(), int(self.params.get("smtp_port") or 465)
+        sender = str(self.params["email"]).strip()
+        cc = str(self.option(args, "cc_email") or "").strip()
+        msg = MIMEMultipart("alternative")
+        msg["From"] = formataddr((str(Header(str(self.params["sender_name"]), "utf-8")), sender))
+        msg["To"] = to
+        if cc:
+            msg["Cc"] = cc
+        msg["Subject"] = Header(str(self.option(args, "subject") or "No Subject"), "utf-8").encode()
+        msg.attach(MIMEText(str(self.option(args, "content") or "No content provided"), "html", "utf-8"))
+        recipients = [to, *(c.strip() for c in cc.split(",") if c.strip())]
+        limit = self.time_limit()
+        sock = await self.connect(ctx, server, port, limit)
+        smtp = aiosmtplib.SMTP(hostname=server, sock=sock, timeout=limit, use_tls=port == 465,
+                               start_tls=port != 465, tls_context=ssl.create_default_context())
+        where = f"SMTP server {server}:{port}"
+        try:
+            await smtp.connect()
+            await smtp.login(str(self.params.get("smtp_username") or "").strip() or sender, password)
+            await smtp.send_message(msg, sender=sender, recipients=recipients)
+        except aiosmtplib.SMTPAuthenticationError:
+            raise RuntimeError(f"{cid}: SMTP Authentication failed. Please check your SMTP username(email) and "
+                               "authorization code.") from None
+        except aiosmtplib.SMTPTimeoutError:
+            raise TimeoutError(f"{cid}: Email: {where} did not answer within {limit:g} s") from None
+        except aiosmtplib.SMTPException as exc:
+            raise RuntimeError(f"{cid}: Email: {where}: {exc}") from None
+        finally:
+            if smtp.is_connected:
+                try:
+                    await smtp.quit()
+                except aiosmtplib.SMTPException:
+                    smtp.close()
+            sock.close()
+        ctx.set_output("success", True)
+        return True
+
+    async def connect(self, ctx: NodeContext, host: str, port: int, limit: float) -> socket.socket:
+        """A socket connected to `host`'s first address, every address checked against the SSRF policy."""
+        cid, loop = ctx.component_id, asyncio.get_running_loop()
+        policy = ctx.http.policy if ctx.http is not None else EgressPolicy.from_entries(ctx.settings.ssrf_allowlist)
+        try:
+            infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), limit)
+        except (OSError, TimeoutError) as exc:
+            raise RuntimeError(f"{cid}: Email: cannot resolve SMTP server {host}: {exc}") from None
+        try:
+            for *_, addr in infos:
+                policy.check(f"smtp://{host}:{port}", host, ipaddress.ip_address(addr[0].split("%", 1)[0]))
+        except EgressBlocked as exc:
+            raise FieldError(cid, "params.smtp_server", str(exc)) from None
+        family, kind, proto, _, addr = infos[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        try:
+            await asyncio.wait_for(loop.sock_connect(sock, addr), limit)
+        except TimeoutError:
+            sock.close()
+            raise TimeoutError(f"{cid}: Email: SMTP server {host}:{port} did not answer within {limit:g} s") from None
+        except OSError as exc:
+            sock.close()
+            raise RuntimeError(f"{cid}: Failed to connect to SMTP server {host}:{port}: {exc}") from None
+        return sock

@@ -1,0 +1,139 @@
+"""Email against a real SMTP server (aiosmtpd) started here: STARTTLS with a certificate made for the
+test, AUTH PLAIN/LOGIN, the message RAGFlow builds. The test trusts that certificate through SSL_CERT_FILE,
+so the tool's TLS verification is the real one."""
+from __future__ import annotations
+
+import asyncio
+import datetime
+import email
+import ipaddress
+import ssl
+from email.header import decode_header, make_header
+
+import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from helpers import free_port
+from tool_kit import agent_call, node_run, tool_schema
+
+from services.orchestrator.components import get_class
+
+PARAMS = {"smtp_server": "127.0.0.1", "email": "bot@trellis.example", "password": "app-code",
+          "sender_name": "Trellis 机器人"}
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+            .sign(key, hashes.SHA256()))
+    folder = tmp_path_factory.mktemp("smtp-tls")
+    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (folder / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                       serialization.PrivateFormat.PKCS8,
+                                                       serialization.NoEncryption()))
+    return folder / "cert.pem", folder / "key.pem"
+
+
+class Mailbox:
+    def __init__(self):
+        self.messages = []
+        self.logins = []
+
+    async def handle_DATA(self, server, session, envelope):
+        self.messages.append((envelope.mail_from, list(envelope.rcpt_tos), email.message_from_bytes(envelope.content)))
+        return "250 OK"
+
+    def authenticate(self, server, session, envelope, mechanism, auth_data):
+        self.logins.append((auth_data.login.decode(), auth_data.password.decode()))
+        return AuthResult(success=auth_data.password == b"app-code", handled=False)  # aiosmtpd answers 535
+
+
+@pytest.fixture
+def smtp(certificate, monkeypatch):
+    cert, key = certificate
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    monkeypatch.delenv("EMAIL_PASSWORD", raising=False)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    box = Mailbox()
+    controller = Controller(box, hostname="127.0.0.1", port=free_port(), tls_context=tls, require_starttls=True,
+                            authenticator=box.authenticate, auth_require_tls=True)
+    controller.start()
+    box.port = controller.port
+    yield box
+    controller.stop()
+
+
+async def test_the_email_goes_out_over_starttls_with_ragflows_message(smtp):
+    params = {**PARAMS, "smtp_port": smtp.port, "smtp_username": "bot-login"}
+    observation, error, ctx = await agent_call("Email", params, {
+        "to_email": "ann@x.example", "cc_email": "bob@x.example,cy@x.example", "subject": "周报 ready",
+        "content": "<p>Hello <b>Ann</b></p>"})
+    assert error is None and observation in ("True", "true")
+    assert smtp.logins == [("bot-login", "app-code")]
+    [(sender, rcpts, msg)] = smtp.messages
+    assert sender == "bot@trellis.example" and rcpts == ["ann@x.example", "bob@x.example", "cy@x.example"]
+    assert str(make_header(decode_header(msg["Subject"]))) == "周报 ready"
+    assert str(make_header(decode_header(msg["From"]))) == "Trellis 机器人 <bot@trellis.example>"
+    assert msg["To"] == "ann@x.example" and msg["Cc"] == "bob@x.example,cy@x.example"
+    assert msg.get_content_type() == "multipart/alternative"
+    [part] = msg.get_payload()
+    assert part.get_content_type() == "text/html" and part.get_payload(decode=True).decode() == "<p>Hello <b>Ann</b></p>"
+
+
+async def test_as_a_node_the_password_may_come_from_the_environment(smtp, monkeypatch):
+    monkeypatch.setenv("EMAIL_PASSWORD", "app-code")
+    params = {**PARAMS, "password": "", "smtp_port": smtp.port, "to_email": "sys.query", "subject": "Hi"}
+    ctx = await node_run("Email", params, query="dana@x.example")
+    assert ctx.outputs["success"] is True
+    assert smtp.logins == [("bot@trellis.example", "app-code")]
+    assert smtp.messages[0][1] == ["dana@x.example"]
+
+
+async def test_a_refused_login_is_ragflows_message_and_nothing_is_sent(smtp):
+    observation, error, _ = await agent_call("Email", {**PARAMS, "password": "wrong", "smtp_port": smtp.port},
+                                             {"to_email": "ann@x.example"})
+    assert observation.startswith("Error: ") and "SMTP Authentication failed" in error
+    assert smtp.messages == []
+
+
+async def test_a_server_that_never_greets_times_out(monkeypatch):
+    monkeypatch.setenv("TRELLIS_EMAIL_TIMEOUT_S", "0.3")
+    silent = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    try:
+        observation, error, _ = await agent_call("Email", {**PARAMS, "smtp_port": port}, {"to_email": "a@x.example"})
+    finally:
+        silent.close()
+    assert observation.startswith("Error: ") and "did not answer within 0.3 s" in error
+
+
+async def test_a_private_smtp_host_is_refused_unless_allowed(smtp):
+    observation, error, _ = await agent_call("Email", {**PARAMS, "smtp_port": smtp.port},
+                                             {"to_email": "ann@x.example"}, allow=False)
+    assert observation.startswith("Error: ") and "loopback" in error and "params.smtp_server" in error
+    assert smtp.messages == [] and smtp.logins == []
+
+
+async def test_no_password_and_validation_name_the_fields(smtp):
+    _, error, _ = await agent_call("Email", {**PARAMS, "password": "", "smtp_port": smtp.port}, {"to_email": "a@x.example"})
+    assert "EMAIL_PASSWORD" in error and "params.password" in error
+    issues = get_class("Email").check("Email:x", {"smtp_server": "", "email": "a@x.example"})
+    assert {i.field for i in issues} == {"params.smtp_server", "params.sender_name"}
+
+
+def test_the_model_is_offered_ragflows_function():
+    schema = tool_schema("Email", PARAMS)
+    assert schema.name == "email_0" and schema.parameters["required"] == ["to_email"]
+    assert set(schema.parameters["properties"]) == {"to_email", "cc_email", "content", "subject"}
