@@ -20,7 +20,7 @@ _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop",
             "tools.tavily", "tools.google", "tools.bing", "tools.duckduckgo", "tools.wikipedia",
             "tools.yahoofinance", "tools.searxng", "tools.github", "tools.arxiv", "tools.pubmed",
             "tools.bgpt", "tools.keenable", "tools.querit", "tools.deepl", "tools.qweather",
-            "tools.email")
+            "tools.email", "tools.crawler")
 
 for _name in _MODULES:
     importlib.import_module(f"{__name__}.{_name}")
@@ -28,7 +28,7 @@ for _name in _MODULES:
 # RAGFlow components and tools that come with later issues (agent/component, agent/tools, rag/flow).
 PENDING = frozenset({
     "GoogleScholar",
-    "Crawler", "AkShare", "WenCai",
+    "AkShare", "WenCai",
     "Jin10", "TuShare",
 })
 
