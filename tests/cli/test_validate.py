@@ -7,9 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-
-
 def _validate(path: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "trellis_cli", "validate", str(path)], capture_output=True, text=True, timeout=60)
 
@@ -59,10 +56,21 @@ def test_broken_json_is_one_clear_line(tmp_path):
     assert "Traceback" not in result.stderr and "JSON" in result.stderr
 
 
-def test_shipped_template_with_unavailable_components_says_which(tmp_path):
-    result = _validate(SHARED / "ragflow" / "templates" / "user_interaction.json")
+def test_every_shipped_agent_template_is_valid():
+    templates = Path(__file__).resolve().parents[1] / "data" / "templates"
+    for name in ("user_interaction.json", "deep_research.json", "text2sql_data_expert.json"):
+        result = _validate(templates / name)
+        assert result.returncode == 0, (name, result.stderr)
+
+
+def test_a_canvas_with_an_unknown_component_says_which(tmp_path):
+    canvas = tmp_path / "canvas.json"
+    canvas.write_text(json.dumps({"components": {
+        "begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": ["Teleport:X"], "upstream": []},
+        "Teleport:X": {"obj": {"component_name": "Teleport", "params": {}}, "downstream": [], "upstream": ["begin"]}}}))
+    result = _validate(canvas)
     assert result.returncode == 1
-    assert "not available yet" in result.stderr and "UserFillUp" in result.stderr
+    assert "Teleport:X" in result.stderr and "unknown component_name 'Teleport'" in result.stderr
 
 
 def test_every_example_canvas_is_valid():
