@@ -11,7 +11,7 @@ from services.orchestrator.dsl import (DslError, load_canvas, load_with_state, t
 from services.orchestrator.state import SessionState
 from services.orchestrator.validate import validate
 
-SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "ragflow"
+SHARED = Path(__file__).resolve().parents[2] / "data"  # RAGFlow's templates and examples (NOTICE.md there)
 INGESTION = {"advanced_ingestion_pipeline.json", "chunk_summary.json", "compiler.json", "title_chunker.json"}
 AGENT_FILES = sorted(p for p in (SHARED / "templates").glob("*.json") if p.name not in INGESTION)
 FIXTURE = SHARED / "dsl_examples" / "go_fixture_all_components.json"

@@ -17,7 +17,7 @@ from services.orchestrator.components._fields import resolve_operand
 from services.orchestrator.components.base import Component, NodeContext
 from services.orchestrator.events import MessageDelta, NodeFinished, RunFinished, ToolCallFinished, ToolCallStarted
 
-TEMPLATES = Path(__file__).resolve().parents[3].parent / "shared" / "ragflow" / "templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"  # see NOTICE.md there
 SEARCHED: list[str] = []
 
 

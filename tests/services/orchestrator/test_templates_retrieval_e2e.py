@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "retrieval"))
 from retrieval_helpers import llm_gateway as embedding_gateway  # noqa: E402
 from retrieval_helpers import running_stack  # noqa: E402
 
-TEMPLATES = Path(__file__).resolve().parents[3].parent / "shared" / "ragflow" / "templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"  # see NOTICE.md there
 HANDBOOK = """# Trellis operations handbook
 
 ## Ports
