@@ -46,6 +46,16 @@ _PLAN_CACHE_SIZE = 512
 _plans: OrderedDict[tuple[str, str, str], tuple[str, Plan]] = OrderedDict()
 
 
+def session_canvas(tenant: str, agent_id: str, version_id: str, dsl_json: str) -> CanvasV2:
+    """The canvas a new session of this version starts from (for its prologue): the cached plan's canvas when
+    a run has compiled this very text, else a structural parse (an agent whose components are not all
+    available may still get sessions)."""
+    hit = _plans.get((tenant, agent_id, version_id))
+    if hit is not None and hit[0] == dsl_json:
+        return hit[1].canvas
+    return parse(dsl_json, require_available=False)[0]
+
+
 async def compiled_plan(tenant: str, agent_id: str, version_id: str, dsl_json: str) -> Plan:
     """The checked, compiled plan of an agent's version (or draft), compiled once per process.
 

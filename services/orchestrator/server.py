@@ -97,8 +97,7 @@ class SessionServicer(session_grpc.SessionServiceServicer):
         tenant = _tenant(request)
         dsl_json, version_id = await self.agents.resolve_dsl(
             tenant, request.agent_id, version_id=request.version_id, draft=request.draft)
-        canvas, _ = canvases.parse(dsl_json, require_available=False)
-        greeting = canvases.prologue(canvas)
+        greeting = canvases.prologue(canvases.session_canvas(tenant, request.agent_id, version_id, dsl_json))
         session = await self.sessions.create(
             tenant, agent_id=request.agent_id, user_id=request.user_id, name=request.name, version_id=version_id,
             source="agent", messages=[message("assistant", greeting)] if greeting else [])

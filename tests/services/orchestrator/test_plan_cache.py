@@ -28,6 +28,13 @@ async def test_same_text_reuses_the_plan_and_changed_text_recompiles():
         "t-cache", "", "", _dsl("two"))
 
 
+async def test_a_new_session_reads_its_prologue_from_the_cached_plan():
+    plan = await canvases.compiled_plan("t-cache", "agent-2", "v1", _dsl("one"))
+    assert canvases.session_canvas("t-cache", "agent-2", "v1", _dsl("one")) is plan.canvas
+    fresh = canvases.session_canvas("t-cache", "agent-2", "v1", _dsl("changed"))  # not what was compiled
+    assert fresh is not plan.canvas and fresh.components["Message:m"].params["content"] == ["changed"]
+
+
 async def test_an_edited_draft_answers_with_the_new_canvas(redis_server):
     async with pipeline(redis_server.url) as p:
         agent_id = await create_agent(p.client, echo_canvas())
