@@ -41,10 +41,6 @@ _QUERY = {"query": {"type": "string", "required": True,
                     "description": "The search keywords: the most important words (and synonyms) of the request."}}
 
 
-def _arg(type_: str, description: str, required: bool = False, **extra: Any) -> dict[str, Any]:
-    return {"type": type_, "description": description, "required": required, **extra}
-
-
 def _search(name: str, description: str) -> dict[str, Any]:
     return {"name": name, "description": description, "parameters": _QUERY}
 
@@ -52,7 +48,6 @@ def _search(name: str, description: str) -> dict[str, Any]:
 # Metas of RAGFlow tools whose component has no `tool_meta` (yet), by component_name.
 RAGFLOW_TOOL_META: dict[str, dict[str, Any]] = {
     "Retrieval": _search("search_my_dateset", "Searches the knowledge bases (datasets) for relevant content."),
-    "GoogleScholar": _search("google_scholar_search", "Searches Google Scholar."),
 }
 
 

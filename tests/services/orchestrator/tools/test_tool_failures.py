@@ -26,6 +26,7 @@ TOOLS = {
     "QueritContents": ("QUERIT", ("POST", "/v1/contents"), {"api_key": "k"}, {"urls": ["https://a.example"]}),
     "DeepL": ("DEEPL", ("POST", "/v2/translate"), {"auth_key": "k"}, {"query": "q"}),
     "QWeather": ("QWEATHER", ("GET", "/v2/city/lookup"), {"web_apikey": "k"}, {"query": "q"}),
+    "GoogleScholar": ("GOOGLESCHOLAR", ("GET", "/scholar"), {}, {"query": "q"}),
 }
 
 
