@@ -188,6 +188,10 @@ def parse_query(request: web.Request, model: type[M]) -> M:
     try:
         return model.model_validate(dict(request.query))
     except ValidationError as exc:
+        if getattr(model, "ragflow_errors", False):  # RAGFlow's validate_and_parse_request_args wording
+            from gateway.ragflow_models import format_validation_error
+
+            raise GatewayError(format_validation_error(exc), param="query") from None
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "query"
         raise GatewayError(first["msg"] if first["type"] == "page_size" else

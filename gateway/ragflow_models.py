@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from uuid import UUID
 
 from aiohttp import web
@@ -346,8 +346,12 @@ class ListSessionsQuery(PageQuery):
 
 
 class ListDatasetsQuery(PageQuery):
+    """RAGFlow's ListDatasetReq. Datasets come newest first whatever `orderby` and `desc` say."""
+
+    ragflow_errors: ClassVar[bool] = True
     id: str | None = None
     name: str | None = None
+    orderby: Literal["create_time", "update_time"] = "create_time"
 
     @field_validator("id", mode="before")
     @classmethod

@@ -128,7 +128,9 @@ async def test_list_pagination_and_filters(live):
     missing = await live.call("GET", "/api/v1/datasets", params={"id": unknown})
     assert missing["code"] == 102 and f"lacks permission for dataset '{unknown}'" in missing["message"]
     bad_id = await live.call("GET", "/api/v1/datasets", params={"id": "not-a-uuid"})
-    assert bad_id["code"] == 101 and "Invalid UUID format" in bad_id["message"]
+    assert bad_id["code"] == 101 and bad_id["message"] == "Field: <id> - Message: <Invalid UUID format> - Value: <not-a-uuid>"
+    bad_order = await live.call("GET", "/api/v1/datasets", params={"orderby": "name"})
+    assert bad_order["code"] == 101 and "Input should be 'create_time' or 'update_time'" in bad_order["message"]
 
 
 async def test_delete_ids_null_deletes_nothing_and_delete_all_deletes_all(live):

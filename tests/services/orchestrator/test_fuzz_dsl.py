@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,12 @@ from services.orchestrator.components import registered
 from services.orchestrator.dsl import DslError, load_canvas, to_v1, to_v2_dict
 from services.orchestrator.validate import ValidationFailed, compile_plan, validate
 from services.orchestrator.variables import Resolver, Scope, StreamValue, VariableError, find_refs, walk_path
+
+@pytest.fixture(autouse=True, scope="module")
+def _report_counts():
+    yield
+    print(f"\nhypothesis: {COUNT['dsl']} DSL documents, {COUNT['variables']} resolver cases")
+
 
 FUZZ = settings(max_examples=int(os.environ.get("TRELLIS_FUZZ_EXAMPLES_DSL", "250")), deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -112,8 +119,3 @@ def test_walk_path_never_raises(value, path):
     walk_path(value, path)
     stream = StreamValue.of(json.dumps(value))
     walk_path(stream, path)
-
-
-def test_fuzz_counts_are_reported():
-    """Runs last in file order (pytest -p no:randomly), when the counts are complete."""
-    print(f"hypothesis: {COUNT['dsl']} DSL documents, {COUNT['variables']} resolver cases")
