@@ -20,14 +20,15 @@ _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop",
             "tools.tavily", "tools.google", "tools.bing", "tools.duckduckgo", "tools.wikipedia",
             "tools.yahoofinance", "tools.searxng", "tools.github", "tools.arxiv", "tools.pubmed",
             "tools.bgpt", "tools.keenable", "tools.querit", "tools.deepl", "tools.qweather",
-            "tools.email", "tools.crawler", "tools.googlescholar")
+            "tools.email", "tools.crawler", "tools.googlescholar",
+            "tools.akshare")
 
 for _name in _MODULES:
     importlib.import_module(f"{__name__}.{_name}")
 
 # RAGFlow components and tools that come with later issues (agent/component, agent/tools, rag/flow).
 PENDING = frozenset({
-    "AkShare", "WenCai",
+    "WenCai",
     "Jin10", "TuShare",
 })
 

@@ -27,6 +27,7 @@ TOOLS = {
     "DeepL": ("DEEPL", ("POST", "/v2/translate"), {"auth_key": "k"}, {"query": "q"}),
     "QWeather": ("QWEATHER", ("GET", "/v2/city/lookup"), {"web_apikey": "k"}, {"query": "q"}),
     "GoogleScholar": ("GOOGLESCHOLAR", ("GET", "/scholar"), {}, {"query": "q"}),
+    "AkShare": ("AKSHARE", ("GET", "/search/jsonp"), {}, {"query": "600519"}),
 }
 
 
