@@ -198,15 +198,33 @@ def stored_chunk_view(c: rr_pb.Chunk) -> dict[str, Any]:
 
 async def _dataset(request: web.Request, dataset_id: str) -> dict[str, Any]:
     """The tenant's dataset as a view; RAGFlow's "You don't own the dataset" (102) when it has none by that id."""
-    for d in (await _call(_stub(request).ListDatasets, rr_pb.ListDatasetsRequest(tenant_id=request[TENANT], page_size=1000))).datasets:
+    for d in await _datasets(request):
         if d.id == dataset_id:
             return dataset_view(d)
     raise _data_error(f"You don't own the dataset {dataset_id}.")
 
 
 async def _documents(request: web.Request, dataset_id: str) -> list[rr_pb.Document]:
-    req = rr_pb.ListDocumentsRequest(tenant_id=request[TENANT], dataset_id=dataset_id, page_size=1000)
-    return list((await _call(_stub(request).ListDocuments, req)).documents)
+    """Every document of the dataset (for names, ids and filters), a page of 1000 at a time."""
+    docs: list[rr_pb.Document] = []
+    while True:
+        req = rr_pb.ListDocumentsRequest(tenant_id=request[TENANT], dataset_id=dataset_id, page=len(docs) // 1000 + 1,
+                                         page_size=1000)
+        resp = await _call(_stub(request).ListDocuments, req)
+        docs += resp.documents
+        if len(resp.documents) < 1000 or len(docs) >= resp.total:
+            return docs
+
+
+async def _datasets(request: web.Request) -> list[rr_pb.Dataset]:
+    """Every dataset of the tenant, a page of 1000 at a time."""
+    found: list[rr_pb.Dataset] = []
+    while True:
+        req = rr_pb.ListDatasetsRequest(tenant_id=request[TENANT], page=len(found) // 1000 + 1, page_size=1000)
+        resp = await _call(_stub(request).ListDatasets, req)
+        found += resp.datasets
+        if len(resp.datasets) < 1000 or len(found) >= resp.total:
+            return found
 
 
 # ---------------------------------------------------------------------------------------- datasets
@@ -239,8 +257,7 @@ async def list_datasets(request: web.Request) -> web.Response:
     """`data` is the list; the total is top-level `total_datasets` (RAGFlow) and `total`."""
     tenant, stub, q = request[TENANT], _stub(request), query(request)
     if q.id or q.name:
-        resp = await _call(stub.ListDatasets, rr_pb.ListDatasetsRequest(tenant_id=tenant, page_size=1000, name=q.name or ""))
-        items = [d for d in resp.datasets if (not q.id or d.id == q.id) and (not q.name or d.name == q.name)]
+        items = [d for d in await _datasets(request) if (not q.id or d.id == q.id) and (not q.name or d.name == q.name)]
         if not items:
             raise _data_error(f"User '{tenant}' lacks permission for dataset '{q.id or q.name}'")
         views = [dataset_view(d) for d in items]
@@ -255,7 +272,7 @@ async def delete_datasets(request: web.Request) -> web.Response:
     `null` means all, its code and tests do not)."""
     req_body: DeleteDatasetsBody = await body(request)
     tenant, stub = request[TENANT], _stub(request)
-    owned = {d.id for d in (await _call(stub.ListDatasets, rr_pb.ListDatasetsRequest(tenant_id=tenant, page_size=1000))).datasets}
+    owned = {d.id for d in await _datasets(request)}
     ids = list(req_body.ids or [])
     if not ids:
         if not req_body.delete_all:
@@ -498,8 +515,7 @@ async def retrieval(request: web.Request) -> web.Response:
     if "document_ids" in raw and raw["document_ids"] is not None and not isinstance(raw["document_ids"], list):
         raise _data_error("`documents` should be a list")
     req_body: RetrievalBody = await body(request)
-    owned = {d.id for d in (await _call(_stub(request).ListDatasets, rr_pb.ListDatasetsRequest(
-        tenant_id=request[TENANT], page_size=1000))).datasets}
+    owned = {d.id for d in await _datasets(request)}
     for dataset_id in req_body.dataset_ids or []:
         if dataset_id not in owned:
             raise _data_error(f"You don't own the dataset {dataset_id}.")
