@@ -89,12 +89,16 @@ class Email(WebTool):
         server, port = str(self.params["smtp_server"]).strip(), int(self.params.get("smtp_port") or 465)
         sender = str(self.params["email"]).strip()
         cc = str(self.option(args, "cc_email") or "").strip()
+        for name, value in (("to_email", to), ("cc_email", cc)):
+            if "\r" in value or "\n" in value:  # a line break would add headers (Bcc: ...) to the message
+                raise FieldError(cid, name, f"an address list cannot contain line breaks: {value!r}")
         msg = MIMEMultipart("alternative")
         msg["From"] = formataddr((str(Header(str(self.params["sender_name"]), "utf-8")), sender))
         msg["To"] = to
         if cc:
             msg["Cc"] = cc
-        msg["Subject"] = Header(str(self.option(args, "subject") or "No Subject"), "utf-8").encode()
+        subject = " ".join(str(self.option(args, "subject") or "No Subject").splitlines())
+        msg["Subject"] = Header(subject, "utf-8").encode()
         msg.attach(MIMEText(str(self.option(args, "content") or "No content provided"), "html", "utf-8"))
         recipients = [to, *(c.strip() for c in cc.split(",") if c.strip())]
         limit = self.time_limit()

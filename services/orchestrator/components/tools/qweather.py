@@ -74,7 +74,8 @@ class QWeather(WebTool):
         if not location:
             return ""
         key = self.web_apikey(ctx)
-        lookup = await self.request_json(ctx, "GET", "/v2/city/lookup", params={"location": location, "key": key})
+        lookup = _object(ctx, await self.request_json(ctx, "GET", "/v2/city/lookup",
+                                                      params={"location": location, "key": key}))
         if str(lookup.get("code")) != "200":
             return _finish(ctx, _error(lookup.get("code")))
         try:
@@ -86,24 +87,38 @@ class QWeather(WebTool):
         query = {"location": location_id, "key": key, "lang": lang}
         if kind == "weather":
             period = self.option(args, "time_period")
-            data = await self.request_json(ctx, "GET", self.endpoint(f"/v7/weather/{period}", host=host), params=query)
+            data = _object(ctx, await self.request_json(ctx, "GET", self.endpoint(f"/v7/weather/{period}", host=host),
+                                                        params=query))
             if str(data.get("code")) != "200":
                 return _finish(ctx, _error(data.get("code")))
             if period == "now":
-                return _finish(ctx, str(data["now"]))
-            return _finish(ctx, "\n".join(str(day) for day in data["daily"]))
+                return _finish(ctx, str(_field(ctx, data, "now")))
+            return _finish(ctx, "\n".join(str(day) for day in _field(ctx, data, "daily")))
         if kind == "indices":
-            data = await self.request_json(ctx, "GET", self.endpoint("/v7/indices/1d", host=host),
-                                           params={"type": "0", **query})
+            data = _object(ctx, await self.request_json(ctx, "GET", self.endpoint("/v7/indices/1d", host=host),
+                                                        params={"type": "0", **query}))
             if str(data.get("code")) != "200":
                 return _finish(ctx, _error(data.get("code")))
-            daily = data["daily"]
+            daily = _field(ctx, data, "daily")
             return _finish(ctx, daily[0]["date"] + "\n" + "\n".join(
                 f"{i['name']}: {i['category']}, {i['text']}" for i in daily))
-        data = await self.request_json(ctx, "GET", self.endpoint("/v7/air/now", host=host), params=query)
+        data = _object(ctx, await self.request_json(ctx, "GET", self.endpoint("/v7/air/now", host=host), params=query))
         if str(data.get("code")) != "200":
             return _finish(ctx, _error(data.get("code")))
-        return _finish(ctx, str(data["now"]))
+        return _finish(ctx, str(_field(ctx, data, "now")))
+
+
+def _object(ctx: NodeContext, data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise RuntimeError(f"{ctx.component_id}: QWeather answered {str(data)[:200]!r}, not an object")
+    return data
+
+
+def _field(ctx: NodeContext, data: dict[str, Any], key: str) -> Any:
+    value = data.get(key)
+    if not value:
+        raise RuntimeError(f"{ctx.component_id}: QWeather's answer has no '{key}': {str(data)[:200]}")
+    return value
 
 
 def _error(code: Any) -> str:

@@ -95,3 +95,10 @@ async def test_a_qweather_error_code_is_ragflows_explanation(api):
 def test_the_model_is_offered_ragflows_functions():
     assert tool_schema("DeepL").name == "deepl_translate_0"
     assert tool_schema("QWeather").description.startswith("QWeather (和风天气)")
+
+
+async def test_a_qweather_answer_without_the_data_is_a_clear_error(api):
+    api.route("GET", "/v2/city/lookup", lookup)
+    api.route("GET", "/v7/weather/now", {"code": "200"})
+    observation, error, _ = await agent_call("QWeather", {"web_apikey": "k"}, {"query": "Beijing"})
+    assert observation.startswith("Error: ") and "no 'now'" in error

@@ -137,3 +137,9 @@ def test_the_model_is_offered_ragflows_function():
     schema = tool_schema("Email", PARAMS)
     assert schema.name == "email_0" and schema.parameters["required"] == ["to_email"]
     assert set(schema.parameters["properties"]) == {"to_email", "cc_email", "content", "subject"}
+
+
+async def test_a_line_break_in_an_address_is_refused(smtp):
+    _, error, _ = await agent_call("Email", {**PARAMS, "smtp_port": smtp.port},
+                                   {"to_email": "ann@x.example\r\nBcc: eve@evil.example"})
+    assert "to_email" in error and "line breaks" in error and smtp.messages == []
