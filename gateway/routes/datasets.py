@@ -101,6 +101,7 @@ class UpdateChunkBody(_Body):
     content: str | None = None
     important_keywords: list[str] | None = None
     questions: list[str] | None = None
+    tag_kwd: list[str] | None = None
     available: bool | None = None
 
 
@@ -190,10 +191,24 @@ def chunk_view(c: rr_pb.Chunk) -> dict[str, Any]:
 
 
 def stored_chunk_view(c: rr_pb.Chunk) -> dict[str, Any]:
-    """A chunk as RAGFlow's chunk routes answer it."""
+    """A chunk as RAGFlow's chunk routes answer it; keywords, questions, tags and `available` are what a
+    client set on it (the retrieval service keeps them in the chunk's extra_json)."""
+    extra = json.loads(c.extra_json) if c.extra_json else {}
     return {"id": c.id, "content": c.content, "document_id": c.document_id, "docnm_kwd": c.document_name,
-            "document_keyword": c.document_name, "dataset_id": c.dataset_id, "important_keywords": [], "questions": [],
-            "tag_kwd": [], "image_id": "", "available": True, "positions": list(c.positions)}
+            "document_keyword": c.document_name, "dataset_id": c.dataset_id,
+            "important_keywords": extra.get("important_keywords", []), "questions": extra.get("questions", []),
+            "tag_kwd": extra.get("tag_kwd", []), "image_id": "", "available": extra.get("available", True),
+            "positions": list(c.positions)}
+
+
+def _chunk_extra(raw: dict[str, Any]) -> dict[str, Any]:
+    """The chunk fields RAGFlow stores beside the text, as it normalizes them (questions stripped)."""
+    extra = {k: raw[k] for k in ("important_keywords", "tag_kwd") if k in raw}
+    if "questions" in raw:
+        extra["questions"] = [str(q).strip() for q in raw["questions"] if str(q).strip()]
+    if "available" in raw:
+        extra["available"] = bool(raw["available"])
+    return extra
 
 
 async def _dataset(request: web.Request, dataset_id: str) -> dict[str, Any]:
@@ -450,10 +465,9 @@ async def add_chunk(request: web.Request) -> web.Response:
     for key in ("important_keywords", "questions", "tag_kwd"):
         _string_list(raw, key)
     await body(request)  # the declared model (the checks above gave RAGFlow's messages first)
-    req = rr_pb.AddChunkRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id, content=content)
-    chunk = stored_chunk_view((await _call(_stub(request).AddChunk, req)).chunk)
-    chunk.update({k: raw[k] for k in ("important_keywords", "questions", "tag_kwd") if k in raw})
-    return ok({"chunk": chunk})
+    req = rr_pb.AddChunkRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id, content=content,
+                                extra_json=json.dumps(_chunk_extra(raw), ensure_ascii=False))
+    return ok({"chunk": stored_chunk_view((await _call(_stub(request).AddChunk, req)).chunk)})
 
 
 @endpoint(Dialect.RAGFLOW, contract=Contract("Update a chunk", body=UpdateChunkBody, response=ChunkOut | None, tags=_TAGS))
@@ -464,11 +478,15 @@ async def update_chunk(request: web.Request) -> web.Response:
     content = raw.get("content")
     if content is not None and (not isinstance(content, str) or not content.strip()):
         raise _data_error("`content` is required")
-    for key in ("important_keywords", "questions"):
+    for key in ("important_keywords", "questions", "tag_kwd"):
         _string_list(raw, key, must="should be a list")
+    if "available" in raw and not isinstance(raw["available"], (bool, int)):
+        raise GatewayError("`available` must be a boolean or 0/1", param="available")
     await body(request)
+    extra = _chunk_extra(raw)
     req = rr_pb.UpdateChunkRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id,
-                                   chunk_id=chunk_id, content=content)
+                                   chunk_id=chunk_id, content=content,
+                                   extra_json=json.dumps(extra, ensure_ascii=False) if extra else None)
     try:
         await _stub(request).UpdateChunk(req, timeout=RPC_TIMEOUT_S)
     except grpc.aio.AioRpcError as exc:

@@ -44,17 +44,20 @@ class ChunkEditor:
             chunks = [c for c in chunks if needle in c.content.lower()]
         return doc, chunks
 
-    async def add(self, tenant_id: str, dataset_id: str, document_id: str, content: str) -> ChunkRecord:
+    async def add(self, tenant_id: str, dataset_id: str, document_id: str, content: str,
+                  extra: dict | None = None) -> ChunkRecord:
         if not content.strip():
             raise InvalidArgument("content is required (the chunk's text)")
         async with self._locks[document_id]:
             ds, doc = await self.document(tenant_id, dataset_id, document_id)
             chunks = await self.backend.get_chunks(tenant_id, dataset_id, document_id)
-            new = ChunkRecord(chunk_id(document_id, len(chunks), content), content, await self._embed(ds, content))
+            new = ChunkRecord(chunk_id(document_id, len(chunks), content), content, await self._embed(ds, content),
+                              extra=dict(extra or {}))
             await self._store(tenant_id, ds, doc, [*chunks, new])
             return new
 
-    async def update(self, tenant_id: str, dataset_id: str, document_id: str, chunk: str, content: str | None) -> ChunkRecord:
+    async def update(self, tenant_id: str, dataset_id: str, document_id: str, chunk: str, content: str | None,
+                     extra: dict | None = None) -> ChunkRecord:
         if content is not None and not content.strip():
             raise InvalidArgument("content must not be empty")
         async with self._locks[document_id]:
@@ -63,9 +66,13 @@ class ChunkEditor:
             index = next((i for i, c in enumerate(chunks) if c.id == chunk), None)
             if index is None:
                 raise NotFound(f"chunk {chunk!r} not found in document {document_id!r}")
-            if content is None or content == chunks[index].content:
-                return chunks[index]
-            chunks[index] = dataclasses.replace(chunks[index], content=content, vector=await self._embed(ds, content))
+            old = chunks[index]
+            changed = dataclasses.replace(old, extra={**old.extra, **(extra or {})})
+            if content is not None and content != old.content:
+                changed = dataclasses.replace(changed, content=content, vector=await self._embed(ds, content))
+            if changed == old:
+                return old
+            chunks[index] = changed
             await self._store(tenant_id, ds, doc, chunks)
             return chunks[index]
 

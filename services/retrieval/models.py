@@ -64,6 +64,7 @@ class ChunkRecord:
     content: str
     vector: list[float]
     positions: list[int] = field(default_factory=list)  # PDF page numbers (1-based) the chunk spans
+    extra: dict[str, Any] = field(default_factory=dict)  # what a client set on the chunk (RAGFlow's keywords, questions)
 
 
 @dataclass(frozen=True)

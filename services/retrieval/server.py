@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import grpc
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
@@ -133,14 +135,16 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
 
     async def AddChunk(self, request: rr_pb.AddChunkRequest, context: grpc.aio.ServicerContext) -> rr_pb.ChunkResponse:
         tenant = _tenant(request)
-        chunk = await self.chunks.add(tenant, request.dataset_id, request.document_id, request.content)
+        chunk = await self.chunks.add(tenant, request.dataset_id, request.document_id, request.content,
+                                      json_object(request.extra_json, "extra_json"))
         _, doc = await self.chunks.document(tenant, request.dataset_id, request.document_id)
         return rr_pb.ChunkResponse(chunk=_chunk(chunk, doc))
 
     async def UpdateChunk(self, request: rr_pb.UpdateChunkRequest, context: grpc.aio.ServicerContext) -> rr_pb.ChunkResponse:
         tenant = _tenant(request)
         content = request.content if request.HasField("content") else None
-        chunk = await self.chunks.update(tenant, request.dataset_id, request.document_id, request.chunk_id, content)
+        extra = json_object(request.extra_json, "extra_json") if request.HasField("extra_json") else None
+        chunk = await self.chunks.update(tenant, request.dataset_id, request.document_id, request.chunk_id, content, extra)
         _, doc = await self.chunks.document(tenant, request.dataset_id, request.document_id)
         return rr_pb.ChunkResponse(chunk=_chunk(chunk, doc))
 
@@ -152,4 +156,4 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
 
 def _chunk(c: ChunkRecord, doc: Document) -> rr_pb.Chunk:
     return rr_pb.Chunk(id=c.id, content=c.content, document_id=doc.id, document_name=doc.name, dataset_id=doc.dataset_id,
-                       positions=c.positions)
+                       positions=c.positions, extra_json=json.dumps(c.extra, ensure_ascii=False) if c.extra else "")

@@ -217,8 +217,10 @@ async def test_chunks_list_add_update_delete_and_search(live):
     assert listed["code"] == 0 and listed["data"]["total"] == 1 and listed["data"]["doc"]["id"] == doc["id"]
     assert "radiator" in listed["data"]["chunks"][0]["content"]
 
-    added = await live.call("POST", base, json={"content": "The warranty lasts five years.", "important_keywords": ["warranty"]})
+    added = await live.call("POST", base, json={"content": "The warranty lasts five years.", "important_keywords": ["warranty"],
+                                                 "questions": [" How long? ", ""]})
     assert added["code"] == 0 and added["data"]["chunk"]["important_keywords"] == ["warranty"]
+    assert added["data"]["chunk"]["questions"] == ["How long?"]  # stripped, empty ones dropped (RAGFlow)
     chunk_id = added["data"]["chunk"]["id"]
     found = await live.call("POST", "/api/v1/retrieval", json={"question": "warranty years", "dataset_ids": [ds],
                                                                 "similarity_threshold": 0.0})
@@ -227,6 +229,13 @@ async def test_chunks_list_add_update_delete_and_search(live):
     assert (await live.call("PATCH", f"{base}/{chunk_id}", json={"content": "The warranty lasts ten years."}))["code"] == 0
     one = await live.call("GET", base, params={"id": chunk_id})
     assert one["data"]["chunks"][0]["content"] == "The warranty lasts ten years."
+    assert one["data"]["chunks"][0]["important_keywords"] == ["warranty"]  # kept across a content change
+    patched = await live.call("PATCH", f"{base}/{chunk_id}", json={"available": 0, "important_keywords": ["ten"]})
+    assert patched["code"] == 0
+    stored = (await live.call("GET", base, params={"id": chunk_id}))["data"]["chunks"][0]
+    assert (stored["available"], stored["important_keywords"], stored["questions"]) == (False, ["ten"], ["How long?"])
+    bad_list = await live.call("PATCH", f"{base}/{chunk_id}", json={"questions": "q"})
+    assert (bad_list["code"], bad_list["message"]) == (102, "`questions` should be a list")
     assert (await live.call("GET", base, params={"keywords": "radiator"}))["data"]["total"] == 1
 
     empty = await live.call("POST", base, json={"content": " "})

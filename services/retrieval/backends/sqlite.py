@@ -42,7 +42,8 @@ CREATE TABLE IF NOT EXISTS documents(
 CREATE INDEX IF NOT EXISTS documents_by_dataset ON documents(dataset_id, created_at);
 CREATE TABLE IF NOT EXISTS chunks(
   pk INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, tenant_id TEXT NOT NULL, dataset_id TEXT NOT NULL,
-  document_id TEXT NOT NULL, content TEXT NOT NULL, positions TEXT NOT NULL, vector BLOB NOT NULL);
+  document_id TEXT NOT NULL, content TEXT NOT NULL, positions TEXT NOT NULL, vector BLOB NOT NULL,
+  extra TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(document_id);
 CREATE INDEX IF NOT EXISTS chunks_by_dataset ON chunks(dataset_id);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
@@ -218,8 +219,9 @@ class SqliteBackend(Backend):
                 old = _drop_chunks(conn, dataset.id, doc.id)
                 first = conn.execute("SELECT coalesce(max(pk), 0) + 1 FROM chunks").fetchone()[0]
                 pks = list(range(first, first + len(chunks)))
-                conn.executemany("INSERT INTO chunks VALUES(?,?,?,?,?,?,?,?)", [
-                    (pk, c.id, tenant_id, dataset.id, doc.id, c.content, json.dumps(c.positions), vectors[i].tobytes())
+                conn.executemany("INSERT INTO chunks VALUES(?,?,?,?,?,?,?,?,?)", [
+                    (pk, c.id, tenant_id, dataset.id, doc.id, c.content, json.dumps(c.positions), vectors[i].tobytes(),
+                     json.dumps(c.extra, ensure_ascii=False) if c.extra else "")
                     for i, (pk, c) in enumerate(zip(pks, chunks))])
                 conn.executemany("INSERT INTO chunks_fts(rowid, content, scope) VALUES(?,?,?)",
                                  [(pk, c.content, _scope(dataset.id)) for pk, c in zip(pks, chunks)])
@@ -237,10 +239,10 @@ class SqliteBackend(Backend):
 
     async def get_chunks(self, tenant_id: str, dataset_id: str, document_id: str) -> list[ChunkRecord]:
         def get(conn: Any) -> list[ChunkRecord]:
-            rows = conn.execute("SELECT id, content, positions, vector FROM chunks WHERE tenant_id = ? AND dataset_id = ? "
-                                "AND document_id = ? ORDER BY pk", (tenant_id, dataset_id, document_id)).fetchall()
-            return [ChunkRecord(r[0], r[1], np.frombuffer(r[3], dtype=np.float32).tolist(), json.loads(r[2] or "[]"))
-                    for r in rows]
+            rows = conn.execute("SELECT id, content, positions, vector, extra FROM chunks WHERE tenant_id = ? AND "
+                                "dataset_id = ? AND document_id = ? ORDER BY pk", (tenant_id, dataset_id, document_id)).fetchall()
+            return [ChunkRecord(r[0], r[1], np.frombuffer(r[3], dtype=np.float32).tolist(), json.loads(r[2] or "[]"),
+                                json.loads(r[4]) if r[4] else {}) for r in rows]
 
         return await self._runner.read(get)
 
@@ -279,6 +281,8 @@ def _init(conn: Any) -> int:
     conn.executescript(_SCHEMA)
     if "settings" not in {r[1] for r in conn.execute("PRAGMA table_info(datasets)")}:  # databases made before it
         conn.execute("ALTER TABLE datasets ADD COLUMN settings TEXT NOT NULL DEFAULT ''")
+    if "extra" not in {r[1] for r in conn.execute("PRAGMA table_info(chunks)")}:
+        conn.execute("ALTER TABLE chunks ADD COLUMN extra TEXT NOT NULL DEFAULT ''")
     return conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
 
 

@@ -119,7 +119,8 @@ class WeaviateBackend(Backend):
             properties=[Property(name="chunk_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
                         Property(name="document_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
                         Property(name="content", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
-                        Property(name="positions", data_type=DataType.INT_ARRAY)],
+                        Property(name="positions", data_type=DataType.INT_ARRAY),
+                        Property(name="extra", data_type=DataType.TEXT, skip_vectorization=True, index_searchable=False)],
             vector_config=Configure.Vectors.self_provided(
                 vector_index_config=Configure.VectorIndex.hnsw(distance_metric=VectorDistances.COSINE)))
 
@@ -260,7 +261,8 @@ class WeaviateBackend(Backend):
                  if str(o.uuid) not in new_ids]
         for start in range(0, len(chunks), _PAGE):
             batch = [DataObject(uuid=_uuid(c.id), vector=[float(x) for x in c.vector], properties={
-                "chunk_id": c.id, "document_id": doc.id, "content": c.content, "positions": list(c.positions)})
+                "chunk_id": c.id, "document_id": doc.id, "content": c.content, "positions": list(c.positions),
+                "extra": json.dumps(c.extra, ensure_ascii=False) if c.extra else ""})
                 for c in chunks[start : start + _PAGE]]
             _check_batch(await coll.data.insert_many(batch), "storing chunks")
         for start in range(0, len(stale), _PAGE):
@@ -280,8 +282,10 @@ class WeaviateBackend(Backend):
             res = await coll.query.fetch_objects(filters=where, limit=_PAGE, offset=offset, include_vector=True)
             for o in res.objects:
                 vector = o.vector.get("default") if isinstance(o.vector, dict) else o.vector
+                extra = o.properties.get("extra") or ""
                 out.append(ChunkRecord(o.properties["chunk_id"], o.properties["content"], list(vector or []),
-                                       [int(x) for x in o.properties.get("positions") or []]))
+                                       [int(x) for x in o.properties.get("positions") or []],
+                                       json.loads(extra) if extra else {}))
             if len(res.objects) < _PAGE:
                 return out
             offset += _PAGE
