@@ -8,6 +8,7 @@ from services.common.config import (
     DEFAULT_HTTP_PORT,
     DEFAULT_PORTS,
     data_dir,
+    env_bool,
     env_float,
     env_int,
     env_str,
@@ -35,28 +36,33 @@ def parse_api_keys(raw: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class GatewayConfig:
-    host: str  # TRELLIS_HTTP_HOST: bind address, default 0.0.0.0
-    port: int  # TRELLIS_HTTP_PORT: default 8080
-    upstreams: dict[str, str]  # service name -> gRPC address (TRELLIS_<SERVICE>_ADDR)
-    health_timeout_s: float  # TRELLIS_HEALTH_TIMEOUT_S: per upstream health check in /healthz
+    host: str = "0.0.0.0"  # TRELLIS_HTTP_HOST: bind address
+    port: int = DEFAULT_HTTP_PORT  # TRELLIS_HTTP_PORT
+    # service name -> gRPC address (TRELLIS_<SERVICE>_ADDR, peer_address in services/common/config.py)
+    upstreams: dict[str, str] = field(default_factory=dict)
+    health_timeout_s: float = 1.0  # TRELLIS_HEALTH_TIMEOUT_S: per upstream health check in /healthz
     # TRELLIS_API_KEYS (`key:tenant,...`). Empty: the key in `api_key_file` (created at start-up) for "default".
     api_keys: dict[str, str] = field(default_factory=dict)
     api_key_file: str = ""  # "" and no api_keys: every request is refused (fail closed)
     max_body_bytes: int = 16 * 1024 * 1024  # TRELLIS_MAX_BODY_BYTES: larger request bodies get 413
     rpc_timeout_s: float = 10.0  # TRELLIS_RPC_TIMEOUT_S: every unary call to the orchestrator
     run_timeout_s: float = 900.0  # TRELLIS_RUN_TIMEOUT_S: the longest a run stream may last
+    # TRELLIS_HTTP_REUSE_PORT=1 (set by `trellis up` when it starts several gateways): share the port with
+    # SO_REUSEPORT, the kernel spreading connections over the processes.
+    reuse_port: bool = False
 
     @classmethod
     def from_env(cls) -> "GatewayConfig":
         api_keys = parse_api_keys(env_str("TRELLIS_API_KEYS", ""))
         return cls(
-            host=env_str("TRELLIS_HTTP_HOST", "0.0.0.0"),
-            port=env_int("TRELLIS_HTTP_PORT", DEFAULT_HTTP_PORT),
+            host=env_str("TRELLIS_HTTP_HOST", cls.host),
+            port=env_int("TRELLIS_HTTP_PORT", cls.port),
             upstreams={name: peer_address(name) for name in DEFAULT_PORTS},
-            health_timeout_s=env_float("TRELLIS_HEALTH_TIMEOUT_S", 1.0),
+            health_timeout_s=env_float("TRELLIS_HEALTH_TIMEOUT_S", cls.health_timeout_s),
             api_keys=api_keys,
             api_key_file="" if api_keys else str(data_dir() / API_KEY_FILE),
-            max_body_bytes=env_int("TRELLIS_MAX_BODY_BYTES", 16 * 1024 * 1024),
-            rpc_timeout_s=env_float("TRELLIS_RPC_TIMEOUT_S", 10.0),
-            run_timeout_s=env_float("TRELLIS_RUN_TIMEOUT_S", 900.0),
+            max_body_bytes=env_int("TRELLIS_MAX_BODY_BYTES", cls.max_body_bytes),
+            rpc_timeout_s=env_float("TRELLIS_RPC_TIMEOUT_S", cls.rpc_timeout_s),
+            run_timeout_s=env_float("TRELLIS_RUN_TIMEOUT_S", cls.run_timeout_s),
+            reuse_port=env_bool("TRELLIS_HTTP_REUSE_PORT", cls.reuse_port),
         )

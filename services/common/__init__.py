@@ -2,6 +2,6 @@
 
 from services.common.config import ServerConfig
 from services.common.errors import ServiceError
-from services.common.server import Binding, serve
+from services.common.server import Binding, Service, serve
 
-__all__ = ["Binding", "ServerConfig", "ServiceError", "serve"]
+__all__ = ["Binding", "ServerConfig", "Service", "ServiceError", "serve"]

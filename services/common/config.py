@@ -49,23 +49,29 @@ class ServerConfig:
     """Where and how a gRPC service listens."""
 
     name: str  # service name for logs and metrics, e.g. "orchestrator"
-    host: str  # TRELLIS_HOST: bind address, default "[::]"
-    port: int  # TRELLIS_<NAME>_PORT: gRPC port
-    metrics_port: int  # TRELLIS_<NAME>_METRICS_PORT: Prometheus /metrics; 0 disables the exporter
-    grace_s: float  # TRELLIS_GRACE_S: in-flight RPCs get this long to finish on SIGTERM
-    drain_s: float  # TRELLIS_DRAIN_S: NOT_SERVING is announced this long before the server stops
+    host: str = "[::]"  # TRELLIS_HOST: bind address
+    port: int = 0  # TRELLIS_<NAME>_PORT: gRPC port (from_env: the service's port in DEFAULT_PORTS)
+    metrics_port: int = 0  # TRELLIS_<NAME>_METRICS_PORT: Prometheus /metrics; 0 disables the exporter
+    grace_s: float = 10.0  # TRELLIS_GRACE_S: in-flight RPCs get this long to finish on SIGTERM
+    drain_s: float = 0.5  # TRELLIS_DRAIN_S: NOT_SERVING is announced this long before the server stops
 
     @classmethod
-    def from_env(cls, name: str, default_port: int, default_metrics_port: int = 0) -> "ServerConfig":
+    def from_env(cls, name: str) -> "ServerConfig":
         key = name.upper()
+        port, metrics_port = DEFAULT_PORTS[name]
         return cls(
             name=name,
-            host=env_str("TRELLIS_HOST", "[::]"),
-            port=env_int(f"TRELLIS_{key}_PORT", default_port),
-            metrics_port=env_int(f"TRELLIS_{key}_METRICS_PORT", default_metrics_port),
-            grace_s=env_float("TRELLIS_GRACE_S", 10.0),
-            drain_s=env_float("TRELLIS_DRAIN_S", 0.5),
+            host=env_str("TRELLIS_HOST", cls.host),
+            port=env_int(f"TRELLIS_{key}_PORT", port),
+            metrics_port=env_int(f"TRELLIS_{key}_METRICS_PORT", metrics_port),
+            grace_s=env_float("TRELLIS_GRACE_S", cls.grace_s),
+            drain_s=env_float("TRELLIS_DRAIN_S", cls.drain_s),
         )
+
+    @classmethod
+    def for_tests(cls, name: str) -> "ServerConfig":
+        """Loopback, a port the OS picks, no metrics exporter, a quick stop."""
+        return cls(name, "127.0.0.1", 0, 0, grace_s=1.0, drain_s=0.0)
 
 
 # Default ports (DESIGN.md section 2). Metrics ports are ours: 9091.. one per gRPC service.

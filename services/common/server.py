@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
 import grpc
@@ -33,6 +33,19 @@ class Binding:
     service_name: str
 
 
+@dataclass
+class Service:
+    """What a service's `app.build(config)` returns and `serve()` runs: its servicers and its hooks.
+
+    `build` opens nothing; `on_startup` hooks connect and check (health turns SERVING after them),
+    `on_shutdown` hooks close, after the server has stopped.
+    """
+
+    bindings: list[Binding]
+    on_startup: list[Hook] = field(default_factory=list)
+    on_shutdown: list[Hook] = field(default_factory=list)
+
+
 async def build_server(service: str, bindings: Sequence[Binding]) -> tuple[grpc.aio.Server, HealthServicer]:
     """A server with interceptors, the servicers, health (all NOT_SERVING) and reflection; not started."""
     server = grpc.aio.server(interceptors=server_interceptors(service), options=SERVER_OPTIONS)
@@ -52,20 +65,15 @@ async def set_health(health: HealthServicer, bindings: Sequence[Binding], status
         await health.set(b.service_name, status)
 
 
-async def serve(
-    cfg: ServerConfig,
-    bindings: Sequence[Binding],
-    *,
-    on_startup: Sequence[Hook] = (),
-    on_shutdown: Sequence[Hook] = (),
-) -> None:
-    """Serve until SIGTERM/SIGINT, then shut down gracefully.
+async def serve(cfg: ServerConfig, service: Service) -> None:
+    """Serve `service` (what `app.build(config)` returned) until SIGTERM/SIGINT, then shut down gracefully.
 
     Order: logs, server with interceptors, servicers + health + reflection, bind, startup hooks, SERVING,
     metrics exporter; on a signal: NOT_SERVING, drain, stop(grace), shutdown hooks.
     """
     logs.configure(cfg.name)
     tracing.configure(cfg.name)
+    bindings = service.bindings
     server, health = await build_server(cfg.name, bindings)
     address = f"{cfg.host}:{cfg.port}"
     try:
@@ -78,7 +86,7 @@ async def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        for hook in on_startup:
+        for hook in service.on_startup:
             try:
                 await hook()
             except ServiceError as exc:
@@ -100,7 +108,7 @@ async def serve(
         await asyncio.sleep(cfg.drain_s)
     finally:
         await server.stop(cfg.grace_s)
-        for hook in on_shutdown:
+        for hook in service.on_shutdown:
             try:
                 await hook()
             except Exception:

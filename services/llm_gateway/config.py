@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.common.config import DEFAULT_PORTS, ServerConfig, env_bool, env_float, env_int, env_str
+from services.common.config import ServerConfig, env_bool, env_float, env_int, env_str
 from services.llm_gateway import factories
 from services.llm_gateway.providers_file import ProvidersFile, load_providers_file
 
@@ -14,72 +14,62 @@ from services.llm_gateway.providers_file import ProvidersFile, load_providers_fi
 @dataclass(frozen=True)
 class LlmGatewayConfig:
     server: ServerConfig  # TRELLIS_LLM_GATEWAY_PORT (50052), TRELLIS_LLM_GATEWAY_METRICS_PORT (9092)
-    providers: ProvidersFile | None  # TRELLIS_LLM_PROVIDERS: path of the providers file (providers_file.py)
-    scripts_file: Path | None  # TRELLIS_LLM_SCRIPTS: script book of the scripted provider (providers/scripted.py)
-    default_chat_model: str  # TRELLIS_DEFAULT_CHAT_MODEL: what "" means for chat; default the file's, else local
-    default_embedding_model: str  # TRELLIS_DEFAULT_EMBEDDING_MODEL: same for embeddings
-    openai_base_url: str  # OPENAI_BASE_URL: an OpenAI-compatible endpoint, registered as the open factory "OpenAI"
-    openai_api_key: str  # OPENAI_API_KEY
-    factory_endpoints: dict[str, factories.Endpoint]  # <FACTORY>_API_KEY / <FACTORY>_BASE_URL (factories.py)
-    model_fallback: bool  # TRELLIS_MODEL_FALLBACK: unresolvable chat model ids run on the default chat model
-    local_enabled: bool  # TRELLIS_LLM_LOCAL: offer the bundled local models (default on; loaded on first use)
-    local_threads: int  # TRELLIS_LLM_LOCAL_THREADS: CPU threads for local chat inference (default 2)
-    local_context: int  # TRELLIS_LLM_LOCAL_CONTEXT: local chat context window in tokens (default 4096)
-    local_queue: int  # TRELLIS_LLM_LOCAL_QUEUE: requests that may wait per local model; beyond: RESOURCE_EXHAUSTED
-    timeout_s: float  # TRELLIS_LLM_TIMEOUT_S: budget of a call whose caller set no deadline (default 300)
-    stream_idle_s: float  # TRELLIS_LLM_STREAM_IDLE_S: a stream silent this long fails DEADLINE_EXCEEDED (60)
-    max_attempts: int  # TRELLIS_LLM_MAX_ATTEMPTS: tries per call for retryable provider errors (default 3)
-    backoff_s: float  # TRELLIS_LLM_BACKOFF_S: first retry delay; doubles per try, with jitter (default 0.5)
-    backoff_max_s: float  # TRELLIS_LLM_BACKOFF_MAX_S: longest retry delay (default 8)
+    providers: ProvidersFile | None = None  # TRELLIS_LLM_PROVIDERS: path of the providers file (providers_file.py)
+    scripts_file: Path | None = None  # TRELLIS_LLM_SCRIPTS: script book of the scripted provider (providers/scripted.py)
+    default_chat_model: str = ""  # TRELLIS_DEFAULT_CHAT_MODEL: what "" means for chat; default the file's, else local
+    default_embedding_model: str = ""  # TRELLIS_DEFAULT_EMBEDDING_MODEL: same for embeddings
+    openai_base_url: str = ""  # OPENAI_BASE_URL: an OpenAI-compatible endpoint, registered as the open factory "OpenAI"
+    openai_api_key: str = ""  # OPENAI_API_KEY
+    # <FACTORY>_API_KEY / <FACTORY>_BASE_URL (factories.py)
+    factory_endpoints: dict[str, factories.Endpoint] = field(default_factory=dict)
+    model_fallback: bool = False  # TRELLIS_MODEL_FALLBACK: unresolvable chat model ids run on the default chat model
+    local_enabled: bool = True  # TRELLIS_LLM_LOCAL: offer the bundled local models (loaded on first use)
+    local_threads: int = 2  # TRELLIS_LLM_LOCAL_THREADS: CPU threads for local chat inference
+    local_context: int = 4096  # TRELLIS_LLM_LOCAL_CONTEXT: local chat context window in tokens
+    local_queue: int = 8  # TRELLIS_LLM_LOCAL_QUEUE: requests that may wait per local model; beyond: RESOURCE_EXHAUSTED
+    timeout_s: float = 300.0  # TRELLIS_LLM_TIMEOUT_S: budget of a call whose caller set no deadline
+    stream_idle_s: float = 60.0  # TRELLIS_LLM_STREAM_IDLE_S: a stream silent this long fails DEADLINE_EXCEEDED
+    max_attempts: int = 3  # TRELLIS_LLM_MAX_ATTEMPTS: tries per call for retryable provider errors
+    backoff_s: float = 0.5  # TRELLIS_LLM_BACKOFF_S: first retry delay; doubles per try, with jitter
+    backoff_max_s: float = 8.0  # TRELLIS_LLM_BACKOFF_MAX_S: longest retry delay
 
     @classmethod
     def from_env(cls) -> "LlmGatewayConfig":
-        port, metrics_port = DEFAULT_PORTS["llm_gateway"]
         providers_path = env_str("TRELLIS_LLM_PROVIDERS", "")
         scripts_path = env_str("TRELLIS_LLM_SCRIPTS", "")
         return cls(
-            server=ServerConfig.from_env("llm_gateway", port, metrics_port),
+            server=ServerConfig.from_env("llm_gateway"),
             providers=load_providers_file(Path(providers_path), os.environ) if providers_path else None,
             scripts_file=Path(scripts_path) if scripts_path else None,
-            default_chat_model=env_str("TRELLIS_DEFAULT_CHAT_MODEL", ""),
-            default_embedding_model=env_str("TRELLIS_DEFAULT_EMBEDDING_MODEL", ""),
-            openai_base_url=env_str("OPENAI_BASE_URL", ""),
-            openai_api_key=env_str("OPENAI_API_KEY", ""),
+            default_chat_model=env_str("TRELLIS_DEFAULT_CHAT_MODEL", cls.default_chat_model),
+            default_embedding_model=env_str("TRELLIS_DEFAULT_EMBEDDING_MODEL", cls.default_embedding_model),
+            openai_base_url=env_str("OPENAI_BASE_URL", cls.openai_base_url),
+            openai_api_key=env_str("OPENAI_API_KEY", cls.openai_api_key),
             factory_endpoints=factories.configured(os.environ),
-            model_fallback=env_bool("TRELLIS_MODEL_FALLBACK", False),
-            local_enabled=env_bool("TRELLIS_LLM_LOCAL", True),
-            local_threads=env_int("TRELLIS_LLM_LOCAL_THREADS", 2),
-            local_context=env_int("TRELLIS_LLM_LOCAL_CONTEXT", 4096),
-            local_queue=env_int("TRELLIS_LLM_LOCAL_QUEUE", 8),
-            timeout_s=env_float("TRELLIS_LLM_TIMEOUT_S", 300.0),
-            stream_idle_s=env_float("TRELLIS_LLM_STREAM_IDLE_S", 60.0),
-            max_attempts=max(1, env_int("TRELLIS_LLM_MAX_ATTEMPTS", 3)),
-            backoff_s=env_float("TRELLIS_LLM_BACKOFF_S", 0.5),
-            backoff_max_s=env_float("TRELLIS_LLM_BACKOFF_MAX_S", 8.0),
+            model_fallback=env_bool("TRELLIS_MODEL_FALLBACK", cls.model_fallback),
+            local_enabled=env_bool("TRELLIS_LLM_LOCAL", cls.local_enabled),
+            local_threads=env_int("TRELLIS_LLM_LOCAL_THREADS", cls.local_threads),
+            local_context=env_int("TRELLIS_LLM_LOCAL_CONTEXT", cls.local_context),
+            local_queue=env_int("TRELLIS_LLM_LOCAL_QUEUE", cls.local_queue),
+            timeout_s=env_float("TRELLIS_LLM_TIMEOUT_S", cls.timeout_s),
+            stream_idle_s=env_float("TRELLIS_LLM_STREAM_IDLE_S", cls.stream_idle_s),
+            max_attempts=max(1, env_int("TRELLIS_LLM_MAX_ATTEMPTS", cls.max_attempts)),
+            backoff_s=env_float("TRELLIS_LLM_BACKOFF_S", cls.backoff_s),
+            backoff_max_s=env_float("TRELLIS_LLM_BACKOFF_MAX_S", cls.backoff_max_s),
         )
 
     @classmethod
     def for_tests(cls, **overrides: object) -> "LlmGatewayConfig":
-        """Defaults with no environment read and the local models off; override what a test needs."""
+        """The field defaults with no environment read, the local models off and quick timeouts and retries;
+        override what a test needs."""
         values: dict[str, object] = dict(
-            server=ServerConfig("llm_gateway", "127.0.0.1", 0, 0, 1.0, 0.0),
-            providers=None,
-            scripts_file=None,
-            default_chat_model="",
-            default_embedding_model="",
-            openai_base_url="",
-            openai_api_key="",
-            factory_endpoints={},
-            model_fallback=False,
+            server=ServerConfig.for_tests("llm_gateway"),
             local_enabled=False,
-            local_threads=2,
             local_context=2048,
             local_queue=4,
             timeout_s=30.0,
             stream_idle_s=30.0,
-            max_attempts=3,
             backoff_s=0.01,
             backoff_max_s=0.1,
         )
-        values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**{**values, **overrides})  # type: ignore[arg-type]

@@ -1,18 +1,17 @@
-"""python -m services.orchestrator"""
+"""python -m services.orchestrator: serve the canvas, agent, session, MCP and attachment services (port 50051)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from services import common
+from services.common import serve
 from services.orchestrator.app import build
 from services.orchestrator.config import OrchestratorConfig
 
 
 async def main() -> None:
     cfg = OrchestratorConfig.from_env()
-    orchestrator = build(cfg)
-    await common.serve(cfg.server, orchestrator.bindings, on_startup=orchestrator.on_startup, on_shutdown=orchestrator.on_shutdown)
+    await serve(cfg.server, build(cfg))
 
 
 if __name__ == "__main__":

@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import redis.asyncio as aioredis
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
@@ -23,7 +22,7 @@ from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
 from trellis.sandbox.v1 import sandbox_service_pb2_grpc as sandbox_grpc
 
 from services.common.channels import open_channel
-from services.common.server import Binding
+from services.common.server import Binding, Service
 from services.llm_gateway.client import LlmClient
 from services.orchestrator.attachment_servicer import AttachmentServicer
 from services.orchestrator.attachments import AttachmentStore
@@ -44,14 +43,7 @@ def _name(module: Any, service: str) -> str:
     return module.DESCRIPTOR.services_by_name[service].full_name
 
 
-@dataclass
-class Orchestrator:
-    bindings: list[Binding]
-    on_startup: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
-    on_shutdown: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
-
-
-def build(cfg: OrchestratorConfig) -> Orchestrator:
+def build(cfg: OrchestratorConfig) -> Service:
     redis = aioredis.from_url(cfg.redis_url)  # lazy: nothing connects until start-up
     # The replica id in the run leases this process holds.
     owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -59,7 +51,7 @@ def build(cfg: OrchestratorConfig) -> Orchestrator:
     runs = RunStore(redis, owner=owner, lease_s=cfg.run_lease_s)
     http = OutboundHttp(EgressPolicy.from_entries(cfg.engine.ssrf_allowlist))
     mcp_servers = McpServerStore(redis)
-    attachments = AttachmentStore.from_env(redis)
+    attachments = AttachmentStore(redis, ttl_s=cfg.attachment_ttl_s, max_bytes=cfg.attachment_max_bytes)
     mcp_access = McpAccess(http, cfg.engine.mcp_timeout_s, cfg.engine.mcp_allow_stdio)
     # Channels connect lazily: a peer that is down fails the component that calls it, not start-up.
     channels = [open_channel(addr) for addr in (cfg.llm_gateway_addr, cfg.retrieval_addr, cfg.sandbox_addr)]
@@ -90,4 +82,4 @@ def build(cfg: OrchestratorConfig) -> Orchestrator:
         Binding(mcp_grpc.add_McpServerServiceServicer_to_server, McpServerServicer(mcp_servers, mcp_access), _name(mcp_pb, "McpServerService")),
         Binding(att_grpc.add_AttachmentServiceServicer_to_server, AttachmentServicer(attachments), _name(att_pb, "AttachmentService")),
     ]
-    return Orchestrator(bindings, on_startup=[start], on_shutdown=[stop])
+    return Service(bindings, on_startup=[start], on_shutdown=[stop])

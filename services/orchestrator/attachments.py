@@ -21,7 +21,6 @@ from urllib.parse import quote
 
 import redis.asyncio as aioredis
 
-from services.common.config import env_float, env_int
 from services.common.errors import ResourceExhausted
 from services.orchestrator.store import keys
 from services.orchestrator.store._records import field
@@ -46,11 +45,6 @@ class AttachmentStore:
         self._redis = redis
         self.ttl_s = ttl_s
         self.max_bytes = max_bytes
-
-    @classmethod
-    def from_env(cls, redis: aioredis.Redis) -> "AttachmentStore":
-        return cls(redis, ttl_s=env_float("TRELLIS_ATTACHMENT_TTL_S", DEFAULT_TTL_S),
-                   max_bytes=env_int("TRELLIS_ATTACHMENT_MAX_BYTES", DEFAULT_MAX_BYTES))
 
     async def put(self, tenant: str, run_id: str, filename: str, mime_type: str, content: bytes) -> str:
         """Store a file for `tenant`; its new id. ResourceExhausted when it is larger than `max_bytes`."""

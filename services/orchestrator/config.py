@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.common.config import DEFAULT_PORTS, ServerConfig, env_bool, env_float, env_int, env_str, peer_address
+from services.common.config import ServerConfig, env_bool, env_float, env_int, env_str, peer_address
+from services.orchestrator.attachments import DEFAULT_MAX_BYTES, DEFAULT_TTL_S
 from services.orchestrator.engine_settings import EngineSettings
 
 
@@ -27,36 +28,41 @@ def _engine_from_env() -> EngineSettings:
         sql_sqlite_dir=env_str("TRELLIS_EXESQL_SQLITE_DIR", "") or None,
         # TRELLIS_MCP_TIMEOUT_S: one MCP tool call's default limit; TRELLIS_MCP_ALLOW_STDIO=1 allows stdio servers
         mcp_timeout_s=env_float("TRELLIS_MCP_TIMEOUT_S", defaults.mcp_timeout_s),
-        mcp_allow_stdio=env_bool("TRELLIS_MCP_ALLOW_STDIO", False),
+        mcp_allow_stdio=env_bool("TRELLIS_MCP_ALLOW_STDIO", defaults.mcp_allow_stdio),
     )
 
 
 @dataclass(frozen=True)
 class OrchestratorConfig:
-    server: ServerConfig
-    engine: EngineSettings
-    redis_url: str  # TRELLIS_REDIS_URL: where agents, sessions and runs live (trellis up sets it)
+    # Fields without a default come from shared settings: from_env reads them with ServerConfig.from_env
+    # and peer_address (services/common/config.py), which hold their defaults.
+    server: ServerConfig  # TRELLIS_ORCHESTRATOR_PORT (50051), TRELLIS_ORCHESTRATOR_METRICS_PORT (9091)
+    engine: EngineSettings  # TRELLIS_COMPONENT_TIMEOUT_S, TRELLIS_MAX_STEPS, ... (_engine_from_env above)
     llm_gateway_addr: str  # TRELLIS_LLM_GATEWAY_ADDR
     retrieval_addr: str  # TRELLIS_RETRIEVAL_ADDR
     sandbox_addr: str  # TRELLIS_SANDBOX_ADDR
+    redis_url: str = "redis://127.0.0.1:6379/0"  # TRELLIS_REDIS_URL: where agents, sessions and runs live (trellis up sets it)
     session_ttl_s: int = 30 * 24 * 3600  # TRELLIS_SESSION_TTL_S: an unused session expires (0: never)
     # TRELLIS_RUN_LEASE_S: a replica owns a run through a lease this long, renewed every third of it; when
     # the owner dies, another replica resumes the run within about two leases
     run_lease_s: float = 10.0
     # TRELLIS_RUN_MAX_ATTEMPTS: a run resumed after this many crashes is failed instead
     run_max_attempts: int = 3
+    attachment_ttl_s: float = DEFAULT_TTL_S  # TRELLIS_ATTACHMENT_TTL_S: a file a run produced stays this long
+    attachment_max_bytes: int = DEFAULT_MAX_BYTES  # TRELLIS_ATTACHMENT_MAX_BYTES: larger files are refused
 
     @classmethod
     def from_env(cls) -> "OrchestratorConfig":
-        port, metrics_port = DEFAULT_PORTS["orchestrator"]
         return cls(
-            server=ServerConfig.from_env("orchestrator", port, metrics_port),
+            server=ServerConfig.from_env("orchestrator"),
             engine=_engine_from_env(),
-            redis_url=env_str("TRELLIS_REDIS_URL", "redis://127.0.0.1:6379/0"),
+            redis_url=env_str("TRELLIS_REDIS_URL", cls.redis_url),
             llm_gateway_addr=peer_address("llm_gateway"),
             retrieval_addr=peer_address("retrieval"),
             sandbox_addr=peer_address("sandbox"),
-            session_ttl_s=env_int("TRELLIS_SESSION_TTL_S", 30 * 24 * 3600),
-            run_lease_s=env_float("TRELLIS_RUN_LEASE_S", 10.0),
-            run_max_attempts=env_int("TRELLIS_RUN_MAX_ATTEMPTS", 3),
+            session_ttl_s=env_int("TRELLIS_SESSION_TTL_S", cls.session_ttl_s),
+            run_lease_s=env_float("TRELLIS_RUN_LEASE_S", cls.run_lease_s),
+            run_max_attempts=env_int("TRELLIS_RUN_MAX_ATTEMPTS", cls.run_max_attempts),
+            attachment_ttl_s=env_float("TRELLIS_ATTACHMENT_TTL_S", cls.attachment_ttl_s),
+            attachment_max_bytes=env_int("TRELLIS_ATTACHMENT_MAX_BYTES", cls.attachment_max_bytes),
         )

@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 
 from services.common import serve
+from services.retrieval.app import build
 from services.retrieval.config import RetrievalConfig
-from services.retrieval.server import RetrievalServicer
 
 
 async def main() -> None:
     cfg = RetrievalConfig.from_env()
-    servicer = RetrievalServicer.from_config(cfg)
-    await serve(cfg.server, [servicer.binding()], on_startup=[servicer.start], on_shutdown=[servicer.aclose])
+    await serve(cfg.server, build(cfg))
 
 
 if __name__ == "__main__":

@@ -1,18 +1,17 @@
-"""python -m services.sandbox"""
+"""python -m services.sandbox: serve SandboxService (default port 50054, TRELLIS_SANDBOX_PORT)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from services import common
+from services.common import serve
+from services.sandbox.app import build
 from services.sandbox.config import SandboxConfig
-from services.sandbox.server import SandboxServicer
 
 
 async def main() -> None:
     cfg = SandboxConfig.from_env()
-    servicer = SandboxServicer(cfg)  # start() checks isolation and refuses to serve without it
-    await common.serve(cfg.server, [servicer.binding()], on_startup=[servicer.start])
+    await serve(cfg.server, build(cfg))  # start-up checks isolation and refuses to serve without it
 
 
 if __name__ == "__main__":

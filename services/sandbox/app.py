@@ -1,4 +1,5 @@
-"""Assemble the executor at start-up, and refuse to run untrusted code where isolation does not hold."""
+"""Builds the sandbox from its config: the servicer, and a start-up hook that assembles the executor and
+refuses to run untrusted code where isolation does not hold."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import logging
 
 from services.common.errors import FailedPrecondition
+from services.common.server import Service
 from services.sandbox.config import SandboxConfig
 from services.sandbox.executor import Executor
 from services.sandbox.isolation import Bubblewrap, IsolationUnavailable, Unsandboxed, find_bwrap
@@ -14,6 +16,7 @@ from services.sandbox.models import ExecRequest, ExecResult, Language
 from services.sandbox.pool import ExecutionPool
 from services.sandbox.runtimes import RuntimeUnavailable, discover
 from services.sandbox.seccomp import SeccompUnavailable, build_program
+from services.sandbox.server import SandboxServicer
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,15 @@ def main():
     return {"uid": os.getuid(), "network": network, "host_fs": os.path.exists("/etc/passwd")}
 """
 _SELF_TEST_LIMITS = Limits(wall_time_ms=30_000, cpu_time_ms=10_000)
+
+
+def build(cfg: SandboxConfig) -> Service:
+    servicer = SandboxServicer(cfg)  # answers UNAVAILABLE until the start-up hook has given it an executor
+
+    async def start() -> None:
+        servicer.executor = await create_executor(cfg)
+
+    return Service([servicer.binding()], on_startup=[start])
 
 
 async def create_executor(cfg: SandboxConfig) -> Executor:

@@ -11,7 +11,6 @@ from trellis.sandbox.v1 import sandbox_service_pb2_grpc as sb_grpc
 
 from services.common.errors import Unavailable
 from services.common.server import Binding
-from services.sandbox.bootstrap import create_executor
 from services.sandbox.config import SandboxConfig
 from services.sandbox.convert import event_to_proto, request_from_proto
 from services.sandbox.executor import Executor
@@ -23,20 +22,17 @@ SERVICE_NAME = sb_pb.DESCRIPTOR.services_by_name["SandboxService"].full_name
 
 
 class SandboxServicer(sb_grpc.SandboxServiceServicer):
-    """Create it, then `await start()` (an on_startup hook): start() checks isolation and may refuse."""
+    """Runs code on `executor` (app.create_executor, checked at start-up); UNAVAILABLE until it is set."""
 
-    def __init__(self, cfg: SandboxConfig) -> None:
+    def __init__(self, cfg: SandboxConfig, executor: Executor | None = None) -> None:
         self.cfg = cfg
-        self._executor: Executor | None = None
-
-    async def start(self) -> None:
-        self._executor = await create_executor(self.cfg)
+        self.executor = executor
 
     async def Execute(self, request: sb_pb.ExecuteRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[sb_pb.ExecuteResponse]:
-        if self._executor is None:
+        if self.executor is None:
             raise Unavailable("sandbox: not started yet")
         req = request_from_proto(request, self.cfg)
-        async for event in self._executor.execute(req):
+        async for event in self.executor.execute(req):
             if isinstance(event, ExecResult):
                 log.info(
                     "sandbox: %s run ok=%s kind=%s wall_ms=%d cpu_ms=%d",

@@ -34,6 +34,7 @@ from services.orchestrator.config import OrchestratorConfig
 from services.orchestrator.engine_settings import EngineSettings
 from services.sandbox.config import SandboxConfig
 from services.sandbox.limits import Limits
+from services.sandbox.app import create_executor
 from services.sandbox.server import SandboxServicer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "services" / "retrieval"))
@@ -88,8 +89,8 @@ async def _stack(redis_url: str, tmp_path: Path):
         await kb.ingest(dataset.id, "handbook.md", HANDBOOK)
         chat = LlmGateway.create(LlmGatewayConfig.for_tests(), scripts={"chat": CHAT})
         chat_server, chat_port = await start_server([LlmServicer(chat).binding()], service="llm_gateway")
-        sandbox = SandboxServicer(SandboxConfig.for_tests(defaults=Limits(wall_time_ms=8_000, cpu_time_ms=4_000)))
-        await sandbox.start()
+        sandbox_cfg = SandboxConfig.for_tests(defaults=Limits(wall_time_ms=8_000, cpu_time_ms=4_000))
+        sandbox = SandboxServicer(sandbox_cfg, await create_executor(sandbox_cfg))
         sandbox_server, sandbox_port = await start_server([sandbox.binding()], service="sandbox")
         orch = build(OrchestratorConfig(
             server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),

@@ -6,20 +6,22 @@ from __future__ import annotations
 import grpc
 from helpers import health_status, reflected_services
 
-from services.common.testing import start_server
+from services.common.server import Service
+from services.common.testing import start_service, stop_service
 
 
-async def _check(bindings, *expected: str) -> None:
-    server, port = await start_server(bindings)
+async def _check(service: Service, *expected: str) -> None:
+    """`service` is what the service's `app.build(config)` returns, started as `serve()` starts it."""
+    server, port = await start_service(service)
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             names = await reflected_services(channel)
-            for service in expected:
-                assert await health_status(channel, service) == "SERVING"
-                assert service in names
+            for name in expected:
+                assert await health_status(channel, name) == "SERVING"
+                assert name in names
             assert "grpc.health.v1.Health" in names
     finally:
-        await server.stop(None)
+        await stop_service(server, service)
 
 
 async def test_orchestrator_servicers(orchestrator_addr):
@@ -31,34 +33,22 @@ async def test_orchestrator_servicers(orchestrator_addr):
 
 
 async def test_llm_gateway_servicer():
+    from services.llm_gateway.app import build
     from services.llm_gateway.config import LlmGatewayConfig
-    from services.llm_gateway.gateway import LlmGateway
-    from services.llm_gateway.server import LlmServicer
 
-    gateway = LlmGateway.create(LlmGatewayConfig.for_tests())
-    try:
-        await _check([LlmServicer(gateway).binding()], "trellis.llm.v1.LlmService")
-    finally:
-        await gateway.aclose()
+    await _check(build(LlmGatewayConfig.for_tests()), "trellis.llm.v1.LlmService")
 
 
 async def test_sandbox_servicer():
+    from services.sandbox.app import build
     from services.sandbox.config import SandboxConfig
-    from services.sandbox.server import SandboxServicer
 
-    servicer = SandboxServicer(SandboxConfig.from_env())
-    await servicer.start()
-    await _check([servicer.binding()], "trellis.sandbox.v1.SandboxService")
+    await _check(build(SandboxConfig.from_env()), "trellis.sandbox.v1.SandboxService")
 
 
 async def test_retrieval_servicer(tmp_path, monkeypatch):
+    from services.retrieval.app import build
     from services.retrieval.config import RetrievalConfig
-    from services.retrieval.server import RetrievalServicer
 
     monkeypatch.setenv("TRELLIS_DATA_DIR", str(tmp_path))
-    servicer = RetrievalServicer.from_config(RetrievalConfig.from_env())
-    await servicer.start()
-    try:
-        await _check([servicer.binding()], "trellis.retrieval.v1.RetrievalService")
-    finally:
-        await servicer.aclose()
+    await _check(build(RetrievalConfig.from_env()), "trellis.retrieval.v1.RetrievalService")

@@ -29,6 +29,7 @@ from services.orchestrator.state import RunRequest, SessionState
 from services.orchestrator.validate import compile_plan
 from services.sandbox.config import SandboxConfig
 from services.sandbox.limits import Limits
+from services.sandbox.app import create_executor
 from services.sandbox.server import SandboxServicer
 
 SANDBOX_LIMITS = Limits(wall_time_ms=8_000, cpu_time_ms=4_000, memory_bytes=256 << 20, max_processes=8,
@@ -68,8 +69,8 @@ async def llm_gateway(scripts: dict[str, Any] | None = None, **cfg: Any) -> Asyn
 
 @asynccontextmanager
 async def sandbox_service() -> AsyncIterator[sb_grpc.SandboxServiceStub]:
-    servicer = SandboxServicer(SandboxConfig.for_tests(defaults=SANDBOX_LIMITS))
-    await servicer.start()
+    cfg = SandboxConfig.for_tests(defaults=SANDBOX_LIMITS)
+    servicer = SandboxServicer(cfg, await create_executor(cfg))
     server, port = await start_server([servicer.binding()], service="sandbox")
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:

@@ -13,12 +13,13 @@ import grpc
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
 
-from services.common.testing import start_server
+from services.common.server import Service
+from services.common.testing import start_server, start_service, stop_service
 from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.gateway import LlmGateway
 from services.llm_gateway.server import LlmServicer
+from services.retrieval.app import build
 from services.retrieval.config import RetrievalConfig
-from services.retrieval.server import RetrievalServicer
 
 # bow@Scripted: bag-of-words hashing vectors, so "vector similarity" is word overlap, deterministic and fast.
 SCRIPTS = {
@@ -56,7 +57,7 @@ class Stack:
     """A running retrieval service; `restart()` stops it and starts a new one on the same storage."""
 
     cfg: RetrievalConfig
-    servicer: RetrievalServicer | None = None
+    service: Service | None = None
     server: grpc.aio.Server | None = None
     channel: grpc.aio.Channel | None = None
     stub: rr_grpc.RetrievalServiceStub = field(init=False)
@@ -64,20 +65,17 @@ class Stack:
     port: int = 0
 
     async def start(self) -> None:
-        self.servicer = RetrievalServicer.from_config(self.cfg)
-        await self.servicer.start()
-        self.server, self.port = await start_server([self.servicer.binding()], service="retrieval")
+        self.service = build(self.cfg)
+        self.server, self.port = await start_service(self.service, "retrieval")
         self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{self.port}")
         self.stub = rr_grpc.RetrievalServiceStub(self.channel)
 
     async def stop(self) -> None:
         if self.channel is not None:
             await self.channel.close()
-        if self.server is not None:
-            await self.server.stop(None)
-        if self.servicer is not None:
-            await self.servicer.aclose()
-        self.channel = self.server = self.servicer = None
+        if self.service is not None:
+            await stop_service(self.server, self.service)
+        self.channel = self.server = self.service = None
 
     async def restart(self) -> None:
         await self.stop()

@@ -16,6 +16,7 @@ from sandbox_client import TEST_DEFAULTS, Client  # noqa: E402
 
 from services.common.testing import start_server  # noqa: E402
 from services.sandbox.config import SandboxConfig  # noqa: E402
+from services.sandbox.app import create_executor  # noqa: E402
 from services.sandbox.server import SandboxServicer  # noqa: E402
 
 
@@ -26,9 +27,7 @@ def sandbox_cfg() -> SandboxConfig:
 
 @pytest.fixture
 async def servicer(sandbox_cfg: SandboxConfig) -> SandboxServicer:
-    svc = SandboxServicer(sandbox_cfg)
-    await svc.start()
-    return svc
+    return SandboxServicer(sandbox_cfg, await create_executor(sandbox_cfg))
 
 
 @pytest.fixture

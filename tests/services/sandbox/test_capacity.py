@@ -30,7 +30,7 @@ async def _wait_for(predicate, timeout: float = 30.0) -> None:  # type: ignore[n
 
 
 async def test_full_queue_is_refused_at_once_and_cancel_frees_the_worker(client: Client, servicer: SandboxServicer):
-    pool = servicer._executor.pool  # type: ignore[union-attr]
+    pool = servicer.executor.pool  # type: ignore[union-attr]
     running = client.call(SLOW)
     first = await running.read()
     assert first.output.data.startswith(b"started")  # the only worker is busy
@@ -66,6 +66,6 @@ async def test_cancelled_call_kills_its_sandbox(client: Client, servicer: Sandbo
     assert (await call.read()).output.data.startswith(b"started")
     await _wait_for(lambda: host_processes_with(marker=marker))  # the child really runs
     call.cancel()
-    pool = servicer._executor.pool  # type: ignore[union-attr]
+    pool = servicer.executor.pool  # type: ignore[union-attr]
     await _wait_for(lambda: pool.busy == 0)
     await _wait_for(lambda: not host_processes_with(marker=marker))

@@ -16,6 +16,7 @@ from trellis.sandbox.v1 import sandbox_service_pb2_grpc as sb_grpc
 from services.common.errors import FailedPrecondition
 from services.common.testing import start_server
 from services.sandbox.config import SandboxConfig
+from services.sandbox.app import create_executor
 from services.sandbox.server import SERVICE_NAME, SandboxServicer
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -32,9 +33,8 @@ async def test_serves_health_and_reflection(servicer: SandboxServicer):
 
 
 async def test_refuses_to_start_without_bwrap():
-    svc = SandboxServicer(SandboxConfig.for_tests(bwrap="/nonexistent/bwrap"))
     with pytest.raises(FailedPrecondition) as err:
-        await svc.start()
+        await create_executor(SandboxConfig.for_tests(bwrap="/nonexistent/bwrap"))
     assert "isolation is unavailable" in err.value.message and "TRELLIS_SANDBOX_ALLOW_UNSANDBOXED" in err.value.message
 
 
@@ -42,16 +42,14 @@ async def test_refuses_to_start_when_the_sandbox_does_not_work(tmp_path: Path):
     broken = tmp_path / "bwrap"
     broken.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     broken.chmod(0o755)
-    svc = SandboxServicer(SandboxConfig.for_tests(bwrap=str(broken)))
     with pytest.raises(FailedPrecondition) as err:
-        await svc.start()
+        await create_executor(SandboxConfig.for_tests(bwrap=str(broken)))
     assert "does not start" in err.value.message and "No permissions to create new namespace" in err.value.message
 
 
 async def test_dev_mode_runs_unsandboxed_but_keeps_the_limits():
     cfg = SandboxConfig.for_tests(bwrap="/nonexistent/bwrap", allow_unsandboxed=True, defaults=TEST_DEFAULTS)
-    svc = SandboxServicer(cfg)
-    await svc.start()
+    svc = SandboxServicer(cfg, await create_executor(cfg))
     server, port = await start_server([svc.binding()], service="sandbox")
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
