@@ -11,7 +11,6 @@ from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
 from services.common.errors import InvalidArgument, NotFound
 from services.common.server import Binding
 from services.retrieval import convert
-from services.retrieval.backends import open_backend
 from services.retrieval.backends.base import Backend
 from services.retrieval.chunks import ChunkEditor
 from services.retrieval.config import RetrievalConfig
@@ -46,13 +45,6 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
         self.ingestor = Ingestor(backend, llm, max_document_bytes=int(cfg.max_document_mb * 1024 * 1024))
         self.chunks = ChunkEditor(backend, llm)
         self.searcher = Searcher(backend, llm, max_candidates=cfg.max_candidates, rerank_limit=cfg.rerank_limit)
-
-    @classmethod
-    def from_config(cls, cfg: RetrievalConfig) -> "RetrievalServicer":
-        """Nothing is opened yet: `start()` (a start-up hook) opens the backend; the channel connects lazily."""
-        llm = LlmPeer.connect(cfg.llm_gateway_addr, batch=cfg.embed_batch, concurrency=cfg.embed_concurrency,
-                              timeout_s=cfg.llm_timeout_s)
-        return cls(cfg, open_backend(cfg), llm)
 
     async def start(self) -> None:
         await self.backend.open()
