@@ -29,6 +29,7 @@ from typing import Any
 import aiosmtplib
 
 from ...http_client import EgressBlocked, EgressPolicy
+from ...variables import parse_ref
 from .._fields import FieldError
 from ..base import NodeContext, ValidationIssue, register
 from ._web import WebTool
@@ -69,6 +70,21 @@ class Email(WebTool):
             if not str(params.get(name) or "").strip():
                 issues.append(ValidationIssue(cpn_id, f"params.{name}", f"{label} is empty"))
         return issues
+
+    async def arguments_from_params(self, ctx: NodeContext) -> dict[str, Any]:
+        """As the base does, except that an address ("ann@x.example") is the address, not a reference to the
+        output `x.example` of a component `ann` that the canvas does not have."""
+        addresses = {name: value for name in ("to_email", "cc_email")
+                     if isinstance(value := self.params.get(name), str) and _is_address(ctx, value)}
+        if not addresses:
+            return await super().arguments_from_params(ctx)
+        params = self.params
+        self.params = {k: v for k, v in params.items() if k not in addresses}
+        try:
+            args = await super().arguments_from_params(ctx)
+        finally:
+            self.params = params
+        return {**args, **addresses}
 
     def thoughts(self, ctx: NodeContext) -> str:
         return (f"\nTo: {self.shown(ctx, 'to_email')}\nSubject: {self.shown(ctx, 'subject')}\n"
@@ -152,3 +168,12 @@ class Email(WebTool):
             sock.close()
             raise RuntimeError(f"{cid}: Failed to connect to SMTP server {host}:{port}: {exc}") from None
         return sock
+
+
+def _is_address(ctx: NodeContext, value: str) -> bool:
+    """Whether a param that reads like `cpn@var` names no component of the canvas (so it is an address)."""
+    parsed = parse_ref(value.strip())
+    if parsed is None or parsed[0] != "cpn" or "{" in value:
+        return False
+    known = ctx.env.known
+    return known is not None and parsed[1] not in known
