@@ -28,6 +28,7 @@ TOOLS = {
     "QWeather": ("QWEATHER", ("GET", "/v2/city/lookup"), {"web_apikey": "k"}, {"query": "q"}),
     "GoogleScholar": ("GOOGLESCHOLAR", ("GET", "/scholar"), {}, {"query": "q"}),
     "AkShare": ("AKSHARE", ("GET", "/search/jsonp"), {}, {"query": "600519"}),
+    "TuShare": ("TUSHARE", ("POST", "/"), {"token": "k"}, {"keyword": "q"}),
 }
 
 
