@@ -21,7 +21,7 @@ _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop",
             "tools.yahoofinance", "tools.searxng", "tools.github", "tools.arxiv", "tools.pubmed",
             "tools.bgpt", "tools.keenable", "tools.querit", "tools.deepl", "tools.qweather",
             "tools.email", "tools.crawler", "tools.googlescholar",
-            "tools.akshare", "tools.tushare")
+            "tools.akshare", "tools.tushare", "tools.jin10")
 
 for _name in _MODULES:
     importlib.import_module(f"{__name__}.{_name}")
@@ -29,7 +29,6 @@ for _name in _MODULES:
 # RAGFlow components and tools that come with later issues (agent/component, agent/tools, rag/flow).
 PENDING = frozenset({
     "WenCai",
-    "Jin10",
 })
 
 

@@ -29,6 +29,7 @@ TOOLS = {
     "GoogleScholar": ("GOOGLESCHOLAR", ("GET", "/scholar"), {}, {"query": "q"}),
     "AkShare": ("AKSHARE", ("GET", "/search/jsonp"), {}, {"query": "600519"}),
     "TuShare": ("TUSHARE", ("POST", "/"), {"token": "k"}, {"keyword": "q"}),
+    "Jin10": ("JIN10", ("GET", "/data-api/flash"), {"secret_key": "k"}, {}),
 }
 
 
