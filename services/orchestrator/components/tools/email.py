@@ -144,7 +144,7 @@ class Email(WebTool):
         return True
 
     async def connect(self, ctx: NodeContext, host: str, port: int, limit: float) -> socket.socket:
-        """A socket connected to `host`'s first address, every address checked against the SSRF policy."""
+        """A socket connected to one of `host`'s addresses, every address checked against the SSRF policy."""
         cid, loop = ctx.component_id, asyncio.get_running_loop()
         policy = ctx.http.policy if ctx.http is not None else EgressPolicy.from_entries(ctx.settings.ssrf_allowlist)
         try:
@@ -156,18 +156,19 @@ class Email(WebTool):
                 policy.check(f"smtp://{host}:{port}", host, ipaddress.ip_address(addr[0].split("%", 1)[0]))
         except EgressBlocked as exc:
             raise FieldError(cid, "params.smtp_server", str(exc)) from None
-        family, kind, proto, _, addr = infos[0]
-        sock = socket.socket(family, kind, proto)
-        sock.setblocking(False)
-        try:
-            await asyncio.wait_for(loop.sock_connect(sock, addr), limit)
-        except TimeoutError:
-            sock.close()
-            raise TimeoutError(f"{cid}: Email: SMTP server {host}:{port} did not answer within {limit:g} s") from None
-        except OSError as exc:
-            sock.close()
-            raise RuntimeError(f"{cid}: Failed to connect to SMTP server {host}:{port}: {exc}") from None
-        return sock
+        failure: Exception | None = None
+        for family, kind, proto, _, addr in infos:  # each checked address in turn (IPv6 then IPv4...)
+            sock = socket.socket(family, kind, proto)
+            sock.setblocking(False)
+            try:
+                await asyncio.wait_for(loop.sock_connect(sock, addr), limit)
+                return sock
+            except (TimeoutError, OSError) as exc:
+                sock.close()
+                failure = exc
+        if isinstance(failure, TimeoutError):
+            raise TimeoutError(f"{cid}: Email: SMTP server {host}:{port} did not answer within {limit:g} s")
+        raise RuntimeError(f"{cid}: Failed to connect to SMTP server {host}:{port}: {failure}")
 
 
 def _is_address(ctx: NodeContext, value: str) -> bool:

@@ -143,3 +143,9 @@ async def test_a_line_break_in_an_address_is_refused(smtp):
     _, error, _ = await agent_call("Email", {**PARAMS, "smtp_port": smtp.port},
                                    {"to_email": "ann@x.example\r\nBcc: eve@evil.example"})
     assert "to_email" in error and "line breaks" in error and smtp.messages == []
+
+
+async def test_a_server_that_refuses_connections_is_an_observation():
+    port = free_port()  # nothing listens there
+    observation, error, _ = await agent_call("Email", {**PARAMS, "smtp_port": port}, {"to_email": "a@x.example"})
+    assert observation.startswith("Error: ") and f"Failed to connect to SMTP server 127.0.0.1:{port}" in error
