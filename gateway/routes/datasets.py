@@ -281,6 +281,16 @@ async def list_datasets(request: web.Request) -> web.Response:
     return ok([dataset_view(d) for d in resp.datasets], total=resp.total, total_datasets=resp.total)
 
 
+@endpoint(Dialect.RAGFLOW, contract=Contract("Get a dataset", response=DatasetOut, tags=_TAGS))
+async def get_dataset(request: web.Request) -> web.Response:
+    dataset_id = request.match_info["dataset_id"]
+    for d in await _datasets(request):
+        if d.id == dataset_id:
+            size = sum(doc.size for doc in await _documents(request, dataset_id))
+            return ok({**dataset_view(d), "size": size, "connectors": []})
+    raise _data_error(f"User '{request[TENANT]}' lacks permission for dataset '{dataset_id}'")
+
+
 @endpoint(Dialect.RAGFLOW, contract=Contract("Delete datasets", body=DeleteDatasetsBody, response=DatasetsDeleted, tags=_TAGS))
 async def delete_datasets(request: web.Request) -> web.Response:
     """`ids` deletes those; no ids deletes nothing unless `delete_all` is true (RAGFlow's code; its docs say
@@ -581,6 +591,7 @@ def add_routes(app: web.Application) -> None:
     r.add_post("/api/v1/datasets", create_dataset)
     r.add_get("/api/v1/datasets", list_datasets)
     r.add_delete("/api/v1/datasets", delete_datasets)
+    r.add_get("/api/v1/datasets/{dataset_id}", get_dataset)
     r.add_post("/api/v1/datasets/{dataset_id}/documents", upload_documents)
     r.add_get("/api/v1/datasets/{dataset_id}/documents", list_documents)
     r.add_delete("/api/v1/datasets/{dataset_id}/documents", delete_documents)

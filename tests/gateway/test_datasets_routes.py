@@ -47,6 +47,10 @@ async def test_create_returns_ragflows_defaults(live):
     assert config["children_delimiter"] == "" and config["table_context_size"] == 0
     listed = await live.call("GET", "/api/v1/datasets", params={"id": ds["id"]})
     assert listed["data"][0]["parser_config"] == config  # stored, not recomputed differently
+    one = await live.call("GET", f"/api/v1/datasets/{ds['id']}")
+    assert one["data"]["id"] == ds["id"] and one["data"]["parser_config"] == config and one["data"]["size"] == 0
+    other = await live.call("GET", f"/api/v1/datasets/{ds['id']}", key=live.key_b)
+    assert other["code"] == 102 and other["message"].endswith(f"lacks permission for dataset '{ds['id']}'")
 
 
 async def test_create_keeps_chunk_method_permission_avatar_and_merges_parser_config(live):
