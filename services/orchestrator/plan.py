@@ -1,49 +1,34 @@
 """Compile a checked canvas into an immutable `Plan`: one `BodyPlan` per scope, edges pre-counted.
 
-A scope is the top level or the children of one Iteration/Loop (`parent_id`). Edges come from
-`downstream`, `upstream` (both directions mean the same edge), branch targets (Switch `to` /
-`end_cpn_ids`, Categorize `to`) and `exception_goto`. An edge from a child back to its container's
-IterationItem/LoopItem (RAGFlow's way of ending a pass) is not an edge: the container repeats the body. Only edges inside one scope are scheduled;
-an Iteration/Loop runs its children itself. Nodes not reachable from the scope's root (`begin`, or
-the IterationItem/LoopItem child) never run, as in RAGFlow, and are left out of the plan.
+A scope is the top level or the body of one container (`parent_id`). Edges come from `downstream`,
+`upstream` (both directions mean the same edge), the routes a branching component declares
+(`Component.routes`: Switch `to` / `end_cpn_ids`, Categorize `to`) and `exception_goto`. An edge from a
+child back to its container's start child (RAGFlow's way of ending a pass) is not an edge: the container
+repeats the body. Only edges inside one scope are scheduled; a container (`Component.is_container`) runs its
+body itself. Nodes not reachable from the scope's root (`begin`, or the container's `child_start` child)
+never run, as in RAGFlow, and are left out of the plan. The planner asks each component's class; it never
+compares component names.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from .components import base as cbase
 from .dsl.model import CanvasV2
 
-CONTAINERS = {"Iteration": "IterationItem", "Loop": "LoopItem"}
 
-
-def route_targets(name: str, params: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-    """(field, target id) pairs of a branching component's routes."""
-    if name == "Switch":
-        for i, cond in enumerate(params.get("conditions") or []):
-            if isinstance(cond, dict):
-                for j, t in enumerate(_as_list(cond.get("to"))):
-                    yield f"params.conditions[{i}].to[{j}]", t
-        for j, t in enumerate(_as_list(params.get("end_cpn_ids"))):
-            yield f"params.end_cpn_ids[{j}]", t
-    elif name == "Categorize":
-        cats = params.get("category_description")
-        if isinstance(cats, dict):
-            for cat, spec in cats.items():
-                if isinstance(spec, dict):
-                    for j, t in enumerate(_as_list(spec.get("to"))):
-                        yield f"params.category_description.{cat}.to[{j}]", t
+def component_class(name: str) -> type[cbase.Component]:
+    """The class registered under `name`; the plain `Component` (no routes, not a container) for a name not
+    registered here, which validation reports or (a pending component) accepts."""
+    try:
+        return cbase.get_class(name)
+    except cbase.UnknownComponent:
+        return cbase.Component
 
 
 def goto_targets(params: dict[str, Any]) -> list[Any]:
-    return _as_list(params.get("exception_goto"))
-
-
-def _as_list(v: Any) -> list[Any]:
-    if v is None or v == "":
-        return []
-    return list(v) if isinstance(v, (list, tuple)) else [v]
+    return cbase.id_list(params.get("exception_goto"))
 
 
 @dataclass(slots=True)
@@ -71,13 +56,15 @@ def build_graph(canvas: CanvasV2) -> Graph:
         # IterationItem (LoopItem), which moves on to the next item. The container already runs its
         # body once per item, so that edge means "this pass is done", not a cycle to schedule.
         parent = comps[b].parent_id
-        return (parent is not None and parent in comps and comps[a].parent_id == parent and a != b
-                and CONTAINERS.get(comps[parent].name) == comps[b].name)
+        if parent is None or parent not in comps or comps[a].parent_id != parent or a == b:
+            return False
+        container = component_class(comps[parent].name)
+        return container.is_container and container.child_start == comps[b].name
 
     for cid, c in comps.items():
         for t in c.downstream:
             add(cid, t)
-        for _, t in route_targets(c.name, c.params):
+        for _, t in component_class(c.name).routes(c.params):
             add(cid, t)
         normal = set(out[cid])
         for t in goto_targets(c.params):
@@ -151,7 +138,7 @@ def build_plan(canvas: CanvasV2) -> Plan:
     def body(owner: str) -> BodyPlan:
         members = set(by_scope.get(owner, ()))
         if owner:
-            start = CONTAINERS[comps[owner].name]
+            start = component_class(comps[owner].name).child_start
             roots = tuple(c for c in by_scope.get(owner, ()) if comps[c].name == start)
         else:
             roots = ("begin",)
@@ -174,7 +161,7 @@ def build_plan(canvas: CanvasV2) -> Plan:
             nodes[n] = _node(n, comps[n].name, comps[n].params, display.get(n, ""),
                              tuple(t for t in g.out[n] if t in seen),
                              frozenset(g.goto_only[n] & seen), n_in[n])
-            if comps[n].name in CONTAINERS:
+            if nodes[n].component.is_container:
                 nodes[n].body = bodies[n] = body(n)
         return BodyPlan(owner, nodes, roots, {n: p.n_in for n, p in nodes.items()})
 

@@ -1,8 +1,11 @@
 """Check a canvas before anything runs; every issue names the component id and the field.
 
+What a component's type adds to the checks comes from its class (`check`, `routes`, `is_container`,
+`child_start`, `parent_container`: components/base.py); no check compares component names.
+
     issues = validate(canvas)                          # [] when the canvas can run here
-    issues = validate(canvas, require_available=False) # structure only: components whose issue
-                                                       # has not landed are accepted
+    issues = validate(canvas, require_available=False) # structure only: components in
+                                                       # components.PENDING are accepted
     plan = compile_plan(canvas)                        # raises ValidationFailed(issues)
     issues = validate_file("canvas.json")              # what `trellis validate FILE` prints
 """
@@ -17,7 +20,8 @@ from . import components as registry
 from .dsl import DslError, load_canvas
 from .dsl.issues import ValidationIssue
 from .dsl.model import CanvasV2
-from .plan import CONTAINERS, Plan, build_graph, build_plan, goto_targets, route_targets
+from .components.base import Component
+from .plan import Plan, build_graph, build_plan, component_class, goto_targets
 from .variables import find_refs, parse_ref
 
 log = logging.getLogger(__name__)
@@ -77,8 +81,8 @@ def _check_component(canvas: CanvasV2, cid: str, require_available: bool) -> Ite
     comps = canvas.components
     c = comps[cid]
     name = c.name
-    cls = registry.registered().get(name)
-    if cls is None:
+    cls = component_class(name)
+    if cls is Component:
         if name in registry.PENDING:
             if require_available:
                 yield ValidationIssue(cid, "obj.component_name", f"component {name} is not available yet")
@@ -96,25 +100,20 @@ def _check_component(canvas: CanvasV2, cid: str, require_available: bool) -> Ite
         if parent is None:
             yield ValidationIssue(cid, "parent_id", f"parent '{c.parent_id}' does not exist")
             scope = None  # type: ignore[assignment]
-        elif parent.name not in CONTAINERS:
+        elif not component_class(parent.name).is_container:
             yield ValidationIssue(cid, "parent_id",
-                                  f"parent '{c.parent_id}' is a {parent.name}, not an Iteration or Loop")
-    if name in CONTAINERS:
-        start = CONTAINERS[name]
+                                  f"parent '{c.parent_id}' is a {parent.name}, not {_containers()}")
+    if cls.is_container:
+        start = cls.child_start
         starts = [k for k, o in comps.items() if o.parent_id == cid and o.name == start]
         if len(starts) != 1:
             yield ValidationIssue(cid, "children", f"{name} needs exactly one {start} child "
                                   f"(parent_id '{cid}'), found {len(starts)}")
-    if name in CONTAINERS.values() and not (c.parent_id and c.parent_id in comps
-                                            and CONTAINERS.get(comps[c.parent_id].name) == name):
-        yield ValidationIssue(cid, "parent_id", f"{name} must be the child of a "
-                              f"{'Iteration' if name == 'IterationItem' else 'Loop'}")
-
-    if name == "ExitLoop" and not (c.parent_id in comps and comps[c.parent_id].name == "Loop"):
-        yield ValidationIssue(cid, "parent_id", "ExitLoop must be the child of a Loop")
+    if cls.parent_container and not (c.parent_id in comps and comps[c.parent_id].name == cls.parent_container):
+        yield ValidationIssue(cid, "parent_id", f"{name} must be the child of a {cls.parent_container}")
 
     targets = [(f"downstream[{i}]", t) for i, t in enumerate(c.downstream)]
-    targets += _live_routes(cid, name, c.params, comps)
+    targets += _live_routes(cid, cls, c.params, comps)
     targets += [(f"params.exception_goto[{i}]", t) for i, t in enumerate(goto_targets(c.params))]
     for fld, t in targets:
         if not isinstance(t, str) or t not in comps:
@@ -144,10 +143,20 @@ def _check_component(canvas: CanvasV2, cid: str, require_available: bool) -> Ite
             yield ValidationIssue(cid, fld, f"reference to missing component '{parsed[1]}' in '{ref}'")
 
 
-def _live_routes(cid: str, name: str, params: dict[str, Any], comps: dict[str, Any]) -> list[tuple[str, Any]]:
+def _containers() -> str:
+    """"an Iteration or Loop": the container types registered here, for messages."""
+    names = sorted(n for n, cls in registry.registered().items() if cls.is_container)
+    if not names:
+        return "a container"
+    text = " or ".join(names)
+    return f"an {text}" if text[0] in "AEIOU" else f"a {text}"
+
+
+def _live_routes(cid: str, cls: type[Component], params: dict[str, Any],
+                 comps: dict[str, Any]) -> list[tuple[str, Any]]:
     """Branch targets to check. A stale id next to live ones in the same branch is dropped with a
     warning (RAGFlow's own Go fixture has one); a branch whose targets are all missing is an error."""
-    routes = list(route_targets(name, params))
+    routes = list(cls.routes(params))
     branches: dict[str, list[tuple[str, Any]]] = {}
     for fld, t in routes:
         branches.setdefault(fld.rsplit("[", 1)[0], []).append((fld, t))
@@ -165,8 +174,8 @@ def _live_routes(cid: str, name: str, params: dict[str, Any], comps: dict[str, A
 
 
 def _check_tools(cid: str, params: dict[str, Any], where: str, require_available: bool) -> Iterator[ValidationIssue]:
-    """An Agent's tools are components too: one whose issue has not landed must fail validation, not vanish
-    from the model's tool list. Sub-agents' tools are checked the same way. (Their structure, unknown names
+    """An Agent's tools are components too: a pending one (components.PENDING) must fail validation, not
+    vanish from the model's tool list. Sub-agents' tools are checked the same way. (Their structure, unknown names
     included, is Agent.check's job.)"""
     tools = params.get("tools")
     if not require_available or not isinstance(tools, list):

@@ -13,7 +13,7 @@ Called as a tool (a sub-agent) its `user_prompt`, `reasoning` and `context` argu
 user prompt (RAGFlow's REASONING / CONTEXT / QUERY layout) and its answer is the observation.
 Outputs: `content` (a stream while the final answer is generated), `structured` with an
 `outputs.structured` schema, `use_tools` ([{name, arguments, results}], RAGFlow) and `agent_thoughts`
-([{position, round, thought, tool, tool_input, observation, error, elapsed_s, call_id}], seed 001).
+([{position, round, thought, tool, tool_input, observation, error, elapsed_s, call_id}], the run's trace).
 Run overrides: `llm_id` (every Agent, sub-agents too), `system_prompt` (top-level Agents, not
 sub-agents), `enabled_tools` (every Agent keeps only the tools it names, by function, meta, entry or
 component name), `attachments` (a system message for top-level Agents).
@@ -50,6 +50,20 @@ def _sub_agent_prompt(args: dict[str, Any]) -> str:
     return f"{text}\nQUERY:\n{args['user_prompt']}\n" if text else str(args["user_prompt"])
 
 
+def _tool_parameters(params: dict[str, Any]) -> dict[str, Any]:
+    """A sub-agent's arguments (RAGFlow's AgentParam meta)."""
+    order = params.get("user_prompt")
+    if not isinstance(order, str) or not order.strip():
+        order = "This is the order you need to send to the agent."
+    return {
+        "user_prompt": {"type": "string", "required": True, "description": order},
+        "reasoning": {"type": "string", "required": True, "description": "Supervisor's reasoning for choosing this "
+                      "agent: why it is invoked and what is expected of it."},
+        "context": {"type": "string", "required": True, "description": "All background information, prior facts, "
+                    "decisions and state the agent needs, as detailed and self-contained as possible."},
+    }
+
+
 def _check_tools(cpn_id: str, field: str, tools: Any) -> list[ValidationIssue]:
     from . import PENDING, registered  # the registry imports this module
 
@@ -68,9 +82,7 @@ def _check_tools(cpn_id: str, field: str, tools: Any) -> list[ValidationIssue]:
         params = entry.get("params") if isinstance(entry.get("params"), dict) else {}
         if cls is None and name not in PENDING:
             issues.append(ValidationIssue(cpn_id, f"{where}.component_name", f"unknown tool component '{name}'"))
-        elif name == "Agent":
-            issues += [ValidationIssue(cpn_id, f"{where}.{i_.field}", i_.message) for i_ in Agent.check(cpn_id, params)]
-        elif cls is not None and getattr(cls, "tool_meta", None):  # our own tools: their params must be sound
+        elif cls is not None:  # a tool's params must be sound, as a node's are
             issues += [ValidationIssue(cpn_id, f"{where}.{i_.field}", i_.message) for i_ in cls.check(cpn_id, params)]
     return issues
 
@@ -105,6 +117,12 @@ class Agent(Component):
             issues.append(ValidationIssue(cpn_id, "params.tool_calling", "must be 'native' or 'text'"))
         field = "params.tools" if params.get("tools") or not params.get("llm_enabled_tools") else "params.llm_enabled_tools"
         return issues + _check_tools(cpn_id, field, _tool_entries(params)) + _mcp_tools.check(cpn_id, params.get("mcp"))
+
+    @classmethod
+    def tool_meta(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """As a sub-agent: no name of its own (the tool entry's name is the function's, as in RAGFlow)."""
+        return {"name": "", "description": "This is an agent for a specific task.",
+                "parameters": _tool_parameters(params)}
 
     def thoughts(self, ctx: NodeContext) -> str:
         return _llm.thinking_text(ctx, self.params)

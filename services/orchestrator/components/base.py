@@ -19,6 +19,17 @@ Writing a component
 fail: the runner applies `max_retries`/`delay_after_error`, `exception_method` and the timeout.
 One component instance serves every run of a compiled plan: keep per-run data in `ctx`, not `self`.
 
+How the engine sees a class (the planner, the validator and the Agent ask these; none compares names)
+----------------------------------------------------------------------------------------------------
+    routes(params)        a branching component: (field, id) of every target `run` may return in a Route
+    is_container          a container (Iteration, Loop): runs its children with `ctx.run_children(...)`
+    child_start           ... and the component_name of its body's one start child (IterationItem)
+    parent_container      a component valid only inside that container (IterationItem, LoopItem, ExitLoop)
+    tool_meta(params)     as an Agent tool: {"name", "description", "parameters"} the model sees
+    call_tool(ctx, args)  as an Agent tool: run with the model's arguments, return the observation
+    tool_params(args)     the params the default `call_tool` runs with (the arguments over the DSL's)
+docs/adding-a-component.md and docs/adding-a-tool.md walk through them.
+
 The ctx API (`NodeContext`)
 ---------------------------
 Identity:    ctx.component_id, ctx.component_name (type), ctx.params, ctx.path (Iteration/Loop
@@ -54,17 +65,18 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterable, Callable, ClassVar, Iterable
+import re
+from typing import Any, AsyncIterable, Callable, ClassVar, Iterable, Iterator
 
 from ..dsl.issues import ValidationIssue
 from ..engine_settings import EngineSettings, Services
 from ..events import MessageDelta, MessageEnd
 from ..events import make as make_event
 from ..state import RunRequest
-from ..variables import Resolver, Scope, StreamValue, find_refs, is_ref
+from ..variables import Resolver, Scope, StreamValue, find_refs, is_ref, to_jsonable, to_text
 
 __all__ = ["Component", "NodeContext", "Pause", "Route", "RunEnv", "UnknownComponent", "ValidationIssue",
-           "get_class", "register", "registered"]
+           "get_class", "id_list", "register", "registered"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +86,13 @@ class Route:
     next: tuple[str, ...] | list[str]
 
 
+def id_list(value: Any) -> list[Any]:
+    """A DSL field holding one component id or a list of them (`to`, `end_cpn_ids`, `exception_goto`)."""
+    if value is None or value == "":
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
 class Pause:
     """Returned by a component that waits for the user (UserFillUp): the run pauses here, unfinished, and a
     later run of the session resumes at this component with the user's answer (`ctx.take_resume_inputs()`)."""
@@ -81,13 +100,25 @@ class Pause:
     __slots__ = ()
 
 
+# What a component without its own `tool_meta` takes as its one argument.
+QUERY_ARGUMENT = {"query": {"type": "string", "required": True,
+                            "description": "The search keywords: the most important words (and synonyms) of the request."}}
+_OBSERVED = ("formalized_content", "content", "result")  # the outputs the default `call_tool` returns
+
+
 class Component:
     component_name: ClassVar[str] = ""
-    # Containers (Iteration, Loop) own child sub-graphs that the runner compiles for them.
-    is_container: ClassVar[bool] = False
     # Output that receives `exception_default_value` with exception_method "comment"
     # (RAGFlow: "result"; LLM and Agent use "content").
     exception_output: ClassVar[str] = "result"
+    # A container (Iteration, Loop) owns the components whose parent_id is its id: its body, which the
+    # planner compiles as a scope of its own and the container runs with `ctx.run_children(...)`, once per
+    # item or pass. The body starts at its one child of type `child_start` (IterationItem, LoopItem).
+    is_container: ClassVar[bool] = False
+    child_start: ClassVar[str] = ""
+    # The component_name of the only container this component may sit in (IterationItem: "Iteration",
+    # ExitLoop: "Loop"); validation refuses it anywhere else. "" = anywhere.
+    parent_container: ClassVar[str] = ""
 
     __slots__ = ("id", "params")
 
@@ -99,16 +130,62 @@ class Component:
     def setup(self) -> None:
         """Parse params once per compiled plan (override; keep run() lean)."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.is_container and not cls.child_start:
+            raise TypeError(f"{cls.__name__} is a container: it needs `child_start` (its body's start component)")
+
     @classmethod
     def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
         """Structural problems in params, each naming the field (override)."""
         return []
+
+    @classmethod
+    def routes(cls, params: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+        """A branching component's targets: (field, component id) for every id its `run` may return in
+        `Route(next=...)`. The planner makes them edges and the validator checks each id. A field ends in
+        `[index]`; the targets of one branch share the field before it ("params.conditions[0].to[1]")."""
+        return iter(())
 
     def thoughts(self, ctx: NodeContext) -> str:
         return ""
 
     async def run(self, ctx: NodeContext) -> Route | None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # -- as an Agent's tool (an entry of an Agent's `tools`; components/_tools.py builds and calls them)
+    @classmethod
+    def tool_meta(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """What the model sees of this component as a tool: {"name", "description", "parameters"}, the
+        parameters a JSON schema object or RAGFlow's ToolMeta shape ({arg: {"type", "description",
+        "required"}}). An empty name means the tool entry's name, spaces as underscores (sub-agents); a
+        non-empty `description` in the entry's params replaces the description.
+        Default: the component name in snake_case with one `query` argument."""
+        return {"name": re.sub(r"(?<!^)(?=[A-Z])", "_", cls.component_name).lower(),
+                "description": f"The {cls.component_name} component.", "parameters": QUERY_ARGUMENT}
+
+    async def call_tool(self, ctx: NodeContext, arguments: dict[str, Any]) -> Any:
+        """Run as a tool with the model's arguments; return the observation (text; anything else reaches the
+        model as JSON). `ctx` is the call's own context in a child scope of the Agent's. Raising gives the
+        model an "Error: ..." observation. Default: a fresh instance with `tool_params(arguments)` runs as a
+        node, and the observation is its first non-empty `formalized_content`, `content` or `result`, else
+        its outputs as JSON."""
+        comp = type(self)(self.id, self.tool_params(arguments))
+        ctx.params = comp.params
+        await comp.run(ctx)
+        await ctx.finish_streams()
+        outputs = ctx.outputs
+        for key in _OBSERVED:
+            value = outputs.get(key)
+            if isinstance(value, StreamValue):
+                value = await value.wait()
+            if value not in (None, ""):
+                return to_text(value)
+        return to_text(to_jsonable({k: v for k, v in outputs.items() if not k.startswith("_")}))
+
+    def tool_params(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The params the default `call_tool` runs with: the model's arguments win over the DSL's."""
+        return {**self.params, **arguments}
 
 
 # ------------------------------------------------------------------------------------ registry

@@ -14,13 +14,13 @@ Outputs: `category_name`, `_next` (the ids routed to). Run override: `llm_id`.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterator
 
 from services.llm_gateway.types import Message
 
 from ..variables import StreamValue, to_text
 from . import _llm
-from .base import Component, NodeContext, Route, ValidationIssue, register
+from .base import Component, NodeContext, Route, ValidationIssue, id_list, register
 
 
 def _targets(spec: Any) -> list[str]:
@@ -89,6 +89,15 @@ class Categorize(Component):
         if not isinstance(query, str):
             issues.append(ValidationIssue(cpn_id, "params.query", "must be a reference such as sys.query"))
         return issues
+
+    @classmethod
+    def routes(cls, params: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+        cats = params.get("category_description")
+        if isinstance(cats, dict):
+            for cat, spec in cats.items():
+                if isinstance(spec, dict):
+                    for j, t in enumerate(id_list(spec.get("to"))):
+                        yield f"params.category_description.{cat}.to[{j}]", t
 
     def thoughts(self, ctx: NodeContext) -> str:
         names = ",".join(f"`{c}`" for c in (self.params.get("category_description") or {}))

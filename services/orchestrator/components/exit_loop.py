@@ -1,18 +1,13 @@
 """ExitLoop: ends the enclosing Loop after the current pass (control flow only, no outputs)."""
 from __future__ import annotations
 
-from typing import Any
-
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
 
 
 @register
 class ExitLoop(Component):
     component_name = "ExitLoop"
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        return []  # the runner checks that it sits inside a Loop (parent_id)
+    parent_container = "Loop"  # validation refuses an ExitLoop anywhere else
 
     async def run(self, ctx: NodeContext) -> None:
         # The Loop body runs in a scope of its own; the Loop reads this flag after the pass.

@@ -121,6 +121,20 @@ class Invoke(Component):
     def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
         return [ValidationIssue(cpn_id, f, m) for f, m in _static_problems(params)]
 
+    @classmethod
+    def tool_meta(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """As an Agent tool, the model fills the keys of `variables`."""
+        keys = [v.get("key") for v in params.get("variables") or [] if isinstance(v, dict) and v.get("key")]
+        return {"name": "invoke", "description": "Calls an HTTP endpoint and returns the response.",
+                "parameters": {k: {"type": "string", "required": False, "description": k} for k in keys}}
+
+    def tool_params(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The model's arguments become the values of the `variables` with their keys."""
+        variables = [{"key": v["key"], "value": arguments[v["key"]]}
+                     if isinstance(v, dict) and v.get("key") in arguments else v
+                     for v in self.params.get("variables") or []]
+        return {**self.params, "variables": variables}
+
     def thoughts(self, ctx: NodeContext) -> str:
         return "Waiting for the server respond..."
 

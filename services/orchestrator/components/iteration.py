@@ -25,6 +25,7 @@ def _collected(params: dict[str, Any]) -> dict[str, str]:
 class Iteration(Component):
     component_name = "Iteration"
     is_container = True
+    child_start = "IterationItem"
 
     @classmethod
     def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:

@@ -7,6 +7,7 @@ from .base import Component, NodeContext, register
 @register
 class IterationItem(Component):
     component_name = "IterationItem"
+    parent_container = "Iteration"
 
     async def run(self, ctx: NodeContext) -> None:
         aliases = ctx.scope.aliases or {}

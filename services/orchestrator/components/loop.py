@@ -60,6 +60,7 @@ def evaluate(var: Any, op: str, value: Any) -> bool:
 class Loop(Component):
     component_name = "Loop"
     is_container = True
+    child_start = "LoopItem"
 
     @classmethod
     def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:

@@ -7,6 +7,7 @@ from .base import Component, NodeContext, register
 @register
 class LoopItem(Component):
     component_name = "LoopItem"
+    parent_container = "Loop"
 
     def thoughts(self, ctx: NodeContext) -> str:
         return "Next turn..."

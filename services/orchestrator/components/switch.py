@@ -7,10 +7,10 @@ items with `logical_operator` "and" (default) or "or". Untaken branches are prun
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, Iterator
 
 from ..variables import is_ref, to_text
-from .base import Component, NodeContext, Route, ValidationIssue, register
+from .base import Component, NodeContext, Route, ValidationIssue, id_list, register
 
 OPERATORS = ("contains", "not contains", "start with", "end with", "empty", "not empty",
              "=", "≠", ">", "<", "≥", "≤")
@@ -89,6 +89,15 @@ class Switch(Component):
         if not params.get("end_cpn_ids"):
             issues.append(ValidationIssue(cpn_id, "params.end_cpn_ids", "a Switch needs an ELSE target (end_cpn_ids)"))
         return issues
+
+    @classmethod
+    def routes(cls, params: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+        for i, cond in enumerate(params.get("conditions") or []):
+            if isinstance(cond, dict):
+                for j, t in enumerate(id_list(cond.get("to"))):
+                    yield f"params.conditions[{i}].to[{j}]", t
+        for j, t in enumerate(id_list(params.get("end_cpn_ids"))):
+            yield f"params.end_cpn_ids[{j}]", t
 
     async def run(self, ctx: NodeContext) -> Route:
         for cond in self.params.get("conditions") or []:

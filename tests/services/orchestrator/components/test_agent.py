@@ -266,7 +266,7 @@ def test_tools_are_named_as_ragflow_names_them():
         ("Web_Search_Specialist_2", "Agent:Lead-->Web_Search_Specialist"), ("invoke_3", "Agent:Lead-->Weather_API")]
     assert specs[2].schema.description == "Finds URLs."
     assert set(specs[3].schema.parameters["properties"]) == {"city", "unit"}
-    merged = _tools.merge_arguments("Invoke", specs[3].params, {"city": "Oslo"})
+    merged = specs[3].component.tool_params({"city": "Oslo"})
     assert merged["variables"] == [{"key": "city", "value": "Oslo"}, {"key": "unit", "value": "C"}]
     assert [s.function for s in _tools.enabled(specs, ["CodeExec", "search_my_dateset_1"])] == [
         "execute_code_0", "search_my_dateset_1"]
