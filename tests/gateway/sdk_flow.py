@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import sys
+import time
 
 import requests
 from ragflow_sdk import RAGFlow
@@ -49,7 +50,11 @@ def agents(rag: RAGFlow, base_url: str, key: str, version: str) -> dict:
     out["prologue"] = session.message[0]["content"]
     out["answer"] = [m.content for m in session.ask("ping", stream=False)]
     out["deltas"] = [m.content for m in session.ask("pong", stream=True)]
-    listed = agent.list_sessions()
+    for _ in range(50):  # the turn is stored as the run ends, which may be just after the stream's last frame
+        listed = agent.list_sessions()
+        if len(listed) == 1 and len(listed[0].messages) >= 5:
+            break
+        time.sleep(0.1)
     out["listed_sessions"] = [s.id == session.id for s in listed]
     out["history"] = [m["content"] for m in listed[0].messages]
     agent.delete_sessions(ids=[session.id])
