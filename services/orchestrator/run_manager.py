@@ -38,7 +38,7 @@ from services.orchestrator.plan import Plan
 from services.orchestrator.runner import run as run_engine
 from services.orchestrator.run_spec import RunSpec
 from services.orchestrator.state import RunRequest, SessionState
-from services.orchestrator.store import AgentStore, RunStore, SessionStore
+from services.orchestrator.store import AgentStore, RunStore, SessionStore, keys
 from services.orchestrator.store.journal import (RunJournal, copy_checkpoint, drop_unfinished, read_checkpoint,
                                                  read_events, tail_events)
 from services.orchestrator.store.runs import TERMINAL
@@ -207,8 +207,8 @@ class RunManager:
         spec.version_id = record.version_id if record is not None else spec.version_id
         session_id, state = await self._session(spec, record, plan)
         spec.session_id = session_id
-        await self.runs.start(spec.tenant_id, spec.run_id, session_id, spec.agent_id, spec=spec.to_json())
-        return self._launch(spec, plan, state, replay=None)
+        cancelled = await self.runs.start(spec.tenant_id, spec.run_id, session_id, spec.agent_id, spec=spec.to_json())
+        return self._launch(spec, plan, state, replay=None, cancelled=cancelled)
 
     async def _resume_paused(self, spec: RunSpec, record) -> _Pump:
         """The session waits at a UserFillUp: this request's `inputs` answer it, in a new run from a copy of
@@ -272,8 +272,10 @@ class RunManager:
         pump.detach()
 
     def _launch(self, spec: RunSpec, plan: Plan, state: SessionState, *, replay: Replay | None,
-                in_place: bool = False, first_seq: int = 1, turn: TurnRecord | None = None) -> _Pump:
-        pump = _Pump(self, spec, plan, state, replay, in_place, first_seq, turn or TurnRecord())
+                in_place: bool = False, first_seq: int = 1, turn: TurnRecord | None = None,
+                cancelled: bool | None = None) -> _Pump:
+        """`cancelled`: whether a cancel came before the start, when the caller knows (else it is asked)."""
+        pump = _Pump(self, spec, plan, state, replay, in_place, first_seq, turn or TurnRecord(), cancelled)
         self._pumps[spec.run_id] = pump
         pump.task.add_done_callback(lambda _: self._pumps.pop(spec.run_id, None))
         return pump
@@ -311,33 +313,37 @@ class RunManager:
         return record.id, state
 
     async def _persist(self, pump: _Pump) -> None:
+        """The turn, the run's trace and its end, in one round trip."""
         spec, turn, tenant = pump.spec, pump.turn, pump.spec.tenant_id
+        messages = [message("user", spec.query)] if spec.query else []
+        text = turn.text()
+        if text:
+            messages.append(message("assistant", text, turn.reference, message_id=pump.run_id))
+        _compact(pump.state)
+        paused = pump.run_id if turn.status == "waiting_for_user" else ""
         try:
-            messages = [message("user", spec.query)] if spec.query else []
-            text = turn.text()
-            if text:
-                messages.append(message("assistant", text, turn.reference, message_id=pump.run_id))
-            _compact(pump.state)
-            paused = pump.run_id if turn.status == "waiting_for_user" else ""
-            await self.sessions.save_turn(tenant, pump.session_id, messages, pump.state, paused_run=paused)
-            await self.runs.append_log(tenant, pump.run_id, "tool_calls", list(turn.tool_calls.values()))
-            await self.runs.append_log(tenant, pump.run_id, "thoughts", turn.thoughts)
-            if paused:
-                await self.runs.set_fields(tenant, pump.run_id, paused_node=turn.waiting_for)
+            async with self.runs.redis.pipeline(transaction=False) as pipe:
+                await self.sessions.queue_save_turn(pipe, tenant, pump.session_id, messages, pump.state, paused_run=paused)
+                self.runs.queue_log(pipe, tenant, pump.run_id, "tool_calls", list(turn.tool_calls.values()))
+                self.runs.queue_log(pipe, tenant, pump.run_id, "thoughts", turn.thoughts)
+                if paused:
+                    pipe.hset(keys.run(tenant, pump.run_id), "paused_node", turn.waiting_for)
+                await self.runs.queue_finish(pipe, tenant, pump.run_id, pump.session_id, status=turn.status, error=turn.error)
+                saved, *rest = await pipe.execute(raise_on_error=False)
+            if saved == 0:
+                log.warning("run %s: session %s was deleted meanwhile; its turn was not stored", pump.run_id, pump.session_id)
+            for reply in rest:
+                if isinstance(reply, Exception):
+                    log.error("run %s: storing its end failed: %s", pump.run_id, reply)
         except Exception:
             log.exception("could not persist run %s of session %s", pump.run_id, pump.session_id)
-        finally:
-            try:
-                await self.runs.finish(tenant, pump.run_id, pump.session_id, status=turn.status, error=turn.error)
-            except Exception:
-                log.exception("could not mark run %s finished", pump.run_id)
 
 
 class _Pump:
     """One run on this replica: engine -> seq -> journal -> caller (when attached) -> stored turn."""
 
     def __init__(self, manager: RunManager, spec: RunSpec, plan: Plan, state: SessionState, replay: Replay | None,
-                 in_place: bool, first_seq: int, turn: TurnRecord) -> None:
+                 in_place: bool, first_seq: int, turn: TurnRecord, cancelled: bool | None) -> None:
         self.manager = manager
         self.spec = spec
         self.run_id = spec.run_id
@@ -353,6 +359,7 @@ class _Pump:
         self.journal = RunJournal(manager.runs.redis, spec.tenant_id, spec.run_id)
         self._engine: asyncio.Task | None = None
         self._cancel = asyncio.Event()  # the engine stops and sends its own closing RunFinished(cancelled)
+        self._cancelled_early = cancelled
         self.delivered = False  # the caller got everything, up to the end
         self._stop_reason = ""
         self._abandoned = False
@@ -383,8 +390,9 @@ class _Pump:
     async def _run(self) -> None:
         queue: asyncio.Queue = asyncio.Queue(_QUEUE_SIZE)
         try:
-            if await self.manager.runs.is_cancelled(self.run_id):  # cancelled before it started
-                self._cancel.set()
+            early = self._cancelled_early
+            if early or (early is None and await self.manager.runs.is_cancelled(self.run_id)):
+                self._cancel.set()  # cancelled before it started: the engine ends it at once
             self._engine = asyncio.create_task(self._produce(queue), name=f"engine-{self.run_id}")
             held: ev.NodeFinished | None = None
             ahead: list[Any] = []  # an item taken while merging deltas, handled next

@@ -33,7 +33,6 @@ LOG_KINDS = ("tool_calls", "thoughts")
 CANCEL_TTL_S = 600
 TERMINAL = ("succeeded", "failed", "cancelled")
 
-_RELEASE_IF_HOLDER = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 # KEYS: lease, session claim (or a dummy), active set. ARGV: owner, lease ms, expiry score, member, run id.
 # Renews only a lease this owner still holds; 0 tells the owner it lost the run.
 _RENEW = """
@@ -55,6 +54,40 @@ return redis.call('HINCRBY', KEYS[2], 'attempts', 1)
 """
 
 
+# KEYS: session claim, run hash, lease, active set, session's runs, cancel flag. ARGV: run id, owner, lease ms,
+# now, lease expiry, active member, has session (1/0), then the run record's fields as name, value pairs.
+# Claims the session, records the run and takes its lease in one step; says whether a cancel came first.
+_START = """
+local has_session = ARGV[7] == '1'
+if has_session and not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
+  return {'busy', redis.call('GET', KEYS[1]) or '?'}
+end
+if redis.call('HSETNX', KEYS[2], 'status', 'running') == 0 then
+  if has_session and redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+  return {'exists', ''}
+end
+local fields = {}
+for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('HSET', KEYS[2], unpack(fields))
+redis.call('EXPIRE', KEYS[2], %d)
+redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
+redis.call('ZADD', KEYS[4], ARGV[5], ARGV[6])
+if has_session then
+  redis.call('ZADD', KEYS[5], ARGV[4], ARGV[1])
+  redis.call('EXPIRE', KEYS[5], %d)
+end
+return {'ok', tostring(redis.call('EXISTS', KEYS[6]))}
+""" % (RUN_TTL_S, RUN_TTL_S)
+# KEYS: run hash, cancel flag, lease, active set, session claim. ARGV: status, finished_at, error, member, run id.
+_FINISH = """
+redis.call('HSET', KEYS[1], 'status', ARGV[1], 'finished_at', ARGV[2], 'error', ARGV[3])
+redis.call('DEL', KEYS[2], KEYS[3])
+redis.call('ZREM', KEYS[4], ARGV[4])
+if redis.call('GET', KEYS[5]) == ARGV[5] then redis.call('DEL', KEYS[5]) end
+return 1
+"""
+
+
 def _decode(raw: dict[bytes, bytes]) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in raw.items()}
 
@@ -65,6 +98,8 @@ class RunStore:
         self.owner = owner  # this replica's id in the leases it holds
         self.lease_s = lease_s
         self._renew = redis.register_script(_RENEW)
+        self._start = redis.register_script(_START)
+        self._finish = redis.register_script(_FINISH)
         self._take_over = redis.register_script(_TAKE_OVER)
 
     @property
@@ -72,30 +107,27 @@ class RunStore:
         return max(1, int(self.lease_s * 1000))
 
     async def start(self, tenant: str, run_id: str, session_id: str, agent_id: str = "", *,
-                    spec: dict[str, Any] | None = None, parent_run_id: str = "") -> None:
-        """Record the run, take its lease and claim its session: one run at a time per session, or turns
-        would overwrite each other's state. A busy session fails at once, naming the run that holds it."""
-        claim = keys.session_active_run(tenant, session_id) if session_id else ""
-        if claim and not await self.redis.set(claim, run_id, nx=True, px=self._lease_ms):
-            holder = await self.redis.get(claim)
-            raise FailedPrecondition(
-                f"session {session_id!r} is busy with run {(holder or b'?').decode()!r}: wait for it to finish or cancel it")
-        if not await self.redis.hsetnx(keys.run(tenant, run_id), "status", "running"):
-            await self._release(tenant, session_id, run_id)
-            raise AlreadyExists(f"run {run_id!r} already exists: run ids must be unique")
+                    spec: dict[str, Any] | None = None, parent_run_id: str = "") -> bool:
+        """Record the run, take its lease and claim its session, in one round trip: one run at a time per
+        session, or turns would overwrite each other's state. A busy session fails at once, naming the run
+        that holds it. Returns whether the run was cancelled before it started."""
         now = time.time()
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(keys.run(tenant, run_id), mapping={
-                "session_id": session_id, "agent_id": agent_id, "started_at": now, "finished_at": "", "error": "",
-                "owner": self.owner, "attempts": 1, "parent_run_id": parent_run_id,
-                "spec": json.dumps(spec or {}, ensure_ascii=False, default=str)})
-            pipe.expire(keys.run(tenant, run_id), RUN_TTL_S)
-            pipe.set(keys.run_lease(run_id), self.owner, px=self._lease_ms)
-            pipe.zadd(keys.ACTIVE_RUNS, {f"{tenant}/{run_id}": now + self.lease_s})
-            if session_id:
-                pipe.zadd(keys.session_runs(tenant, session_id), {run_id: now})
-                pipe.expire(keys.session_runs(tenant, session_id), RUN_TTL_S)
-            await pipe.execute()
+        session_keys = ([keys.session_active_run(tenant, session_id), keys.session_runs(tenant, session_id)]
+                        if session_id else [keys.run(tenant, run_id)] * 2)  # unused without a session
+        record = {"session_id": session_id, "agent_id": agent_id, "started_at": now, "finished_at": "", "error": "",
+                  "owner": self.owner, "attempts": 1, "parent_run_id": parent_run_id,
+                  "spec": json.dumps(spec or {}, ensure_ascii=False, default=str)}
+        outcome, detail = await self._start(
+            keys=[session_keys[0], keys.run(tenant, run_id), keys.run_lease(run_id), keys.ACTIVE_RUNS, session_keys[1],
+                  keys.cancel_flag(run_id)],
+            args=[run_id, self.owner, self._lease_ms, now, now + self.lease_s, f"{tenant}/{run_id}",
+                  1 if session_id else 0, *(x for kv in record.items() for x in kv)])
+        if outcome == b"busy":
+            raise FailedPrecondition(
+                f"session {session_id!r} is busy with run {detail.decode()!r}: wait for it to finish or cancel it")
+        if outcome == b"exists":
+            raise AlreadyExists(f"run {run_id!r} already exists: run ids must be unique")
+        return detail == b"1"
 
     async def renew(self, runs: list[tuple[str, str, str]]) -> list[bool]:
         """Heartbeat for (tenant, run id, session id) of this replica: whether each lease is still ours."""
@@ -131,27 +163,28 @@ class RunStore:
             return True
         return (await self.redis.get(claim) or b"").decode() == run_id
 
+    async def queue_finish(self, pipe, tenant: str, run_id: str, session_id: str, *, status: str, error: str = "") -> None:
+        """The run's end on `pipe`: status, lease and cancel flag gone, the session freed if this run holds it."""
+        claim = keys.session_active_run(tenant, session_id) if session_id else keys.run_lease(run_id)
+        await self._finish(keys=[keys.run(tenant, run_id), keys.cancel_flag(run_id), keys.run_lease(run_id), keys.ACTIVE_RUNS,
+                           claim], args=[status, time.time(), error, f"{tenant}/{run_id}", run_id], client=pipe)
+
     async def finish(self, tenant: str, run_id: str, session_id: str, *, status: str, error: str = "") -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(keys.run(tenant, run_id), mapping={"status": status, "finished_at": time.time(), "error": error})
-            pipe.delete(keys.cancel_flag(run_id), keys.run_lease(run_id))
-            pipe.zrem(keys.ACTIVE_RUNS, f"{tenant}/{run_id}")
+        async with self.redis.pipeline(transaction=False) as pipe:
+            await self.queue_finish(pipe, tenant, run_id, session_id, status=status, error=error)
             await pipe.execute()
-        await self._release(tenant, session_id, run_id)
 
-    async def _release(self, tenant: str, session_id: str, run_id: str) -> None:
-        """Free the session, but only if this run still holds it (compare-and-delete, atomically)."""
-        if session_id:
-            await self.redis.eval(_RELEASE_IF_HOLDER, 1, keys.session_active_run(tenant, session_id), run_id)
-
-    async def append_log(self, tenant: str, run_id: str, kind: str, entries: list[dict]) -> None:
-        """A run's trace of one `kind` (LOG_KINDS), kept as long as the run record."""
-        if not entries:
-            return
-        key = keys.run_log(tenant, run_id, kind)
-        async with self.redis.pipeline(transaction=True) as pipe:
+    @staticmethod
+    def queue_log(pipe, tenant: str, run_id: str, kind: str, entries: list[dict]) -> None:
+        """A run's trace of one `kind` (LOG_KINDS) on `pipe`, kept as long as the run record."""
+        if entries:
+            key = keys.run_log(tenant, run_id, kind)
             pipe.rpush(key, *(json.dumps(e, ensure_ascii=False, default=str) for e in entries))
             pipe.expire(key, RUN_TTL_S)
+
+    async def append_log(self, tenant: str, run_id: str, kind: str, entries: list[dict]) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            self.queue_log(pipe, tenant, run_id, kind, entries)
             await pipe.execute()
 
     async def read_log(self, tenant: str, run_id: str, kind: str) -> list[dict]:

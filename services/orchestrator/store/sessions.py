@@ -19,6 +19,18 @@ from services.orchestrator.store._records import field as _s
 from services.orchestrator.store._records import write_if_exists
 
 _STATE_FIELDS = ("globals", "history", "path", "retrieval", "memory")
+# KEYS: session hash, its messages. ARGV: state json, updated_at, paused run, ttl (0: none), messages...
+# Writes only while the session exists: a deleted session never comes back half-written.
+_SAVE_TURN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+for i = 5, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+redis.call('HSET', KEYS[1], 'state_json', ARGV[1], 'updated_at', ARGV[2], 'paused_run', ARGV[3])
+if tonumber(ARGV[4]) > 0 then
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ARGV[4]) end
+end
+return 1
+"""
 
 
 def state_to_json(state: SessionState) -> str:
@@ -60,6 +72,7 @@ class SessionStore:
     def __init__(self, redis: aioredis.Redis, ttl_s: int = 0) -> None:
         self.redis = redis
         self.ttl_s = ttl_s  # a session unused this long expires (0: never); every turn renews it
+        self._save_turn = redis.register_script(_SAVE_TURN)
 
     def _expire(self, pipe, tenant: str, session_id: str) -> None:
         if self.ttl_s:
@@ -114,6 +127,14 @@ class SessionStore:
         if gone:
             await self.redis.zrem(index, *gone)
         return sessions, total - len(gone)
+
+    async def queue_save_turn(self, pipe, tenant: str, session_id: str, new_messages: list[dict[str, Any]],
+                        state: SessionState, *, paused_run: str = "") -> None:
+        """`save_turn` as one script queued on `pipe` (the run manager stores a turn in one round trip); its
+        reply is 0 when the session was deleted meanwhile, and then nothing was written."""
+        await self._save_turn(keys=[keys.session(tenant, session_id), keys.session_messages(tenant, session_id)],
+                        args=[state_to_json(state), time.time(), paused_run, self.ttl_s,
+                              *(json.dumps(m, ensure_ascii=False) for m in new_messages)], client=pipe)
 
     async def save_turn(self, tenant: str, session_id: str, new_messages: list[dict[str, Any]], state: SessionState,
                         *, paused_run: str = "") -> None:
