@@ -28,6 +28,8 @@ from services.orchestrator.engine_settings import EngineSettings
 
 KEY = "chain-key"
 HEADERS = {"Authorization": f"Bearer {KEY}"}
+# The bundled model with deadlines against a hang only: it answers in seconds when idle, far slower when loaded.
+LOCAL_MODEL = {"local_enabled": True, "local_context": 2048, "timeout_s": 100, "stream_idle_s": 100}
 
 
 @asynccontextmanager
@@ -101,7 +103,7 @@ async def test_one_tool_agent_answers_through_every_layer_with_the_local_model(r
                    "max_tokens": 32, "maxTokensEnabled": True, "top_p": 0.01, "topPEnabled": True,
                    "tools": [{"component_name": "TestWeatherTool", "name": "Weather", "params": {}}]})
     with registered(WeatherTool):
-        async with chain(redis_server.url, local_enabled=True, local_context=2048) as client:
+        async with chain(redis_server.url, **LOCAL_MODEL) as client:
             agent_id = await _create_agent(client, dsl)
             async with openai.AsyncOpenAI(api_key=KEY, base_url=str(client.server.make_url("/v1")), max_retries=0) as oai:
                 reply = await oai.chat.completions.create(
@@ -117,7 +119,7 @@ async def test_one_tool_agent_answers_through_every_layer_with_the_local_model(r
 
 async def test_run_log_endpoint_shows_the_agents_tool_calls(redis_server):
     with registered(WeatherTool):
-        async with chain(redis_server.url, local_enabled=True, local_context=2048) as client:
+        async with chain(redis_server.url, **LOCAL_MODEL) as client:
             agent_id = await _create_agent(client, _canvas({
                 "llm_id": "", "sys_prompt": "You are a helpful assistant.", "max_rounds": 1, "max_tokens": 32,
                 "maxTokensEnabled": True, "tools": [{"component_name": "TestWeatherTool", "name": "Weather", "params": {}}]}))

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import grpc
@@ -83,7 +84,8 @@ class Replica:
 
     async def wait_serving(self) -> None:
         health = health_pb2_grpc.HealthStub(self.channel)
-        for _ in range(600):
+        deadline = time.monotonic() + 90  # a hang, not a slow start on a loaded machine, fails this
+        while time.monotonic() < deadline:
             assert self.proc.poll() is None, "orchestrator replica exited at start"
             try:
                 resp = await health.Check(health_pb2.HealthCheckRequest(), timeout=1)

@@ -63,7 +63,7 @@ async def test_data_analysis_assistant_runs_the_models_code_in_the_sandbox():
     scripts = {"chat": {"analyst": [
         {"tool_calls": [{"name": "execute_code_0", "arguments": {"lang": "python", "script": code}}]},
         # paced: a model faster than the pipe arrives merged (services/common/coalesce.py)
-        {"reply": "Here is the analysis: {last_tool}", "chunk_chars": 12, "chunk_delay_s": 0.02}]}}
+        {"reply": "Here is the analysis: {last_tool}", "chunk_chars": 12, "chunk_delay_s": 0.1}]}}
     dsl = template("data_analysis_beginner_assistant.json", {"kimi-k2.5@Moonshot": "analyst@Scripted"})
     async with llm_gateway(scripts) as llm, sandbox_service() as sandbox:
         events = await run_canvas(dsl, services(llm, sandbox), query="Analyse my monthly sales.")
@@ -80,7 +80,9 @@ async def test_data_analysis_assistant_runs_the_models_code_in_the_sandbox():
     assert second.messages[-1].content.startswith("Exceed max rounds: 1.")
     text = "".join(d.content for d in of(events, MessageDelta, "Message:VastWaspsBrush"))
     assert text.startswith("Here is the analysis: {") and '"mean": 124.67' in text
-    assert len(of(events, MessageDelta, "Message:VastWaspsBrush")) > 3  # streamed, not one block
+    # Streamed, not one block. How many pieces arrive depends on how fast this machine takes them (a busy one
+    # gets bigger merged pieces): 0.1 s between chunks leaves any machine time to send at least two.
+    assert len(of(events, MessageDelta, "Message:VastWaspsBrush")) > 1
 
 
 async def test_deep_research_lead_runs_sub_agents_with_their_own_tools():

@@ -249,7 +249,7 @@ async def test_your_starter_dataset_chatbot_answers_from_the_dataset_with_citati
     n = kb.cite["8080"]
     reply = f"## Answer\n\nAccording to the documentation, the gateway listens on port 8080 [ID:{n}]."
     scripts = {"docs": [{"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "gateway port"}}]},
-                        {"reply": reply, "chunk_chars": 16, "chunk_delay_s": 0.02}]}
+                        {"reply": reply, "chunk_chars": 16, "chunk_delay_s": 0.1}]}
     dsl = with_dataset(template("your_starter_dataset_chatbot.json"), kb.dataset_id)
     async with chat_gateway(scripts, default_chat_model="docs@Scripted") as (_, client, provider):  # llm_id is ""
         events = await run_in_engine(dsl, Services(llm=client, retrieval=kb.stub), tenant=kb.tenant,
@@ -261,7 +261,8 @@ async def test_your_starter_dataset_chatbot_answers_from_the_dataset_with_citati
     assert started.tool_name == "search_my_dateset_0" and started.arguments == {"query": "gateway port"}
     assert done.error is None and f"ID: {n}\n├── Title: handbook.md" in done.result and "8080" in done.result
     answer, reference = agent_text(events, "Message:BrownPugsStick")
-    assert answer == reply and len(of(events, MessageDelta, "Message:BrownPugsStick")) > 3  # streamed
+    # streamed: more than one piece (how many depends on this machine's speed, see test_templates_e2e.py)
+    assert answer == reply and len(of(events, MessageDelta, "Message:BrownPugsStick")) > 1
     check_reference(reference, answer, kb, [n])
     # The template's prompt reached the model; the citation prompt joined it once the tool brought chunks.
     assert [t.name for t in first.tools] == ["search_my_dateset_0"]
