@@ -1,0 +1,63 @@
+"""A tool added the way docs/adding-a-tool.md says (tests/support/temperature_tool.py, no engine file
+touched) runs in an Agent whose model is the real llm_gateway's scripted provider on port 0."""
+from __future__ import annotations
+
+import pytest
+from support.temperature_tool import Temperature
+from thinking_kit import cpn, llm_gateway, node_ctx, of, registered, run_canvas, services
+
+from services.orchestrator.components.agent import Agent
+from services.orchestrator.dsl import load_canvas
+from services.orchestrator.events import ToolCallFinished, ToolCallStarted
+from services.orchestrator.validate import ValidationFailed, compile_plan
+
+TOOL = {"component_name": "Temperature", "name": "T", "params": {}}
+CALLS_THE_TOOL = {"chat": {"m": [{"tool_calls": [{"name": "to_fahrenheit_0", "arguments": {"celsius": 100}}]},
+                                 "It is {last_tool}."]}}
+
+
+@pytest.fixture(autouse=True)
+def temperature():
+    with registered(Temperature):
+        yield
+
+
+async def test_an_agent_calls_the_tool_and_reads_its_observation():
+    params = {"llm_id": "m@Scripted", "tools": [TOOL]}
+    async with llm_gateway(CALLS_THE_TOOL) as llm:
+        ctx = node_ctx(services(llm), params, query="boiling?", component_id="Agent:a", component_name="Agent")
+        await Agent("Agent:a", params).run(ctx)
+        await ctx.finish_streams()
+        first, second = llm.calls_to("m")
+    [offered] = first.tools
+    assert offered.name == "to_fahrenheit_0" and offered.description == "Converts degrees Celsius to Fahrenheit."
+    assert offered.parameters["required"] == ["celsius"]
+    [observation] = [m.content for m in second.messages if m.role == "tool"]
+    assert observation == "212 °F"
+    assert ctx.output("content").text == "It is 212 °F."  # the answer streams: a StreamValue
+    [done] = of(ctx.env.events, ToolCallFinished)
+    assert (done.tool_name, done.result, done.error) == ("to_fahrenheit_0", "212 °F", None)
+
+
+async def test_the_tool_runs_in_an_agent_of_a_canvas():
+    dsl = {"components": {
+        "begin": cpn("Begin", ["Agent:a"]),
+        "Agent:a": cpn("Agent", ["Message:m"], {"llm_id": "m@Scripted", "tools": [TOOL]}, up=["begin"]),
+        "Message:m": cpn("Message", [], {"content": ["{Agent:a@content}"]}, up=["Agent:a"]),
+    }}
+    async with llm_gateway(CALLS_THE_TOOL) as llm:
+        events = await run_canvas(dsl, services(llm), query="boiling?")
+    assert events[-1].error is None and events[-1].outputs["content"] == "It is 212 °F."
+    [started] = of(events, ToolCallStarted, "Agent:a")
+    assert started.arguments == {"celsius": 100}
+
+
+def test_the_tools_params_are_checked_with_the_canvas():
+    dsl = {"components": {
+        "begin": cpn("Begin", ["Agent:a"]),
+        "Agent:a": cpn("Agent", [], {"llm_id": "m@Scripted", "tools": [{**TOOL, "params": {"celsius": "hot"}}]},
+                       up=["begin"]),
+    }}
+    with pytest.raises(ValidationFailed) as err:
+        compile_plan(load_canvas(dsl))
+    assert [(i.component_id, i.field) for i in err.value.issues] == [("Agent:a", "params.tools[0].params.celsius")]
