@@ -8,7 +8,8 @@ Types and their `data`:
 - `status`: node progress and run milestones, {"status": "run_started" | "node_started" | "node_finished"
   | "node_failed" | "node_skipped" | "message_end" | "user_input_required", ...details};
 - `error`: {"message", "code", "component_id"} (the failing component, or null; also its `node_name`);
-  `done` (last, always): {"outputs", "usage", "elapsed_time", "cancelled"}.
+  `done` (last, always): {"outputs", "usage", "elapsed_time", "cancelled", "waiting_for_user"} (waiting: the
+  next request on the thread answers the form of the last `user_input_required` with `inputs`).
 `node_name` is the component id, or "system" for run-level events; `timestamp` is epoch milliseconds;
 `thread_id` is the session id. Lines are `data: {json}` with a space; `done` ends the stream.
 """
@@ -98,7 +99,8 @@ class EnvelopeRun:
             if r.error and not r.cancelled:
                 out.append(self.envelope("error", {"message": r.error, "code": "run_failed"}, ev=ev))
             out.append(self.envelope("done", {"outputs": loads(r.outputs_json, {}), "usage": usage_dict(r.usage),
-                                              "elapsed_time": r.elapsed_s, "cancelled": r.cancelled}, ev=ev))
+                                              "elapsed_time": r.elapsed_s, "cancelled": r.cancelled,
+                                              "waiting_for_user": r.waiting_for_user}, ev=ev))
             return out
         return []
 

@@ -240,10 +240,36 @@ $("chat-form").addEventListener("submit", async (e) => {
   await run(query);
 });
 
-async function run(query) {
+// The form a UserFillUp asks for (its fields: {name, type, optional, options}); submitting it resumes the run.
+function inputForm(fields, tips) {
+  const form = el("form", "fill-up");
+  if (tips) form.append(el("p", "tips", tips));
+  for (const [key, spec] of Object.entries(fields)) {
+    const label = el("label", "", `${spec.name || key}${spec.optional ? "" : " *"}`);
+    const options = Array.isArray(spec.options) ? spec.options : [];
+    const input = options.length ? el("select") : el(spec.type === "paragraph" ? "textarea" : "input");
+    for (const o of options) input.append(Object.assign(el("option", "", String(o)), { value: String(o) }));
+    input.name = key;
+    input.required = !spec.optional;
+    label.append(input);
+    form.append(label);
+  }
+  const send = el("button", "", "Answer");
+  send.type = "submit";
+  form.append(send);
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const inputs = Object.fromEntries([...new FormData(form)].map(([k, v]) => [k, { value: v }]));
+    form.querySelectorAll("input, select, textarea, button").forEach((x) => { x.disabled = true; });
+    await run("", inputs);
+  });
+  return form;
+}
+
+async function run(query, inputs = null) {
   state.running?.abort();
   const controller = (state.running = new AbortController());
-  message("user", query);
+  message("user", inputs ? Object.entries(inputs).map(([k, v]) => `${k}: ${v.value}`).join("\n") : query);
   const answer = message("assistant", "");
   answer.classList.add("streaming");
   const body = answer.querySelector(".msg-body");
@@ -253,7 +279,7 @@ async function run(query) {
   status("running", "live");
   $("send").hidden = true;
   $("stop").hidden = false;
-  const request = { query };
+  const request = inputs ? { inputs } : { query };
   if (state.threadId) request.thread_id = state.threadId;
   else if (state.versionId === "draft") request.draft = true;
   else if (state.versionId) request.version_id = state.versionId;
@@ -272,12 +298,14 @@ async function run(query) {
         renderText(body, text);
       } else if (env.type === "status" && d.status === "message_end") {
         citeReferences(answer, d.reference);
+      } else if (env.type === "status" && d.status === "user_input_required") {
+        answer.append(inputForm(d.inputs || {}, d.tips || ""));
       } else if (env.type === "error") {
         failed = d.message;
         answer.append(el("p", "error", failed));
       } else if (env.type === "done") {
-        status(failed ? "failed" : d.cancelled ? "cancelled" : `done in ${formatSeconds(d.elapsed_time)}`,
-          failed ? "bad" : "ok");
+        status(failed ? "failed" : d.cancelled ? "cancelled" : d.waiting_for_user ? "waiting for your answer"
+          : `done in ${formatSeconds(d.elapsed_time)}`, failed ? "bad" : "ok");
       }
     }, controller.signal);
   } catch (err) {

@@ -54,6 +54,18 @@ ITERATION = {"components": {
 }}
 
 
+ASKER = {"components": {
+    "begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": ["UserFillUp:Ask"], "upstream": []},
+    "UserFillUp:Ask": {"obj": {"component_name": "UserFillUp", "params": {
+        "tips": "Where to, for {sys.query}?",
+        "inputs": {"city": {"name": "City", "type": "options", "optional": False, "options": ["Oslo", "Lisbon"]},
+                   "note": {"name": "Note", "type": "paragraph", "optional": True, "options": []}}}},
+        "downstream": ["Message:Go"], "upstream": ["begin"]},
+    "Message:Go": {"obj": {"component_name": "Message", "params": {
+        "content": ["Going to {UserFillUp:Ask@city} {UserFillUp:Ask@note}"]}}, "downstream": [], "upstream": ["UserFillUp:Ask"]},
+}}
+
+
 def _canvas(model: str) -> dict:
     return {"components": {
         "begin": cpn("Begin", ["Agent:Forecaster"]),
@@ -111,7 +123,8 @@ async def site(redis_server, tmp_path_factory):
             await kb.ingest(dataset.id, "handbook.md", "# Backups\nSnapshots are kept for fourteen days.\n")
             auth = {"Authorization": f"Bearer {KEY}"}
             for title, dsl, release in (("Forecaster", _canvas("weather"), True), ("Broken", _canvas("broken"), False),
-                                        ("Looper", ITERATION, False), ("Handbook", _handbook(dataset.id), False)):
+                                        ("Looper", ITERATION, False), ("Handbook", _handbook(dataset.id), False),
+                                        ("Asker", ASKER, False)):
                 body = await (await client.post("/api/v1/agents", headers=auth,
                                                 json={"title": title, "dsl": dsl, "release": release})).json()
                 assert body["code"] == 0, body
@@ -147,7 +160,7 @@ async def test_sign_in_run_watch_and_replay_on_a_laptop(site, browser, tmp_path)
     page.on("console", lambda m: print("console:", m.text))
     page.on("pageerror", lambda e: print("pageerror:", e))
     await _sign_in(page, site)
-    await expect(page.locator("#agents button")).to_have_count(4)
+    await expect(page.locator("#agents button")).to_have_count(5)
     # A container's children are drawn inside its box.
     await page.click("#agents button:text-is('Looper')")
     await expect(page.locator("#agent-title")).to_have_text("Looper")
@@ -222,6 +235,23 @@ async def test_sign_in_run_watch_and_replay_on_a_laptop(site, browser, tmp_path)
     await expect(refs).to_contain_text("handbook.md")
     await expect(page.locator("#trace li.t-ref")).to_contain_text("1 reference")
     await page.screenshot(path=tmp_path / "6-laptop-references.png")
+    print(f"screenshots: {tmp_path}")
+
+
+async def test_a_run_that_waits_for_the_user_shows_its_form_and_goes_on_with_the_answer(site, browser, tmp_path):
+    page = await browser.new_page(viewport={"width": 1366, "height": 860})
+    await _sign_in(page, site)
+    await page.click("#agents button:text-is('Asker')")
+    await _ask(page, "a trip")
+    form = page.locator(".msg.assistant form.fill-up").last
+    await expect(form.locator(".tips")).to_have_text("Where to, for a trip?")
+    await expect(page.locator("#run-status")).to_have_text("waiting for your answer", timeout=30_000)
+    await form.locator("select[name=city]").select_option("Lisbon")
+    await form.locator("textarea[name=note]").fill("by train")
+    await form.locator("button").click()
+    await expect(page.locator(".msg.assistant").last).to_contain_text("Going to Lisbon by train", timeout=30_000)
+    await expect(page.locator("#run-status")).to_contain_text("done")
+    await page.screenshot(path=tmp_path / "8-fill-up.png")
     print(f"screenshots: {tmp_path}")
 
 
