@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Canvas engine alone, in one process, with no-op components, against floors measured in the same run.
 
-Shapes (issue 3, item 9):
+Shapes:
   chain100     begin -> 99 no-op nodes (100 nodes), ms per run and per node
   diamond100   begin -> 98 parallel no-op nodes -> join (100 nodes)
   conc100      100 concurrent runs of begin -> 10 nodes that each wait 10 ms (ideal 100 ms per run)
 
-Floors: hand-written asyncio DAG executors adapted from ../shared/bench/asyncio_floor_bench.py
+Floors: hand-written asyncio DAG executors, below
 (`dynamic_ready`: a node starts when its deps are done, one task per node — the same semantics as the
 engine; `layered_fast`: precomputed layers, 1-node layers awaited inline). LangGraph on the same shapes
 when it is importable (it is not a dependency; the result says so when it is missing).
@@ -134,7 +134,7 @@ def engine_runner(dsl: dict[str, Any]) -> Callable[[], Awaitable[int]]:
 
 # ------------------------------------------------------------------------ asyncio floor
 class Dag:
-    """Adapted from ../shared/bench/asyncio_floor_bench.py (dynamic_ready and layered_fast)."""
+    """The two floors: dynamic_ready (one task per node) and layered_fast (precomputed layers)."""
 
     def __init__(self, nodes: dict[str, Any], edges: list[tuple[str, str]]) -> None:
         self.nodes = nodes

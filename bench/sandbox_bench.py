@@ -5,7 +5,7 @@ The service runs as its own process (`python -m services.sandbox`, already start
 production); each measured call is one full Execute: a fresh bwrap sandbox, the interpreter start, main(),
 the result on the wire.
 
-  python_warm_start   `def main(): return 1`, sequential calls (target: p50 under 150 ms, issue 7)
+  python_warm_start   `def main(): return 1`, sequential calls (target: p50 under 150 ms)
   js_warm_start       `function main() { return 1 }`
   python_parallel     runs/s with as many concurrent calls as the service has workers
 Floors: the same interpreters started bare (no sandbox, no service) with `-c pass` / `-e 0`.

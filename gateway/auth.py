@@ -1,4 +1,4 @@
-"""API keys -> tenants. Every request names its tenant only through its key (DESIGN.md section 6).
+"""API keys -> tenants. Every request names its tenant only through its key (docs/ARCHITECTURE.md, "Tenants and egress").
 
     keys = KeyRing(load_keys(cfg))
     tenant = keys.tenant_for(request.headers.get("Authorization"))   # None: refuse the request

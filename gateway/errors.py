@@ -1,4 +1,4 @@
-"""One table from gRPC status to each dialect's error (STYLE.md section 6).
+"""One table from gRPC status to each dialect's error.
 
 Handlers raise `GatewayError` (bad input at the edge) or let `grpc.aio.AioRpcError` from the orchestrator
 propagate; `gateway.endpoint` renders either in the dialect of the route:

@@ -1,4 +1,4 @@
-"""The single codegen entry point: proto/ -> gen/python (STYLE.md section 2).
+"""The single codegen entry point: proto/ -> gen/python (docs/ARCHITECTURE.md, "Contracts").
 
 Directory = package, so `proto/trellis/llm/v1/llm_service.proto` becomes the importable module
 `trellis.llm.v1.llm_service_pb2` with no import rewriting. Regenerates only when a .proto is newer than

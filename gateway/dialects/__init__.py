@@ -1,1 +1,1 @@
-"""Renderers of the orchestrator's one RunEvent stream into the three wire dialects (DESIGN.md section 4)."""
+"""Renderers of the orchestrator's one RunEvent stream into the three wire dialects (docs/ARCHITECTURE.md, "The event stream")."""

@@ -1,4 +1,4 @@
-"""RunEvent -> the standard envelope (seed 002): `{type, node_name, run_id, timestamp, thread_id, data}`.
+"""RunEvent -> the standard envelope: `{type, node_name, run_id, timestamp, thread_id, data}`.
 
 Types and their `data`:
 - `thread_id` (first): {"thread_id"}: the session to pass back as `thread_id` to continue;

@@ -1,4 +1,4 @@
-"""The standard envelope stream (seed 002, gateway.dialects.envelope) for a stored agent:
+"""The standard envelope stream (gateway.dialects.envelope) for a stored agent:
 
     POST /api/v1/agents/{agent_id}/stream
     {"query" | "message": "...", "thread_id"?: "<session id>", "inputs"?: {...}, "user_id"?: "...",

@@ -74,7 +74,7 @@ class ServerConfig:
         return cls(name, "127.0.0.1", 0, 0, grace_s=1.0, drain_s=0.0)
 
 
-# Default ports (DESIGN.md section 2). Metrics ports are ours: 9091.. one per gRPC service.
+# Default ports (the README's configuration table). Metrics ports are ours: 9091.. one per gRPC service.
 DEFAULT_PORTS = {
     "orchestrator": (50051, 9091),
     "llm_gateway": (50052, 9092),

@@ -1,4 +1,4 @@
-"""Typed errors: business code raises these; one interceptor maps them to gRPC status (STYLE.md section 6)."""
+"""Typed errors: business code raises these; one interceptor maps them to gRPC status."""
 
 from __future__ import annotations
 

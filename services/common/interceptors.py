@@ -1,4 +1,4 @@
-"""Server interceptors: request context, metrics, error mapping (STYLE.md sections 3, 5, 6).
+"""Server interceptors: request context, metrics, error mapping.
 
 Each one is an async context manager entered around the handler; `_AroundInterceptor` applies it to every
 RPC arity, because a streaming handler must be wrapped while it iterates, not just while it is created.

@@ -1,4 +1,4 @@
-"""`serve()`: the one way every Trellis gRPC service starts, runs and stops (STYLE.md section 3)."""
+"""`serve()`: the one way every Trellis gRPC service starts, runs and stops (docs/adding-a-service.md)."""
 
 from __future__ import annotations
 

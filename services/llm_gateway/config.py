@@ -1,4 +1,4 @@
-"""LLM gateway settings, read once at start-up (STYLE.md section 4)."""
+"""LLM gateway settings, read once at start-up (docs/adding-a-service.md)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from services.orchestrator.validate import validate
 
 def parse(dsl_json: str, *, require_available: bool) -> tuple[CanvasV2, SessionState]:
     """Load (v1, template or v2) and validate. `require_available=False` checks structure only, so an agent
-    that uses components whose issue has not landed can still be stored; running it checks everything."""
+    that uses components not implemented here yet (components.PENDING) can still be stored; running it checks everything."""
     if not dsl_json.strip():
         raise InvalidArgument("dsl is required")
     try:

@@ -1,4 +1,4 @@
-"""Domain <-> protobuf conversion for the canvas API; business code never imports _pb2 (STYLE.md section 7)."""
+"""Domain <-> protobuf conversion for the canvas API; business code never imports _pb2."""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ class EngineSettings:
 
 @dataclass(slots=True)
 class Services:
-    """What components may call out to. Clients are None until their issue lands."""
+    """What components may call out to. A client is None where the deployment (or a test) has no such peer."""
 
     settings: EngineSettings = field(default_factory=EngineSettings)
     llm: Any = None  # trellis.llm.v1 LlmService stub (or an adapter)

@@ -1,7 +1,7 @@
 """The one outbound HTTP client of the engine, with an SSRF guard.
 
 Every HTTP request a component or a tool makes (Invoke, web tools) goes through
-:class:`OutboundHttp` (DESIGN.md section 6). A canvas is user input, so its URLs
+:class:`OutboundHttp` (docs/ARCHITECTURE.md, "Tenants and egress"). A canvas is user input, so its URLs
 are too: without a guard, an Invoke node could read cloud metadata
 (169.254.169.254), Redis, the other services of the cluster or anything on
 loopback, and hand the answer back in the chat.

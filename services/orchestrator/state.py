@@ -118,7 +118,7 @@ class RunRequest:
     user_id: str = ""
     chat_template_kwargs: dict[str, Any] | None = None
     webhook_payload: dict[str, Any] | None = None
-    # Per-run overrides (seed 004), never written to the DSL: "llm_id", "system_prompt",
+    # Per-run overrides, never written to the DSL: "llm_id", "system_prompt",
     # "enabled_tools" (list of tool names), "attachments" (list of texts or {"name", "content"}).
     # Read by the LLM, Agent and Categorize components (components/_llm.py).
     overrides: dict[str, Any] = field(default_factory=dict)

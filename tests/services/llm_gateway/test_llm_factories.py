@@ -18,7 +18,7 @@ from services.llm_gateway.errors import ModelNotFound
 from services.llm_gateway.gateway import LlmGateway
 from services.llm_gateway.providers_file import load_providers_file
 
-# The models RAGFlow's agent templates name (issue 14), with the factory env that configures each.
+# The models RAGFlow's agent templates name, with the factory env that configures each.
 TEMPLATE_MODELS = [
     ("kimi-k2.5@Moonshot", "MOONSHOT", "Moonshot", "kimi-k2.5"),
     ("qwen-turbo@Tongyi-Qianwen", "DASHSCOPE", "Tongyi-Qianwen", "qwen-turbo"),

@@ -100,7 +100,7 @@ async def test_validate_rpc_lists_issues(orchestrator):
     assert ok.valid and not ok.issues
     from services.orchestrator.components import PENDING
 
-    pending = sorted(PENDING)[0]  # a RAGFlow component whose issue has not landed yet
+    pending = sorted(PENDING)[0]  # a RAGFlow component not implemented here yet
     bad = await stub.Validate(canvas_pb.ValidateRequest(dsl_json=canvas((f"{pending}:A", pending, {}))))
     assert not bad.valid
     assert any(i.component_id == f"{pending}:A" and "not available yet" in i.message for i in bad.issues)
