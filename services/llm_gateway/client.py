@@ -22,7 +22,7 @@ from services.common.channels import open_channel
 from services.common.coalesce import coalesce
 from services.common.errors import ServiceError
 from services.llm_gateway import convert
-from services.llm_gateway.types import (
+from services.llm_gateway.models import (
     ChatCall,
     ChatDelta,
     ChatResult,

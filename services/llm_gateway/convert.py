@@ -12,7 +12,7 @@ from trellis.llm.v1 import chat_pb2 as chat_pb
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
 from services.common.errors import InvalidArgument
-from services.llm_gateway.types import (
+from services.llm_gateway.models import (
     ChatCall,
     ChatDelta,
     FinishReason,

@@ -26,7 +26,7 @@ from services.llm_gateway.providers.scripted import ScriptBook, ScriptedProvider
 from services.llm_gateway.registry import Registry, Resolved
 from services.llm_gateway.robust import Budget, CallPolicy, call_with_retries, stream_with_retries
 from services.llm_gateway.tracing import traced_chat
-from services.llm_gateway.types import ChatCall, ChatDelta, Embeddings, ModelType, RerankScore
+from services.llm_gateway.models import ChatCall, ChatDelta, Embeddings, ModelType, RerankScore
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from services.common.errors import InvalidArgument
 from services.llm_gateway import factories
 from services.llm_gateway.errors import ModelNotFound
 from services.llm_gateway.providers.base import Provider
-from services.llm_gateway.types import ModelType
+from services.llm_gateway.models import ModelType
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
 from services.common.errors import ServiceError
 from services.llm_gateway.errors import ProviderTimeout
-from services.llm_gateway.types import ChatDelta
+from services.llm_gateway.models import ChatDelta
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from services.common.coalesce import coalesce
 from services.common.server import Binding
 from services.llm_gateway import convert
 from services.llm_gateway.gateway import LlmGateway
-from services.llm_gateway.types import merge_deltas
+from services.llm_gateway.models import merge_deltas
 
 SERVICE_NAME = llm_pb.DESCRIPTOR.services_by_name["LlmService"].full_name
 

@@ -13,7 +13,7 @@ from typing import AsyncIterator
 
 from services.common import tracing
 from services.llm_gateway.registry import Resolved
-from services.llm_gateway.types import ChatCall, ChatDelta
+from services.llm_gateway.models import ChatCall, ChatDelta
 
 
 def traced_chat(r: Resolved, call: ChatCall, deltas: AsyncIterator[ChatDelta]) -> AsyncIterator[ChatDelta]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.llm_gateway.types import ChatCall, ForceTool, Message, ResponseFormat, Sampling, Tool, ToolChoice
+from services.llm_gateway.models import ChatCall, ForceTool, Message, ResponseFormat, Sampling, Tool, ToolChoice
 
 
 def message(m: Message) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any, AsyncIterator
 import orjson
 
 from services.llm_gateway.errors import ProviderUnavailable
-from services.llm_gateway.types import ChatDelta, FinishReason, ToolCallDelta, Usage
+from services.llm_gateway.models import ChatDelta, FinishReason, ToolCallDelta, Usage
 
 FINISH: dict[str, FinishReason] = {
     "stop": "stop",

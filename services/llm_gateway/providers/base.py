@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from typing import AsyncIterator, ClassVar, Sequence
 
 from services.llm_gateway.errors import ModelUnavailable
-from services.llm_gateway.types import ChatCall, ChatDelta, Embeddings, RerankScore
+from services.llm_gateway.models import ChatCall, ChatDelta, Embeddings, RerankScore
 
 
 class Provider(ABC):

@@ -27,7 +27,7 @@ from services.llm_gateway.errors import LocalModelBusy, ModelNotFound, ModelUnav
 from services.llm_gateway.providers import _openai_format as fmt
 from services.llm_gateway.providers import llama_cpu
 from services.llm_gateway.providers.base import Provider
-from services.llm_gateway.types import (
+from services.llm_gateway.models import (
     ChatCall,
     ChatDelta,
     Embeddings,

@@ -30,7 +30,7 @@ from services.llm_gateway.providers import _openai_format as fmt
 from services.llm_gateway.providers._openai_stream import FINISH as _FINISH
 from services.llm_gateway.providers._openai_stream import deltas as stream_deltas
 from services.llm_gateway.providers.base import Provider
-from services.llm_gateway.types import (
+from services.llm_gateway.models import (
     ChatCall,
     ChatDelta,
     Embeddings,

@@ -58,7 +58,7 @@ from services.common.errors import InvalidArgument, ServiceError
 from services.llm_gateway.errors import ModelNotFound
 from services.llm_gateway.providers.base import Provider
 from services.llm_gateway.providers_file import describe
-from services.llm_gateway.types import (
+from services.llm_gateway.models import (
     ChatCall,
     ChatDelta,
     Embeddings,

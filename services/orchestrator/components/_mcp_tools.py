@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.llm_gateway.types import Tool
+from services.llm_gateway.models import Tool
 
 from .. import mcp_client
 from ..http_client import EgressPolicy, OutboundHttp

@@ -22,7 +22,7 @@ from typing import Any
 
 import json_repair
 
-from services.llm_gateway.types import Tool
+from services.llm_gateway.models import Tool
 
 from ..tracing import traced_tool
 from ..variables import Scope, to_text

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from services.llm_gateway.types import Message, ResponseFormat
+from services.llm_gateway.models import Message, ResponseFormat
 
 from . import _llm, _mcp_tools, _react, _tools
 from .base import Component, NodeContext, ValidationIssue, register

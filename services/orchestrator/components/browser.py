@@ -20,7 +20,7 @@ import secrets
 import time
 from typing import Any
 
-from services.llm_gateway.types import Message, Tool, ToolCall, ToolCallAssembler
+from services.llm_gateway.models import Message, Tool, ToolCall, ToolCallAssembler
 
 from .. import attachments
 from ..events import ToolCallFinished, ToolCallStarted

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from services.llm_gateway.types import Message
+from services.llm_gateway.models import Message
 
 from ..variables import StreamValue, to_text
 from . import _llm

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from services.common.coalesce import coalesce
-from services.llm_gateway.types import ChatDelta, ToolCallDelta, Usage, assemble, merge_deltas
+from services.llm_gateway.models import ChatDelta, ToolCallDelta, Usage, assemble, merge_deltas
 
 
 def join_text(a, b):

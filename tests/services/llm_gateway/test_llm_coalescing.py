@@ -7,7 +7,7 @@ from fakes.openai_server import Reply, chunk, tool_delta, usage_chunk
 
 from services.llm_gateway.client import LlmClient
 from services.llm_gateway.config import LlmGatewayConfig
-from services.llm_gateway.types import Message, ToolCall
+from services.llm_gateway.models import Message, ToolCall
 
 from llm_helpers import running_gateway
 

@@ -10,7 +10,7 @@ import pytest
 from services.common.errors import InvalidArgument
 from services.llm_gateway.errors import ProviderRateLimited, ProviderTimeout, ProviderUnavailable
 from services.llm_gateway.robust import Budget, CallPolicy, call_with_retries, retry_delay, stream_with_retries
-from services.llm_gateway.types import ChatDelta
+from services.llm_gateway.models import ChatDelta
 
 POLICY = CallPolicy(timeout_s=5, stream_idle_s=5, max_attempts=3, backoff_s=0.01, backoff_max_s=0.05)
 

@@ -13,7 +13,7 @@ from services.common.errors import InvalidArgument, ServiceError
 from services.llm_gateway.client import LlmClient
 from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.providers.scripted import ScriptBook
-from services.llm_gateway.types import ForceTool, Message, Tool, ToolCall
+from services.llm_gateway.models import ForceTool, Message, Tool, ToolCall
 
 SCRIPTS = {
     "chat": {
