@@ -6,7 +6,9 @@
 # first token dies with SIGILL. GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS build one CPU backend per x86-64
 # level instead (x64, sse42, sandybridge, haswell, skylakex, ... as libggml-cpu-<level>.so), and the loader
 # picks the best one this CPU runs when the model loads (services/llm_gateway/providers/llama_cpu.py points
-# it at llama_cpp/lib, where GGML_BACKEND_DIR installs them). LLAVA_BUILD=OFF: no vision model, so no libmtmd.
+# it at llama_cpp/lib, where GGML_BACKEND_DIR installs them; typed STRING, because CMake would turn an untyped
+# relative path into one inside the temporary build tree, which pip deletes). LLAVA_BUILD=OFF: no vision
+# model, so no libmtmd.
 # CMAKE_ARGS in the environment overrides all of this, e.g. CMAKE_ARGS=-DGGML_CUDA=on.
 #
 # pip keeps an installed llama-cpp-python (and reuses a cached wheel) whatever flags built it, so the flags
@@ -14,7 +16,7 @@
 # --no-deps: its few requirements (numpy, jinja2, diskcache) come with the project's own install.
 set -euo pipefail
 py="${1:-python}"
-export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_BACKEND_DIR=llama_cpp/lib -DLLAVA_BUILD=OFF}"
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_BACKEND_DIR:STRING=llama_cpp/lib -DLLAVA_BUILD=OFF}"
 pyproject="$(dirname "$0")/../pyproject.toml"
 stamp="$("$py" -c 'import sys; print(sys.prefix)')/.llama-cpp-cmake-args"
 spec="$("$py" -c 'import sys, tomllib
@@ -26,4 +28,9 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "$CMAKE_ARGS" ]] \
 fi
 echo "building $spec with CMAKE_ARGS=$CMAKE_ARGS (about 15 minutes on 2 cores)"
 "$py" -m pip install --quiet --force-reinstall --no-deps --no-cache-dir --no-binary llama-cpp-python "$spec"
+lib="$("$py" -c 'import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec("llama_cpp").origin).parent / "lib")')"
+if [[ "$CMAKE_ARGS" == *GGML_CPU_ALL_VARIANTS=ON* ]] && ! compgen -G "$lib/libggml-cpu-*.so" >/dev/null; then
+  echo "install_llama_cpp.sh: the build installed no CPU backend (libggml-cpu-*.so) into $lib" >&2
+  exit 1
+fi
 printf '%s' "$CMAKE_ARGS" >"$stamp"
