@@ -131,4 +131,4 @@ async def test_run_log_endpoint_shows_the_agents_tool_calls(redis_server):
             assert any(c["tool_name"].startswith("get_weather") and "Sunny" in c["result"] for c in log["data"]["logs"])
             assert log["data"]["thoughts"]
             other = await (await client.get(f"/api/v1/agents/not-this-agent/logs/{run_id}", headers=HEADERS)).json()
-            assert other["code"] != 0 and "not found" in other["message"]
+            assert other["code"] == 103 and "permission" in other["message"]  # RAGFlow's answer for an agent out of reach
