@@ -96,7 +96,7 @@ class EventIds:
 def parse_event_id(value: str) -> tuple[str, int]:
     """`<run id>:<seq>` from a Last-Event-ID header, or a clear error naming the header."""
     run_id, _, seq = value.strip().rpartition(":")
-    if not run_id or not seq.isdigit():
+    if not run_id or not (seq.isascii() and seq.isdigit()) or int(seq) >= 2**63:
         raise GatewayError(f"invalid Last-Event-ID {value!r}: expected '<run id>:<seq>' as sent in the stream's id lines",
                            param="Last-Event-ID")
     return run_id, int(seq)

@@ -190,11 +190,13 @@ class RunManager:
             pump = await self._start_new(spec, record)
         ctxvars.run_id.set(run_id)
         queue = pump.attach()
+        got_end = False
         try:
             while (item := await queue.get()) is not _END:
                 yield item
+            got_end = True
         finally:
-            if not pump.delivered:  # the caller went away before the end
+            if not got_end:  # the caller went away before the end
                 pump.detach()
                 if not spec.continue_on_disconnect:
                     pump.cancel("client disconnected")
@@ -360,7 +362,6 @@ class _Pump:
         self._engine: asyncio.Task | None = None
         self._cancel = asyncio.Event()  # the engine stops and sends its own closing RunFinished(cancelled)
         self._cancelled_early = cancelled
-        self.delivered = False  # the caller got everything, up to the end
         self._stop_reason = ""
         self._abandoned = False
         self.finishing = False  # storing the turn: the lease is released on purpose
@@ -382,10 +383,19 @@ class _Pump:
         self._cancel.set()
 
     def abandon(self) -> None:
-        """Another replica owns the run now: stop here without writing its end."""
+        """Another replica owns the run now: stop here without writing its end or its journal; an attached
+        caller is told where the run went (it rejoins it on any replica)."""
         self._abandoned = True
+        out = self.out
         self.detach()
+        self.journal.abort()
         self.task.cancel()
+        if out is not None:
+            message_text = "the run moved to another replica: rejoin it (WatchRun, or Last-Event-ID over HTTP)"
+            common = dict(run_id=self.run_id, session_id=self.session_id, node_id="", timestamp=time.time())
+            out.put_nowait(ev.RunError(message=message_text, component_id="", code="moved", **common))
+            out.put_nowait(ev.RunFinished(outputs={}, elapsed_s=time.time() - self.started, error=message_text, **common))
+            out.put_nowait(_END)
 
     async def _run(self) -> None:
         queue: asyncio.Queue = asyncio.Queue(_QUEUE_SIZE)
@@ -442,7 +452,6 @@ class _Pump:
         finally:
             if self.turn.status == "cancelled" and self._stop_reason:
                 self.turn.error = self._stop_reason
-            self.delivered = True
             if self.out is not None:
                 await self.out.put(_END)
             if not self._abandoned:

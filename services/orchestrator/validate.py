@@ -20,7 +20,7 @@ from . import components as registry
 from .dsl import DslError, load_canvas
 from .dsl.issues import ValidationIssue
 from .dsl.model import CanvasV2
-from .components.base import Component
+from .components.base import Component, checked_params
 from .plan import Plan, build_graph, build_plan, component_class, goto_targets
 from .variables import find_refs, parse_ref
 
@@ -91,7 +91,7 @@ def _check_component(canvas: CanvasV2, cid: str, require_available: bool) -> Ite
             yield ValidationIssue(cid, "obj.component_name",
                                   f"unknown component_name '{name}' (known: {', '.join(known)})")
     else:
-        yield from cls.check(cid, c.params)
+        yield from checked_params(cls, cid, c.params)
     yield from _check_tools(cid, c.params, "params.tools", require_available)
 
     scope = c.parent_id or ""
@@ -286,3 +286,4 @@ def _find_cycle(start: str, out: dict[str, list[str]], within: set[str]) -> list
 def issues_as_json(issues: list[ValidationIssue]) -> str:
     return json.dumps([{"component_id": i.component_id, "field": i.field, "message": i.message}
                        for i in issues], ensure_ascii=False)
+

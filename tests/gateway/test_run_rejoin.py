@@ -80,10 +80,11 @@ async def test_every_frame_has_an_id_and_last_event_id_replays_the_rest(client) 
     text = "".join(json.loads(d)["data"].get("content", "") for _, d in rest[:-1] if json.loads(d)["event"] == "message")
     assert text == "You said: hi"
 
-    bad = await client.post("/api/v1/agents/chat/completions", headers=headers(**{"Last-Event-ID": "nonsense"}),
-                            json={"agent_id": agent_id, "query": "hi", "stream": True})
-    body = await bad.json()
-    assert body["code"] != 0 and "Last-Event-ID" in body["message"]
+    for nonsense in ("nonsense", f"{run_id}:²", f"{run_id}:99999999999999999999", f"{run_id}:-1"):
+        bad = await client.post("/api/v1/agents/chat/completions", headers=headers(**{"Last-Event-ID": nonsense}),
+                                json={"agent_id": agent_id, "query": "hi", "stream": True})
+        body = await bad.json()
+        assert body["code"] != 0 and "Last-Event-ID" in body["message"], nonsense
 
     status = await (await client.get(f"/api/v1/agents/{agent_id}/runs/{run_id}", headers=headers())).json()
     assert status["code"] == 0 and status["data"]["status"] == "succeeded"

@@ -139,7 +139,7 @@ def _is_int(v: Any) -> bool:
     try:
         int(v)
         return True
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return False
 
 

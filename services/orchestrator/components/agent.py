@@ -26,7 +26,7 @@ from typing import Any
 from services.llm_gateway.models import Message, ResponseFormat
 
 from . import _llm, _mcp_tools, _react, _tools
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, ValidationIssue, checked_params, register
 from .llm import build_prompt
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def _check_tools(cpn_id: str, field: str, tools: Any) -> list[ValidationIssue]:
         if cls is None and name not in PENDING:
             issues.append(ValidationIssue(cpn_id, f"{where}.component_name", f"unknown tool component '{name}'"))
         elif cls is not None:  # a tool's params must be sound, as a node's are
-            issues += [ValidationIssue(cpn_id, f"{where}.{i_.field}", i_.message) for i_ in cls.check(cpn_id, params)]
+            issues += [ValidationIssue(cpn_id, f"{where}.{i_.field}", i_.message) for i_ in checked_params(cls, cpn_id, params)]
     return issues
 
 

@@ -188,6 +188,15 @@ class Component:
         return {**self.params, **arguments}
 
 
+def checked_params(cls: type[Component], cid: str, params: dict[str, Any]) -> list[ValidationIssue]:
+    """`cls.check`, and should a check itself trip over a value it did not expect (a list where a name goes,
+    an infinite number), one issue naming the component instead of a traceback."""
+    try:
+        return list(cls.check(cid, params))
+    except Exception as exc:  # any value a client sends must end as a clear issue
+        return [ValidationIssue(cid, "params", f"invalid params ({type(exc).__name__}: {exc})")]
+
+
 # ------------------------------------------------------------------------------------ registry
 _REGISTRY: dict[str, type[Component]] = {}
 

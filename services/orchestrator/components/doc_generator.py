@@ -62,7 +62,7 @@ class DocGenerator(Component):
         if not isinstance(content, str) or not content.strip():
             issues.append(ValidationIssue(cpn_id, "params.content", "a DocGenerator needs content (markdown text)"))
         fmt = params.get("output_format") or "pdf"
-        if fmt not in FORMATS:
+        if not isinstance(fmt, str) or fmt not in FORMATS:
             issues.append(ValidationIssue(cpn_id, "params.output_format",
                                           f"must be one of {', '.join(FORMATS)}, got {fmt!r}"))
         if _font_size(params.get("font_size", 12)) is None:

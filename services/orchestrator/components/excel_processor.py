@@ -40,7 +40,7 @@ class ExcelProcessor(Component):
         if op not in OPERATIONS:
             issues.append(ValidationIssue(cpn_id, "params.operation", f"must be one of {', '.join(OPERATIONS)}, got {op!r}"))
         fmt = params.get("output_format") or "xlsx"
-        if fmt not in FORMATS:
+        if not isinstance(fmt, str) or fmt not in FORMATS:
             issues.append(ValidationIssue(cpn_id, "params.output_format", f"must be xlsx or csv, got {fmt!r}"))
         files = params.get("input_files", [])
         if not isinstance(files, (list, str)):

@@ -91,17 +91,34 @@ class RunJournal:
                 self.bytes_written += size
                 return
             except RedisError as exc:
+                if await self._committed(batch):  # the connection dropped after EXEC: it went through
+                    return
                 if loop.time() + delay > deadline:
                     raise JournalUnavailable(f"Redis is unavailable; the run's events could not be stored ({exc})") from exc
                 log.warning("journal write failed (%s); retrying", exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
+    async def _committed(self, batch: list[tuple[str, Any, Any]]) -> bool:
+        """Whether a batch whose reply was lost is stored (a batch is one MULTI/EXEC: all of it or none)."""
+        last_seq = max((seq for kind, seq, _ in batch if kind == "e"), default=0)
+        try:
+            newest = await self.redis.xrevrange(self.events_key, count=1)
+        except RedisError:
+            return False
+        return bool(newest) and int(newest[0][0].split(b"-")[1]) >= last_seq > 0
+
     async def flush(self) -> None:
         """Wait until everything handed over so far is stored (or the journal gave up)."""
         await self._idle.wait()
         if self.failed is not None:
             raise self.failed
+
+    def abort(self) -> None:
+        """Stop writing at once, dropping what is pending (another replica owns the run now)."""
+        self._pending.clear()
+        self._task.cancel()
+        self._idle.set()
 
     async def aclose(self) -> None:
         try:

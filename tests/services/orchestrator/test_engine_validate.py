@@ -198,3 +198,17 @@ def test_an_agent_tool_that_is_not_available_fails_validation_naming_the_tool(mo
     assert not [f for f in found if f[1].startswith("params.tools[3]")]  # CodeExec is here
     assert [f for f in issues(comps, require_available=False)] == [
         ("Agent:A", "params.tools[2].component_name", "unknown tool component 'Teleporter'")]
+
+
+@pytest.mark.parametrize("name, params", [
+    ("ArXiv", {"top_n": float("inf")}),
+    ("DocGenerator", {"content": "x", "output_format": ["pdf"]}),
+    ("ExcelProcessor", {"output_format": {"a": 1}}),
+    ("Loop", {"loop_termination_condition": 5}),
+    ("Iteration", {"items_ref": "begin@x", "outputs": [1]}),
+    ("LLM", {"llm_id": "x", "message_history_window_size": float("inf")}),
+    ("BGPT", {"days_back": "²"}),
+])
+def test_params_a_check_did_not_expect_are_an_issue_naming_the_component(name, params) -> None:
+    found = issues(base(**{f"{name}:A": cpn(name, ["Message:M"], params, ["begin"])}), require_available=False)
+    assert any(cid == f"{name}:A" and fld.startswith("params") for cid, fld, _ in found), found

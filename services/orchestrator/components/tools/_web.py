@@ -278,7 +278,7 @@ def _no_query(url: str) -> str:
 def _is_positive_int(value: Any) -> bool:
     try:
         return int(float(value)) >= 1
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return False
 
 

@@ -53,7 +53,7 @@ class BGPT(WebTool):
     def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
         issues = super().check(cpn_id, params)
         days = params.get("days_back")
-        if days not in (None, "") and not (str(days).strip().isdigit() and int(str(days).strip()) > 0):
+        if days not in (None, "") and not (str(days).strip().isascii() and str(days).strip().isdigit() and int(str(days).strip()) > 0):
             issues.append(ValidationIssue(cpn_id, "params.days_back", f"must be a positive integer, got {days!r}"))
         return issues
 
