@@ -20,6 +20,7 @@ variable `name`.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import grpc
@@ -84,8 +85,8 @@ def _timeout(body: dict[str, Any]) -> float:
         value = float(raw)
     except (TypeError, ValueError):
         raise GatewayError(f"`timeout` must be a number of seconds, not {raw!r}", param="timeout") from None
-    if value < 0:
-        raise GatewayError("`timeout` must not be negative", param="timeout")
+    if not math.isfinite(value) or value < 0:
+        raise GatewayError(f"`timeout` must be a finite number of seconds >= 0, not {raw!r}", param="timeout")
     return value
 
 

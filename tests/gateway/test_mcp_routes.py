@@ -222,3 +222,10 @@ async def test_an_agent_answers_with_a_saved_servers_tool(gateway):
             done = await client.chat.completions.create(model=created["data"]["id"],
                                                         messages=[{"role": "user", "content": "19 + 23?"}])
     assert done.choices[0].message.content == "The answer is 42."
+
+
+@pytest.mark.parametrize("timeout", ["NaN", "Infinity", -1])
+async def test_a_timeout_that_is_no_number_of_seconds_is_refused(gateway, timeout):
+    body = await call(gateway, "POST", "/api/v1/mcp/servers", json={
+        "name": "calc", "url": "http://127.0.0.1:9/mcp", "server_type": "streamable-http", "timeout": timeout})
+    assert body["code"] != 0 and "timeout" in body["message"], body

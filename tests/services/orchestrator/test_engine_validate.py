@@ -212,3 +212,10 @@ def test_an_agent_tool_that_is_not_available_fails_validation_naming_the_tool(mo
 def test_params_a_check_did_not_expect_are_an_issue_naming_the_component(name, params) -> None:
     found = issues(base(**{f"{name}:A": cpn(name, ["Message:M"], params, ["begin"])}), require_available=False)
     assert any(cid == f"{name}:A" and fld.startswith("params") for cid, fld, _ in found), found
+
+
+@pytest.mark.parametrize("port", ["465.5", 70000, "smtp", 0])
+def test_an_email_port_that_is_no_port_is_named(port) -> None:
+    params = {"smtp_server": "mail.example.org", "smtp_port": port, "email": "a@b.example", "password": "x"}
+    found = issues(base(**{"Email:A": cpn("Email", ["Message:M"], params, ["begin"])}), require_available=False)
+    assert any(fld == "params.smtp_port" for _, fld, _ in found), found

@@ -69,6 +69,9 @@ class Email(WebTool):
         for name, label in _REQUIRED:
             if not str(params.get(name) or "").strip():
                 issues.append(ValidationIssue(cpn_id, f"params.{name}", f"{label} is empty"))
+        if _port(params.get("smtp_port") or 465) is None:
+            issues.append(ValidationIssue(cpn_id, "params.smtp_port",
+                                          f"must be a port number from 1 to 65535, got {params.get('smtp_port')!r}"))
         return issues
 
     async def arguments_from_params(self, ctx: NodeContext) -> dict[str, Any]:
@@ -102,7 +105,7 @@ class Email(WebTool):
         password = str(self.params.get("password") or "").strip() or os.environ.get("EMAIL_PASSWORD", "")
         if not password:
             raise FieldError(cid, "params.password", "no SMTP password: set the component's password or EMAIL_PASSWORD")
-        server, port = str(self.params["smtp_server"]).strip(), int(self.params.get("smtp_port") or 465)
+        server, port = str(self.params["smtp_server"]).strip(), _port(self.params.get("smtp_port") or 465) or 465
         sender = str(self.params["email"]).strip()
         cc = str(self.option(args, "cc_email") or "").strip()
         for name, value in (("to_email", to), ("cc_email", cc)):
@@ -178,3 +181,12 @@ def _is_address(ctx: NodeContext, value: str) -> bool:
         return False
     known = ctx.env.known
     return known is not None and parsed[1] not in known
+
+
+def _port(value: Any) -> int | None:
+    """A TCP port from a number or numeric text ("465", "465.0"), or None."""
+    try:
+        port = int(float(value))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return port if 1 <= port <= 65535 and port == float(value) else None
