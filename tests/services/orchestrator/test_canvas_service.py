@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import grpc
 import pytest
@@ -114,12 +113,12 @@ async def test_cancel_stops_a_running_run(orchestrator):
         events.append(event)
         if event.WhichOneof("kind") == "node_started" and event.node_id == "SlowForTest:Z":
             break
-    started = time.monotonic()
     resp = await stub.Cancel(canvas_pb.CancelRequest(tenant_id="t1", session_id=events[0].session_id))
     assert resp.cancelled
     rest = [e async for e in call]
-    assert time.monotonic() - started < 30  # stopped, long before the node's 60 s were over
+    # Cancelled, not finished: had the cancel not stopped the 60 s node, the run would have ended normally.
     assert rest[-1].WhichOneof("kind") == "run_finished" and rest[-1].run_finished.cancelled
+    assert not any(e.WhichOneof("kind") == "node_finished" and e.node_id == "SlowForTest:Z" for e in rest)
     assert not any(e.WhichOneof("kind") == "error" for e in rest)  # a cancel is not an error
     again = await stub.Cancel(canvas_pb.CancelRequest(tenant_id="t1", session_id=events[0].session_id))
     assert not again.cancelled

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import grpc
 import pytest
@@ -27,13 +26,10 @@ async def test_python_stdout_and_stderr_are_streamed_separately(client: Client):
 
 async def test_output_arrives_while_the_program_still_runs(client: Client):
     code = "import time\ndef main():\n    print('first', flush=True)\n    time.sleep(30)\n    return 1"
-    t0 = time.monotonic()
     call = client.call(code, wall_time_ms=60_000)
     msg = await call.read()
     assert msg.HasField("output") and msg.output.data.startswith(b"first")
-    # Before the program could have ended (its 30 s sleep, not this machine's speed, is the bound), and the
-    # call is still open: no result was on its way behind the line.
-    assert time.monotonic() - t0 < 30
+    # The call is still open (cancel() is False once a call ended): the line came while the program slept.
     assert call.cancel()
 
 
