@@ -12,7 +12,10 @@
 # CMAKE_ARGS in the environment overrides all of this, e.g. CMAKE_ARGS=-DGGML_CUDA=on.
 #
 # pip keeps an installed llama-cpp-python (and reuses a cached wheel) whatever flags built it, so the flags
-# of the installed build are recorded in the venv; when they differ it is rebuilt from source, past the cache.
+# of the installed build are recorded in the venv; when they differ it is installed again, never from pip's
+# cache. The wheel a build makes is kept in a cache of our own, keyed by the version and the flags
+# (TRELLIS_WHEEL_CACHE, default ~/.cache/trellis/wheels): a second venv on the same machine (a fresh clone,
+# `make clean`) installs it in seconds instead of compiling for most of an hour; a machine without it builds.
 # --no-deps: its few requirements (numpy, jinja2, diskcache) come with the project's own install.
 set -euo pipefail
 py="${1:-python}"
@@ -26,8 +29,17 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "$CMAKE_ARGS" ]] \
    && "$py" -c 'import importlib.metadata as m; m.version("llama-cpp-python")' 2>/dev/null; then
   exit 0
 fi
-echo "building $spec with CMAKE_ARGS=$CMAKE_ARGS (about 15 minutes on 2 cores)"
-"$py" -m pip install --quiet --force-reinstall --no-deps --no-cache-dir --no-binary llama-cpp-python "$spec"
+key="$(printf '%s\n%s' "$spec" "$CMAKE_ARGS" | sha256sum | cut -c1-16)"
+cache="${TRELLIS_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trellis/wheels}/llama-cpp-python-$key"
+if ! compgen -G "$cache/llama_cpp_python-*.whl" >/dev/null; then
+  echo "building $spec with CMAKE_ARGS=$CMAKE_ARGS (14 CPU backends: 30-80 minutes on 2 cores, once per machine)"
+  built="$(mktemp -d)"
+  "$py" -m pip wheel --quiet --no-deps --no-cache-dir --no-binary llama-cpp-python -w "$built" "$spec"
+  mkdir -p "$cache"
+  mv "$built"/llama_cpp_python-*.whl "$cache"/
+  rm -rf "$built"
+fi
+"$py" -m pip install --quiet --force-reinstall --no-deps "$cache"/llama_cpp_python-*.whl
 lib="$("$py" -c 'import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec("llama_cpp").origin).parent / "lib")')"
 if [[ "$CMAKE_ARGS" == *GGML_CPU_ALL_VARIANTS=ON* ]] && ! compgen -G "$lib/libggml-cpu-*.so" >/dev/null; then
   echo "install_llama_cpp.sh: the build installed no CPU backend (libggml-cpu-*.so) into $lib" >&2
