@@ -28,7 +28,7 @@ from trellis.canvas.v1 import events_pb2 as ev_pb
 
 from services.common import context as ctxvars
 from services.common.errors import FailedPrecondition, InvalidArgument, NotFound
-from services.orchestrator import canvases
+from services.orchestrator import canvases, metrics
 from services.orchestrator import events as ev
 from services.orchestrator.checkpoint import NodeRecord, Replay, node_key
 from services.orchestrator.components.user_fill_up import missing_fields
@@ -323,6 +323,7 @@ class RunManager:
             messages.append(message("assistant", text, turn.reference, message_id=pump.run_id))
         _compact(pump.state)
         paused = pump.run_id if turn.status == "waiting_for_user" else ""
+        metrics.RUNS.labels(turn.status).inc()
         try:
             async with self.runs.redis.pipeline(transaction=False) as pipe:
                 await self.sessions.queue_save_turn(pipe, tenant, pump.session_id, messages, pump.state, paused_run=paused)
@@ -430,6 +431,8 @@ class _Pump:
                 self.turn.observe(item)
                 if item.__class__ is ev.NodeFinished:
                     held = item  # journaled together with its checkpoint record, which comes next
+                    if not item.skipped:
+                        metrics.component_finished(item.component_type, item.error is not None, item.elapsed_s)
                 else:
                     self._journal(item)
                 await self._deliver(item)

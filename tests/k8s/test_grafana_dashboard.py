@@ -17,6 +17,7 @@ from prometheus_client.metrics import MetricWrapperBase
 import gateway.app
 import services.common.metrics
 import services.llm_gateway.metrics
+import services.orchestrator.metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPONENT = ROOT / "k8s" / "components" / "observability"
@@ -29,7 +30,7 @@ PROMQL_WORDS = {"sum", "rate", "by", "histogram_quantile", "le"}
 def _defined() -> dict[str, tuple[str, set[str]]]:
     """Every series name the code exports -> (metric name, its label names)."""
     out: dict[str, tuple[str, set[str]]] = {}
-    for module in (services.common.metrics, services.llm_gateway.metrics, gateway.app):
+    for module in (services.common.metrics, services.llm_gateway.metrics, services.orchestrator.metrics, gateway.app):
         for value in vars(module).values():
             if not isinstance(value, MetricWrapperBase):
                 continue

@@ -175,3 +175,23 @@ async def test_a_caller_that_leaves_cancels_the_run_by_default(stack) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stub.GetRun(canvas_pb.GetRunRequest(tenant_id="t2", run_id=run_id))  # another tenant sees nothing
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_components_and_runs_are_counted_for_prometheus(stack) -> None:
+    from services.orchestrator import metrics
+    stub, _ = stack
+
+    def count(name: str, **labels: str) -> float:
+        return sum(s.value for m in (metrics.COMPONENTS, metrics.RUNS) for s in m.collect()[0].samples
+                   if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
+
+    before_llm = count("trellis_component_runs_total", component_type="LLM", outcome="succeeded")
+    before_runs = count("trellis_runs_total", status="succeeded")
+    events = await run_all(stub, dsl_json=SLOW_DSL, query="q")
+    assert events[-1].run_finished.error == ""
+    assert count("trellis_component_runs_total", component_type="LLM", outcome="succeeded") == before_llm + 1
+    for _ in range(100):  # the run's status is counted as its turn is stored, just after its last event
+        if count("trellis_runs_total", status="succeeded") == before_runs + 1:
+            break
+        await asyncio.sleep(0.02)
+    assert count("trellis_runs_total", status="succeeded") == before_runs + 1
