@@ -32,7 +32,7 @@ fi
 key="$(printf '%s\n%s' "$spec" "$CMAKE_ARGS" | sha256sum | cut -c1-16)"
 cache="${TRELLIS_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trellis/wheels}/llama-cpp-python-$key"
 if ! compgen -G "$cache/llama_cpp_python-*.whl" >/dev/null; then
-  echo "building $spec with CMAKE_ARGS=$CMAKE_ARGS (14 CPU backends: 30-80 minutes on 2 cores, once per machine)"
+  echo "building $spec with CMAKE_ARGS=$CMAKE_ARGS (14 CPU backends: about 10 minutes on 2 idle cores, far longer on busy ones; once per machine)"
   built="$(mktemp -d)"
   "$py" -m pip wheel --quiet --no-deps --no-cache-dir --no-binary llama-cpp-python -w "$built" "$spec"
   mkdir -p "$cache"
