@@ -101,6 +101,30 @@ _SERVER_ERRORS = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEADLINE_EXCEEDED, gr
                   grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DATA_LOSS}
 
 
+class _Outcome:
+    """The final status code of one RPC: what the handler raised or set, as the tracing and metrics wrappers
+    both need it."""
+
+    __slots__ = ("code",)
+
+    def __init__(self) -> None:
+        self.code: Any = grpc.StatusCode.OK
+
+    @asynccontextmanager
+    async def watch(self, context: grpc.aio.ServicerContext):
+        try:
+            yield
+        except asyncio.CancelledError:
+            self.code = grpc.StatusCode.CANCELLED
+            raise
+        except BaseException:
+            self.code = context.code() or grpc.StatusCode.UNKNOWN
+            raise
+        finally:
+            if not isinstance(self.code, grpc.StatusCode) or self.code == grpc.StatusCode.OK:
+                self.code = context.code() or grpc.StatusCode.OK
+
+
 def _tracing(service: str) -> Around:
     """A SERVER span per RPC, child of the caller's `traceparent` metadata (rpc.* semantic conventions)."""
 
@@ -115,18 +139,12 @@ def _tracing(service: str) -> Around:
                              attributes={"rpc.system": "grpc", "rpc.service": rpc_service, "rpc.method": rpc_method,
                                          "trellis.service": service})
         token = tracing.attach(span)
-        code = grpc.StatusCode.OK
+        outcome = _Outcome()
         try:
-            yield
-        except asyncio.CancelledError:
-            code = grpc.StatusCode.CANCELLED
-            raise
-        except BaseException:
-            code = context.code() or grpc.StatusCode.UNKNOWN
-            raise
+            async with outcome.watch(context):
+                yield
         finally:
-            if not isinstance(code, grpc.StatusCode) or code == grpc.StatusCode.OK:
-                code = context.code() or grpc.StatusCode.OK
+            code = outcome.code
             tracing.detach(token)
             failed = code in _SERVER_ERRORS
             tracing.end(span, (context.details() or code.name) if failed else None,
@@ -142,18 +160,12 @@ def _metrics(service: str) -> Around:
             yield
             return
         start = time.perf_counter()
-        code = grpc.StatusCode.OK
+        outcome = _Outcome()
         try:
-            yield
-        except asyncio.CancelledError:
-            code = grpc.StatusCode.CANCELLED
-            raise
-        except BaseException:
-            code = context.code() or grpc.StatusCode.UNKNOWN
-            raise
+            async with outcome.watch(context):
+                yield
         finally:
-            if not isinstance(code, grpc.StatusCode) or code == grpc.StatusCode.OK:
-                code = context.code() or grpc.StatusCode.OK
+            code = outcome.code
             name = code.name if isinstance(code, grpc.StatusCode) else str(code)
             metrics.RPC_TOTAL.labels(service, method, name).inc()
             metrics.RPC_LATENCY.labels(service, method).observe(time.perf_counter() - start)
