@@ -14,4 +14,4 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 echo "installing system packages: ${missing[*]}"
 $sudo apt-get update -qq
-$sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
