@@ -92,10 +92,6 @@ def use(provider: Any) -> None:
     ACTIVE = provider is not None
 
 
-def tracer() -> trace.Tracer:
-    return _tracer
-
-
 # ---- spans ---------------------------------------------------------------------------------------------
 
 def start(name: str, *, kind: SpanKind = SpanKind.INTERNAL, attributes: Mapping[str, Any] | None = None,
