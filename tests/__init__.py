@@ -1,0 +1,1 @@
+"""The test suite, a package: test modules import their helpers as `tests.support.<module>` (see tests/README.md)."""
