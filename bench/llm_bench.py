@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """LLM gateway: what the gateway hop costs, against floors measured in the same run.
 
-  openai_stream   a 400-token streamed answer from a local OpenAI-compatible server (tests/fakes), read
+  openai_stream   a 400-token streamed answer from a local OpenAI-compatible server (tests/support/fake_openai.py), read
                   with the openai SDK directly (floor) and through the gateway's gRPC Chat (gateway)
   local_chat      SmolLM2-135M generating 48 tokens: llama-cpp-python called directly (floor) and through
                   the gateway (thread hand-off, queue, gRPC)
@@ -25,12 +25,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import grpc  # noqa: E402
 import openai  # noqa: E402
-from fakes.openai_server import FakeOpenAI, Reply, text_chunks  # noqa: E402
 from trellis.llm.v1 import chat_pb2 as chat_pb  # noqa: E402
 from trellis.llm.v1 import llm_service_pb2 as llm_pb  # noqa: E402
 from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc  # noqa: E402
@@ -40,6 +38,7 @@ from services.llm_gateway.config import LlmGatewayConfig  # noqa: E402
 from services.llm_gateway.gateway import LlmGateway  # noqa: E402
 from services.llm_gateway.providers import local  # noqa: E402
 from services.llm_gateway.server import LlmServicer  # noqa: E402
+from tests.support.fake_openai import FakeOpenAI, Reply, text_chunks  # noqa: E402
 
 TOKENS = 400
 

@@ -1,58 +1,15 @@
+"""Fixtures every test can use: one per service, each a real server on 127.0.0.1:0 in this process (the
+helpers they wrap are in tests/support/, see tests/README.md), the test Redis, and the spans a test records.
+
+Imports of the services stay inside the fixtures: collecting a test module never loads a service it does
+not use.
+"""
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
-import redis
 import redis.asyncio as aioredis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/helpers.py, tests/fakes/
-sys.path.insert(0, str(Path(__file__).resolve().parent / "services" / "orchestrator"))  # thinking_kit
-
-from helpers import free_port  # noqa: E402
-
-
-class RedisServer:
-    """A real redis-server (the same binary `trellis up` uses) with AOF, restartable to test durability."""
-
-    def __init__(self, workdir: Path) -> None:
-        from trellis_cli.stack import redis_binary
-
-        self.binary = redis_binary()
-        self.workdir = workdir
-        self.port = free_port()
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
-             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--logfile", ""],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        client = redis.Redis(port=self.port)
-        for _ in range(200):
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.02)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
+from tests.support.redis_server import RedisServer
 
 
 @pytest.fixture(scope="session")
@@ -71,24 +28,59 @@ async def redis_client(redis_server):
 
 
 @pytest.fixture
+async def llm(request):
+    """A real llm_gateway (tests/support/llm_gateway.py). Its scripts, when a test needs some:
+    `@pytest.mark.parametrize("llm", [{"chat": {"m": ["Hello."]}}], indirect=True)`."""
+    from tests.support.llm_gateway import llm_gateway
+
+    async with llm_gateway(getattr(request, "param", None)) as running:
+        yield running
+
+
+@pytest.fixture
+async def sandbox():
+    """A real sandbox service (tests/support/sandbox.py): its SandboxServiceStub, for `services(llm, sandbox)`."""
+    from tests.support.sandbox import sandbox_service
+
+    async with sandbox_service() as stub:
+        yield stub
+
+
+@pytest.fixture
+async def retrieval(tmp_path):
+    """A real retrieval service over SQLite with scripted embeddings (tests/support/retrieval.py): a Stack
+    whose shortcuts create datasets, ingest and search as a fresh tenant."""
+    from tests.support.retrieval import embedding_gateway, running_stack
+
+    async with embedding_gateway() as llm_addr, running_stack("sqlite", tmp_path, llm_addr) as stack:
+        yield stack
+
+
+@pytest.fixture
 async def orchestrator_addr(redis_server):
     """A real orchestrator (all three servicers) on port 0 in this process, backed by the test Redis.
     Its peers point at a closed port: components that call them fail like a peer that is down."""
-    from services.common.config import ServerConfig
-    from services.common.testing import start_server
-    from services.orchestrator.app import build
-    from services.orchestrator.config import OrchestratorConfig
-    from services.orchestrator.engine_settings import EngineSettings
+    from tests.support.orchestrator import orchestrator
 
-    nowhere = f"127.0.0.1:{free_port()}"
-    cfg = OrchestratorConfig(
-        server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
-        redis_url=redis_server.url, llm_gateway_addr=nowhere, retrieval_addr=nowhere, sandbox_addr=nowhere)
-    orch = build(cfg)
-    for hook in orch.on_startup:
-        await hook()
-    server, port = await start_server(orch.bindings, service="orchestrator")
-    yield f"127.0.0.1:{port}"
-    await server.stop(None)
-    for hook in orch.on_shutdown:
-        await hook()
+    async with orchestrator(redis_server.url) as orch:
+        yield orch.addr
+
+
+@pytest.fixture
+def spans():
+    """Every span finished during the test, in memory (an InMemorySpanExporter: `spans.get_finished_spans()`)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from services.common import tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.use(provider)
+    try:
+        yield exporter
+    finally:
+        tracing.use(None)
+        provider.shutdown()

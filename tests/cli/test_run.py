@@ -7,8 +7,7 @@ import json
 import os
 import sys
 
-
-from helpers import free_port
+from tests.support.net import free_port
 
 
 CANVAS = {

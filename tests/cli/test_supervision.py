@@ -14,7 +14,8 @@ from pathlib import Path
 
 import grpc
 import psutil
-from helpers import free_port, health_status
+
+from tests.support.net import free_port, health_status
 
 STARTUP_S = 120
 REPLICA_STEP = 1000  # trellis_cli/stack.py: replica i listens on port + 1000 i

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import psutil
 import redis
-from helpers import free_port
+
+from tests.support.net import free_port
 
 STARTUP_S = 240  # the local model loads at start-up
 
@@ -58,7 +59,7 @@ def _check_every_service_answers(ports: dict[str, int]) -> None:
     import asyncio
 
     import grpc
-    from helpers import health_status, reflected_services
+    from tests.support.net import health_status, reflected_services
 
     async def check(port: int, service: str) -> tuple[str, set[str]]:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:

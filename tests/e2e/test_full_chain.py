@@ -6,60 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from contextlib import asynccontextmanager
 
 import openai
-from aiohttp.test_utils import TestClient, TestServer
-from fakes.openai_server import FakeOpenAI, Reply, text_chunks
-from helpers import free_port
-from thinking_kit import WeatherTool, registered
 
-from gateway.app import create_app
-from gateway.config import GatewayConfig
-from services.common.config import ServerConfig
-from services.common.testing import start_server
-from services.llm_gateway.config import LlmGatewayConfig
-from services.llm_gateway.gateway import LlmGateway
-from services.llm_gateway.server import LlmServicer
-from services.orchestrator.app import build
-from services.orchestrator.config import OrchestratorConfig
-from services.orchestrator.engine_settings import EngineSettings
+from tests.support.canvas import registered
+from tests.support.fake_openai import FakeOpenAI, Reply, text_chunks
+from tests.support.pipeline import HEADERS, KEY, create_agent, pipeline
+from tests.support.tool_doubles import WeatherTool
 
-KEY = "chain-key"
-HEADERS = {"Authorization": f"Bearer {KEY}"}
 # The bundled model with deadlines against a hang only: it answers in seconds when idle, far slower when loaded.
 LOCAL_MODEL = {"local_enabled": True, "local_context": 2048, "timeout_s": 100, "stream_idle_s": 100}
-
-
-@asynccontextmanager
-async def chain(redis_url: str, engine: EngineSettings | None = None, **llm_cfg):
-    """Yields an HTTP test client in front of real llm_gateway and orchestrator servers (`engine`: the
-    orchestrator's engine settings)."""
-    gateway = LlmGateway.create(LlmGatewayConfig.for_tests(**llm_cfg))
-    llm_server, llm_port = await start_server([LlmServicer(gateway).binding()], service="llm_gateway")
-    nowhere = f"127.0.0.1:{free_port()}"
-    orch = build(OrchestratorConfig(
-        server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=engine or EngineSettings(),
-        redis_url=redis_url, llm_gateway_addr=f"127.0.0.1:{llm_port}", retrieval_addr=nowhere, sandbox_addr=nowhere))
-    for hook in orch.on_startup:
-        await hook()
-    orch_server, orch_port = await start_server(orch.bindings, service="orchestrator")
-    upstreams = {"orchestrator": f"127.0.0.1:{orch_port}", "llm_gateway": f"127.0.0.1:{llm_port}",
-                 "retrieval": nowhere, "sandbox": nowhere}
-    cfg = GatewayConfig(host="127.0.0.1", port=0, upstreams=upstreams, health_timeout_s=1.0,
-                        api_keys={KEY: f"chain-{time.monotonic_ns()}"})
-    client = TestClient(TestServer(create_app(cfg)))
-    await client.start_server()
-    try:
-        yield client
-    finally:
-        await client.close()
-        await orch_server.stop(None)
-        for hook in orch.on_shutdown:
-            await hook()
-        await llm_server.stop(None)
-        await gateway.aclose()
 
 
 def _canvas(model_cpn: dict) -> dict:
@@ -73,19 +29,14 @@ def _canvas(model_cpn: dict) -> dict:
     }}
 
 
-async def _create_agent(client: TestClient, dsl: dict) -> str:
-    body = await (await client.post("/api/v1/agents", headers=HEADERS, json={"title": f"a{time.monotonic_ns()}", "dsl": dsl})).json()
-    assert body["code"] == 0, body
-    return body["data"]["id"]
-
-
 async def test_client_hang_up_closes_the_model_stream_upstream(redis_server):
     fake = FakeOpenAI()
     base_url = await fake.start()
     fake.chat(Reply.stream(text_chunks("word " * 2000), delay_s=0.05))  # 100 s unless the hang-up cuts it
     try:
-        async with chain(redis_server.url, openai_base_url=base_url, openai_api_key="k") as client:
-            agent_id = await _create_agent(client, _canvas({"llm_id": "gpt-test", "sys_prompt": "Talk.", "max_rounds": 1}))
+        async with pipeline(redis_server.url, openai_base_url=base_url, openai_api_key="k") as p:
+            client = p.client
+            agent_id = await create_agent(client, _canvas({"llm_id": "gpt-test", "sys_prompt": "Talk.", "max_rounds": 1}))
             resp = await client.post("/api/v1/agents/chat/completions", headers=HEADERS,
                                      json={"agent_id": agent_id, "query": "talk a lot", "stream": True})
             async for line in resp.content:
@@ -103,8 +54,9 @@ async def test_one_tool_agent_answers_through_every_layer_with_the_local_model(r
                    "max_tokens": 32, "maxTokensEnabled": True, "top_p": 0.01, "topPEnabled": True,
                    "tools": [{"component_name": "TestWeatherTool", "name": "Weather", "params": {}}]})
     with registered(WeatherTool):
-        async with chain(redis_server.url, **LOCAL_MODEL) as client:
-            agent_id = await _create_agent(client, dsl)
+        async with pipeline(redis_server.url, **LOCAL_MODEL) as p:
+            client = p.client
+            agent_id = await create_agent(client, dsl)
             async with openai.AsyncOpenAI(api_key=KEY, base_url=str(client.server.make_url("/v1")), max_retries=0) as oai:
                 reply = await oai.chat.completions.create(
                     model=agent_id, messages=[{"role": "user", "content": "What's the weather in Paris?"}])
@@ -119,8 +71,9 @@ async def test_one_tool_agent_answers_through_every_layer_with_the_local_model(r
 
 async def test_run_log_endpoint_shows_the_agents_tool_calls(redis_server):
     with registered(WeatherTool):
-        async with chain(redis_server.url, **LOCAL_MODEL) as client:
-            agent_id = await _create_agent(client, _canvas({
+        async with pipeline(redis_server.url, **LOCAL_MODEL) as p:
+            client = p.client
+            agent_id = await create_agent(client, _canvas({
                 "llm_id": "", "sys_prompt": "You are a helpful assistant.", "max_rounds": 1, "max_tokens": 32,
                 "maxTokensEnabled": True, "tools": [{"component_name": "TestWeatherTool", "name": "Weather", "params": {}}]}))
             body = await (await client.post("/api/v1/agents/chat/completions", headers=HEADERS,

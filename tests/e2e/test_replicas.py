@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
-from fakes.openai_server import FakeOpenAI, Reply, text_chunks
-from fakes.pipeline import HEADERS, agent_canvas, create_agent, echo_canvas, pipeline
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 
 from gateway.app import CONFIG
+from tests.support.fake_openai import FakeOpenAI, Reply, text_chunks
+from tests.support.pipeline import HEADERS, agent_canvas, create_agent, echo_canvas, pipeline
 
 
 async def test_a_sessions_turns_spread_over_replicas_and_keep_its_history(redis_server):

@@ -24,14 +24,11 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from helpers import free_port
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 
-from services.common.testing import start_server
-from services.llm_gateway.config import LlmGatewayConfig
-from services.llm_gateway.gateway import LlmGateway
-from services.llm_gateway.server import LlmServicer
+from tests.support.llm_gateway import llm_gateway
+from tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE_S = 1.0
@@ -113,14 +110,12 @@ class Replica:
 
 @pytest.fixture
 async def cluster(redis_server, tmp_path):
-    gateway = LlmGateway.create(LlmGatewayConfig.for_tests(), scripts=SCRIPTS)
-    llm_server, llm_port = await start_server([LlmServicer(gateway).binding()], service="llm_gateway")
-    replicas = [Replica(redis_server.url, f"127.0.0.1:{llm_port}", tmp_path / f"orchestrator-{i}.log") for i in range(2)]
-    await asyncio.gather(*(r.wait_serving() for r in replicas))
-    yield replicas, gateway.scripted(), llm_server
-    for r in replicas:
-        await r.close()
-    await llm_server.stop(None)
+    async with llm_gateway(SCRIPTS) as llm:
+        replicas = [Replica(redis_server.url, llm.addr, tmp_path / f"orchestrator-{i}.log") for i in range(2)]
+        await asyncio.gather(*(r.wait_serving() for r in replicas))
+        yield replicas, llm.scripted, llm.server
+        for r in replicas:
+            await r.close()
 
 
 def calls(provider, model: str) -> int:

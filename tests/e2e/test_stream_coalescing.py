@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakes.openai_server import FakeOpenAI, Reply, text_chunks
-from fakes.pipeline import HEADERS, agent_canvas, create_agent, pipeline
+
+from tests.support.fake_openai import FakeOpenAI, Reply, text_chunks
+from tests.support.pipeline import HEADERS, agent_canvas, create_agent, pipeline
 
 N = 400
 TEXT = " ".join(f"w{i}é\"\\" for i in range(N))  # non-ASCII, quotes and backslashes must survive every JSON layer

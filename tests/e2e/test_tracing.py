@@ -9,37 +9,21 @@ One canvas (Retrieval -> Agent with a retrieval tool -> CodeExec -> Message) run
 from __future__ import annotations
 
 import json
-import sys
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from gateway.app import create_app
 from gateway.config import GatewayConfig
-from services.common import tracing
-from services.common.config import ServerConfig
-from services.common.testing import start_server
-from services.llm_gateway.config import LlmGatewayConfig
-from services.llm_gateway.gateway import LlmGateway
-from services.llm_gateway.server import LlmServicer
-from services.orchestrator.app import build
-from services.orchestrator.config import OrchestratorConfig
-from services.orchestrator.engine_settings import EngineSettings
 from services.sandbox.config import SandboxConfig
 from services.sandbox.limits import Limits
-from services.sandbox.app import create_executor
-from services.sandbox.server import SandboxServicer
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "services" / "retrieval"))
-from retrieval_helpers import llm_gateway as embedding_gateway  # noqa: E402
-from retrieval_helpers import running_stack  # noqa: E402
+from tests.support.llm_gateway import llm_gateway
+from tests.support.orchestrator import orchestrator
+from tests.support.retrieval import embedding_gateway, running_stack
+from tests.support.sandbox import sandbox_server, sandbox_servicer
 
 KEY = "trace-key"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -47,19 +31,6 @@ CLIENT_SPAN = "00f067aa0ba902b7"
 HANDBOOK = "# Backups\nRedis writes its append-only file every second. Snapshots are kept for fourteen days.\n"
 CHAT = {"answerer": [{"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "snapshots backups"}}]},
                      "Snapshots are kept for fourteen days."]}
-
-
-@pytest.fixture
-def spans():
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.use(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.use(None)
-        provider.shutdown()
 
 
 def _cpn(name, down, params=None, up=()):
@@ -84,36 +55,23 @@ def _canvas(dataset_id: str) -> dict:
 
 @asynccontextmanager
 async def _stack(redis_url: str, tmp_path: Path):
+    sandbox_cfg = SandboxConfig.for_tests(defaults=Limits(wall_time_ms=8_000, cpu_time_ms=4_000))
     async with embedding_gateway() as embed_addr, running_stack("sqlite", tmp_path, embed_addr) as kb:
         dataset = await kb.dataset("handbook", size=64)
         await kb.ingest(dataset.id, "handbook.md", HANDBOOK)
-        chat = LlmGateway.create(LlmGatewayConfig.for_tests(), scripts={"chat": CHAT})
-        chat_server, chat_port = await start_server([LlmServicer(chat).binding()], service="llm_gateway")
-        sandbox_cfg = SandboxConfig.for_tests(defaults=Limits(wall_time_ms=8_000, cpu_time_ms=4_000))
-        sandbox = SandboxServicer(sandbox_cfg, await create_executor(sandbox_cfg))
-        sandbox_server, sandbox_port = await start_server([sandbox.binding()], service="sandbox")
-        orch = build(OrchestratorConfig(
-            server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
-            redis_url=redis_url, llm_gateway_addr=f"127.0.0.1:{chat_port}", retrieval_addr=f"127.0.0.1:{kb.port}",
-            sandbox_addr=f"127.0.0.1:{sandbox_port}"))
-        for hook in orch.on_startup:
-            await hook()
-        orch_server, orch_port = await start_server(orch.bindings, service="orchestrator")
-        cfg = GatewayConfig(host="127.0.0.1", port=0, health_timeout_s=1.0, api_keys={KEY: kb.tenant},
-                            upstreams={"orchestrator": f"127.0.0.1:{orch_port}", "llm_gateway": f"127.0.0.1:{chat_port}",
-                                       "retrieval": f"127.0.0.1:{kb.port}", "sandbox": f"127.0.0.1:{sandbox_port}"})
-        client = TestClient(TestServer(create_app(cfg)))
-        await client.start_server()
-        try:
-            yield client, dataset.id
-        finally:
-            await client.close()
-            await orch_server.stop(None)
-            for hook in orch.on_shutdown:
-                await hook()
-            await sandbox_server.stop(None)
-            await chat_server.stop(None)
-            await chat.aclose()
+        async with (llm_gateway({"chat": CHAT}) as chat,
+                    sandbox_server(await sandbox_servicer(sandbox_cfg)) as sandbox,
+                    orchestrator(redis_url, llm_gateway_addr=chat.addr, retrieval_addr=f"127.0.0.1:{kb.port}",
+                                 sandbox_addr=sandbox.addr) as orch):
+            cfg = GatewayConfig(host="127.0.0.1", port=0, health_timeout_s=1.0, api_keys={KEY: kb.tenant},
+                                upstreams={"orchestrator": orch.addr, "llm_gateway": chat.addr,
+                                           "retrieval": f"127.0.0.1:{kb.port}", "sandbox": sandbox.addr})
+            client = TestClient(TestServer(create_app(cfg)))
+            await client.start_server()
+            try:
+                yield client, dataset.id
+            finally:
+                await client.close()
 
 
 async def test_one_trace_from_the_client_through_every_service(redis_server, tmp_path, spans):

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import aiohttp
 import grpc
-from fakes.otlp_receiver import OtlpReceiver
-from helpers import free_port, health_status
+
+from tests.support.fake_otlp import OtlpReceiver
+from tests.support.net import free_port, health_status
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "otel-key"

@@ -5,18 +5,12 @@ the web results as RAGFlow's references."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
-
-from fakes.openai_server import FakeOpenAI, Reply, chunk, text_chunks, tool_delta
-from fakes.web_api import FakeWebApi
 
 from services.orchestrator.engine_settings import EngineSettings
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_full_chain import HEADERS, _create_agent, chain  # noqa: E402
-
-DATA = Path(__file__).resolve().parents[1] / "data"
+from tests.support.data import DATA
+from tests.support.fake_openai import FakeOpenAI, Reply, chunk, text_chunks, tool_delta
+from tests.support.fake_web_api import FakeWebApi
+from tests.support.pipeline import HEADERS, create_agent, pipeline
 
 
 def tavily(seen):
@@ -42,10 +36,10 @@ async def test_categorize_and_agent_with_tavily_over_ragflows_sse(redis_server, 
         async with FakeWebApi() as web:
             monkeypatch.setenv("TRELLIS_TAVILY_BASE_URL", web.url)
             web.route("POST", "/search", tavily)
-            async with chain(redis_server.url, EngineSettings(ssrf_allowlist=("127.0.0.1",)),
-                             openai_base_url=base_url, openai_api_key="k") as client:
-                agent_id = await _create_agent(client, dsl)
-                resp = await client.post("/api/v1/agents/chat/completions", headers=HEADERS,
+            async with pipeline(redis_server.url, engine=EngineSettings(ssrf_allowlist=("127.0.0.1",)),
+                                openai_base_url=base_url, openai_api_key="k") as p:
+                agent_id = await create_agent(p.client, dsl)
+                resp = await p.client.post("/api/v1/agents/chat/completions", headers=HEADERS,
                                          json={"agent_id": agent_id, "query": "How fast does the X200 charge?",
                                                "stream": True})
                 events = [json.loads(line[5:]) for line in (await resp.read()).decode().splitlines()

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from fakes.orchestrator import FakeOrchestrator
-from helpers import free_port
 
 from gateway.app import create_app
 from gateway.config import GatewayConfig
 from services.common.testing import start_server
+from tests.support.fake_orchestrator import FakeOrchestrator
+from tests.support.net import free_port
 
 
 @dataclass
@@ -81,14 +81,11 @@ class Live:
 
 @pytest.fixture
 async def live(orchestrator_addr, tmp_path):
-    import sys
     import uuid
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "services" / "retrieval"))
-    from retrieval_helpers import llm_gateway, running_stack
+    from tests.support.retrieval import embedding_gateway, running_stack
 
-    async with llm_gateway() as llm, running_stack("sqlite", tmp_path, llm) as svc:
+    async with embedding_gateway() as llm, running_stack("sqlite", tmp_path, llm) as svc:
         run = uuid.uuid4().hex[:8]  # the test Redis lives for the whole session
         key_a, key_b = f"live-a-{run}", f"live-b-{run}"
         cfg = GatewayConfig(host="127.0.0.1", port=0, health_timeout_s=1.0,

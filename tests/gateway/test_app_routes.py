@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from aiohttp.test_utils import TestClient, TestServer
-from helpers import free_port
 
 from gateway.app import create_app
 from gateway.config import GatewayConfig
+from tests.support.net import free_port
 
 
 async def test_dataset_routes_are_registered_in_the_app():

@@ -117,7 +117,7 @@ async def test_invalid_dsl_at_run_time_is_reported_before_the_stream(stack):
 
 async def test_orchestrator_down_is_503_not_a_trace(stack):
     from aiohttp.test_utils import TestClient, TestServer
-    from helpers import free_port
+    from tests.support.net import free_port
 
     from gateway.app import create_app
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from aiohttp.test_utils import TestClient, TestServer
-from helpers import free_port
 
 from gateway.app import create_app
 from gateway.config import GatewayConfig
 from services.common.testing import start_server
+from tests.support.net import free_port
 
 UPSTREAMS = ["orchestrator", "llm_gateway", "retrieval", "sandbox"]
 

@@ -5,27 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import uuid
-from pathlib import Path
 
 import openai
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from helpers import free_port
 
 from gateway.app import create_app
-from services.common.config import ServerConfig
-from services.common.testing import start_server
-from services.llm_gateway.config import LlmGatewayConfig
-from services.llm_gateway.gateway import LlmGateway
-from services.llm_gateway.server import LlmServicer
-from services.orchestrator.app import build
-from services.orchestrator.config import OrchestratorConfig
 from services.orchestrator.engine_settings import EngineSettings
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "services" / "orchestrator" / "mcp_tools"))
-from mcp_test_server import serving  # noqa: E402
+from tests.support.llm_gateway import llm_gateway
+from tests.support.mcp_server import serving
+from tests.support.net import free_port
+from tests.support.orchestrator import orchestrator
 
 KEY_A, KEY_B = "mcp-key-a", "mcp-key-b"
 SCRIPTS = {"chat": {"helper": [{"tool_calls": [{"name": "add_0", "arguments": {"a": 19, "b": 23}}]},
@@ -36,29 +27,16 @@ SCRIPTS = {"chat": {"helper": [{"tool_calls": [{"name": "add_0", "arguments": {"
 @pytest.fixture
 async def gateway(redis_server, stack):
     """Gateway -> orchestrator (loopback allowed past the SSRF guard) -> scripted llm_gateway."""
-    llm = LlmGateway.create(LlmGatewayConfig.for_tests(), scripts=SCRIPTS)
-    llm_server, llm_port = await start_server([LlmServicer(llm).binding()], service="llm_gateway")
-    nowhere = f"127.0.0.1:{free_port()}"
-    cfg = OrchestratorConfig(
-        server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0),
-        engine=EngineSettings(ssrf_allowlist=("127.0.0.1",), mcp_timeout_s=5.0), redis_url=redis_server.url,
-        llm_gateway_addr=f"127.0.0.1:{llm_port}", retrieval_addr=nowhere, sandbox_addr=nowhere)
-    orch = build(cfg)
-    for hook in orch.on_startup:
-        await hook()
-    orch_server, orch_port = await start_server(orch.bindings, service="orchestrator")
-    run = uuid.uuid4().hex[:8]  # the test Redis lives for the whole session: fresh tenants per test
-    gw_cfg = stack.config(api_keys={KEY_A: f"mcp-a-{run}", KEY_B: f"mcp-b-{run}"},
-                          upstreams={**stack.config().upstreams, "orchestrator": f"127.0.0.1:{orch_port}"})
-    client = TestClient(TestServer(create_app(gw_cfg)))
-    await client.start_server()
-    yield client
-    await client.close()
-    await orch_server.stop(None)
-    for hook in orch.on_shutdown:
-        await hook()
-    await llm_server.stop(None)
-    await llm.aclose()
+    engine = EngineSettings(ssrf_allowlist=("127.0.0.1",), mcp_timeout_s=5.0)
+    async with llm_gateway(SCRIPTS) as llm, orchestrator(redis_server.url, llm_gateway_addr=llm.addr,
+                                                          engine=engine) as orch:
+        run = uuid.uuid4().hex[:8]  # the test Redis lives for the whole session: fresh tenants per test
+        gw_cfg = stack.config(api_keys={KEY_A: f"mcp-a-{run}", KEY_B: f"mcp-b-{run}"},
+                              upstreams={**stack.config().upstreams, "orchestrator": orch.addr})
+        client = TestClient(TestServer(create_app(gw_cfg)))
+        await client.start_server()
+        yield client
+        await client.close()
 
 
 def _h(key: str = KEY_A) -> dict[str, str]:

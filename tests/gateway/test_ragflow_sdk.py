@@ -1,5 +1,5 @@
 """Both RAGFlow Python SDKs drive a whole flow against the real stack: ragflow-sdk 0.22.1 (the dev dependency)
-and 0.27.3, today's (installed beside the venv by scripts/install_extras.sh). Each runs tests/gateway/sdk_flow.py
+and 0.27.3, today's (installed beside the venv by scripts/install_extras.sh). Each runs tests/support/sdk_flow.py
 in its own interpreter, so the two versions never meet in one process; the gateway runs in this test's loop."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-FLOW = Path(__file__).with_name("sdk_flow.py")
+FLOW = Path(__file__).resolve().parents[1] / "support" / "sdk_flow.py"
 SDK_0_27 = Path(sys.prefix) / "ragflow-sdk-0.27.3"
 
 

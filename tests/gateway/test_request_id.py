@@ -4,7 +4,6 @@ metadata, and echoed on the response."""
 from __future__ import annotations
 
 from aiohttp.test_utils import TestClient, TestServer
-from helpers import free_port
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
 
@@ -13,6 +12,7 @@ from gateway.config import GatewayConfig
 from services.common import context as ctxvars
 from services.common.server import Binding
 from services.common.testing import start_server
+from tests.support.net import free_port
 
 
 class RecordingAgents(agent_grpc.AgentServiceServicer):

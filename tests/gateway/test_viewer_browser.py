@@ -10,29 +10,20 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 from contextlib import asynccontextmanager
-from pathlib import Path
+
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from helpers import free_port
 from playwright.async_api import async_playwright, expect
-from thinking_kit import WeatherTool, cpn, registered
 
 from gateway.app import create_app
 from gateway.config import GatewayConfig
-from services.common.config import ServerConfig
-from services.common.testing import start_server
-from services.llm_gateway.config import LlmGatewayConfig
-from services.llm_gateway.gateway import LlmGateway
-from services.llm_gateway.server import LlmServicer
-from services.orchestrator.app import build
-from services.orchestrator.config import OrchestratorConfig
-from services.orchestrator.engine_settings import EngineSettings
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "services" / "retrieval"))
-from retrieval_helpers import llm_gateway as embedding_gateway  # noqa: E402
-from retrieval_helpers import running_stack  # noqa: E402
+from tests.support.canvas import cpn, registered
+from tests.support.llm_gateway import llm_gateway
+from tests.support.net import free_port
+from tests.support.orchestrator import orchestrator
+from tests.support.retrieval import embedding_gateway, running_stack
+from tests.support.tool_doubles import WeatherTool
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # scripts/install_system_deps.sh installs it
 KEY = "viewer-key"
@@ -88,29 +79,17 @@ def _handbook(dataset_id: str) -> dict:
 
 @asynccontextmanager
 async def _stack(redis_url: str, retrieval_addr: str, tenant: str):
-    llm = LlmGateway.create(LlmGatewayConfig.for_tests(), scripts=SCRIPTS)
-    llm_server, llm_port = await start_server([LlmServicer(llm).binding()], service="llm_gateway")
-    nowhere = f"127.0.0.1:{free_port()}"
-    orch = build(OrchestratorConfig(
-        server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
-        redis_url=redis_url, llm_gateway_addr=f"127.0.0.1:{llm_port}", retrieval_addr=retrieval_addr, sandbox_addr=nowhere))
-    for hook in orch.on_startup:
-        await hook()
-    orch_server, orch_port = await start_server(orch.bindings, service="orchestrator")
-    cfg = GatewayConfig(host="127.0.0.1", port=0, health_timeout_s=1.0, api_keys={KEY: tenant},
-                        upstreams={"orchestrator": f"127.0.0.1:{orch_port}", "llm_gateway": f"127.0.0.1:{llm_port}",
-                                   "retrieval": retrieval_addr, "sandbox": nowhere})
-    client = TestClient(TestServer(create_app(cfg)))
-    await client.start_server()
-    try:
-        yield client
-    finally:
-        await client.close()
-        await orch_server.stop(None)
-        for hook in orch.on_shutdown:
-            await hook()
-        await llm_server.stop(None)
-        await llm.aclose()
+    async with llm_gateway(SCRIPTS) as llm, orchestrator(redis_url, llm_gateway_addr=llm.addr,
+                                                         retrieval_addr=retrieval_addr) as orch:
+        cfg = GatewayConfig(host="127.0.0.1", port=0, health_timeout_s=1.0, api_keys={KEY: tenant},
+                            upstreams={"orchestrator": orch.addr, "llm_gateway": llm.addr,
+                                       "retrieval": retrieval_addr, "sandbox": f"127.0.0.1:{free_port()}"})
+        client = TestClient(TestServer(create_app(cfg)))
+        await client.start_server()
+        try:
+            yield client
+        finally:
+            await client.close()
 
 
 @pytest.fixture

@@ -4,10 +4,10 @@ reflection for their own service names (the processes themselves are covered by 
 from __future__ import annotations
 
 import grpc
-from helpers import health_status, reflected_services
 
 from services.common.server import Service
 from services.common.testing import start_service, stop_service
+from tests.support.net import health_status, reflected_services
 
 
 async def _check(service: Service, *expected: str) -> None:

@@ -1,1 +1,2 @@
-"""Helpers shared by tests: components written for the tests (tools...), importable as `support.<module>`."""
+"""What the tests share: real servers on port 0, fakes of third-party APIs, clients, canvas builders and
+components written for the tests. Import as `tests.support.<module>`; tests/README.md lists the modules."""

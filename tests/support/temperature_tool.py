@@ -1,6 +1,6 @@
 """A tool written for the tests, following docs/adding-a-tool.md and nothing else: `Temperature` converts
 degrees Celsius to Fahrenheit. Not in the registry's `_MODULES`: a test registers it with
-`thinking_kit.registered(Temperature)` for its own duration."""
+`tests.support.canvas.registered(Temperature)` for its own duration."""
 from __future__ import annotations
 
 from typing import Any

@@ -8,7 +8,8 @@ import signal
 import sys
 
 import grpc
-from helpers import free_port, health_status
+
+from tests.support.net import free_port, health_status
 
 
 async def _wait_status(channel: grpc.aio.Channel, want: str, timeout_s: float = 30.0) -> None:

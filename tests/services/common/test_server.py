@@ -6,7 +6,6 @@ import asyncio
 
 import grpc
 import pytest
-from helpers import health_status, reflected_services
 from prometheus_client import REGISTRY
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
@@ -16,6 +15,7 @@ from services.common.channels import open_channel
 from services.common.errors import NotFound
 from services.common.server import Binding
 from services.common.testing import start_server
+from tests.support.net import health_status, reflected_services
 
 SERVICE = "trellis.retrieval.v1.RetrievalService"
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import logging
 
 import pytest
-from fakes.otlp_receiver import OtlpReceiver
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from services.common import logs, tracing
+from tests.support.fake_otlp import OtlpReceiver
 
 
 @pytest.fixture(autouse=True)

@@ -3,13 +3,11 @@ the text, each tool call's id, name and arguments, and their order (services/com
 
 from __future__ import annotations
 
-from fakes.openai_server import Reply, chunk, tool_delta, usage_chunk
-
 from services.llm_gateway.client import LlmClient
 from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.models import Message, ToolCall
-
-from llm_helpers import running_gateway
+from tests.support.fake_openai import Reply, chunk, tool_delta, usage_chunk
+from tests.support.llm_gateway import llm_gateway
 
 ARGS = '{"city": "Paris", "days": [1, 2, 3], "note": "a \\"quoted\\" word"}'
 
@@ -24,7 +22,7 @@ async def test_text_and_split_tool_calls_arrive_merged_and_exact(fake_openai):
     sent += [chunk(finish_reason="tool_calls"), usage_chunk(9, 30)]
     fake_openai.chat(Reply.stream(sent))  # unpaced: the chunks reach the gateway together
     cfg = LlmGatewayConfig.for_tests(openai_base_url=fake_openai.base_url, openai_api_key="sk-test")
-    async with running_gateway(cfg) as gw:
+    async with llm_gateway(config=cfg) as gw:
         client = LlmClient(gw.channel)
         deltas = [d async for d in client.stream_chat("gpt-test", [Message("user", "weather?")], timeout=30)]
         fake_openai.chat(Reply.stream(sent))

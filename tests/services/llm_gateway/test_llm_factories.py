@@ -8,8 +8,6 @@ from typing import Any
 import grpc
 import pytest
 from aiohttp import web
-from fakes.openai_server import FakeOpenAI, Reply, text_chunks
-from llm_helpers import running_gateway, text_of, user
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
 from services.llm_gateway import factories
@@ -17,6 +15,8 @@ from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.errors import ModelNotFound
 from services.llm_gateway.gateway import LlmGateway
 from services.llm_gateway.providers_file import load_providers_file
+from tests.support.fake_openai import FakeOpenAI, Reply, text_chunks
+from tests.support.llm_gateway import llm_gateway, text_of, user
 
 # The models RAGFlow's agent templates name, with the factory env that configures each.
 TEMPLATE_MODELS = [
@@ -89,7 +89,7 @@ def test_self_hosted_factories_need_their_base_url(factory, prefix):
 async def test_template_models_reach_their_factory_with_its_key(fake, model_id, prefix, factory, upstream):
     environ = {f"{prefix}_API_KEY": f"sk-{prefix.lower()}", f"{prefix}_BASE_URL": fake.base_url}
     fake.chat(Reply.stream(text_chunks(f"hello from {factory}")))
-    async with running_gateway(LlmGatewayConfig.for_tests(factory_endpoints=factories.configured(environ))) as gw:
+    async with llm_gateway(config=LlmGatewayConfig.for_tests(factory_endpoints=factories.configured(environ))) as gw:
         chunks = await gw.chat(llm_pb.ChatRequest(model_id=model_id, messages=[user("hi")]))
     assert text_of(chunks) == f"hello from {factory}"
     assert chunks[0].model == f"{upstream}@{factory}" and not chunks[0].notice
@@ -126,7 +126,7 @@ def test_an_unconfigured_factory_says_exactly_what_to_set():
 async def test_the_fallback_runs_the_default_chat_model_and_says_so():
     scripts = {"chat": {"demo": ["from the default"]}}
     cfg = LlmGatewayConfig.for_tests(default_chat_model="demo@Scripted", model_fallback=True)
-    async with running_gateway(cfg, scripts=scripts) as gw:
+    async with llm_gateway(config=cfg, scripts=scripts) as gw:
         chunks = await gw.chat(llm_pb.ChatRequest(model_id="kimi-k2.5@Moonshot", messages=[user("hi")]))
         assert text_of(chunks) == "from the default"
         assert chunks[0].model == "demo@Scripted"
@@ -145,7 +145,7 @@ async def test_the_fallback_runs_the_default_chat_model_and_says_so():
 
 async def test_without_the_fallback_an_unknown_model_is_not_found_over_grpc():
     cfg = LlmGatewayConfig.for_tests(default_chat_model="demo@Scripted")
-    async with running_gateway(cfg, scripts={"chat": {"demo": ["x"]}}) as gw:
+    async with llm_gateway(config=cfg, scripts={"chat": {"demo": ["x"]}}) as gw:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await gw.chat(llm_pb.ChatRequest(model_id="qwen-turbo@Tongyi-Qianwen", messages=[user("hi")]))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND

@@ -12,13 +12,13 @@ import threading
 import grpc
 import pytest
 import pytest_asyncio
-from llm_helpers import Running, running_gateway, text_of, tool_calls_of, user
 from trellis.llm.v1 import chat_pb2 as chat_pb
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
 from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.errors import LocalModelBusy
 from services.llm_gateway.providers.local import LocalProvider, _Worker
+from tests.support.llm_gateway import RunningLlmGateway, llm_gateway, text_of, tool_calls_of, user
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -41,11 +41,11 @@ REFERENCE = {
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def local():
     cfg = LlmGatewayConfig.for_tests(local_enabled=True, local_context=2048, timeout_s=CALL_S, stream_idle_s=CALL_S)
-    async with running_gateway(cfg) as gw:
+    async with llm_gateway(config=cfg) as gw:
         yield gw
 
 
-async def test_streams_a_short_answer(local: Running):
+async def test_streams_a_short_answer(local: RunningLlmGateway):
     chunks = await local.chat(llm_pb.ChatRequest(
         messages=[user("What is the capital of France? Answer in one sentence.")], max_tokens=12, sampling=GREEDY,
     ), timeout=CALL_S)
@@ -56,7 +56,7 @@ async def test_streams_a_short_answer(local: Running):
     assert 0 < chunks[-1].usage.completion_tokens <= 12 and chunks[-1].usage.prompt_tokens > 0
 
 
-async def test_forced_tool_call_parses(local: Running):
+async def test_forced_tool_call_parses(local: RunningLlmGateway):
     chunks = await local.chat(llm_pb.ChatRequest(
         messages=[user("What's the weather like in Paris?")], tools=[WEATHER],
         tool_choice=chat_pb.ToolChoice(function_name="get_weather"), max_tokens=32, sampling=GREEDY,
@@ -67,7 +67,7 @@ async def test_forced_tool_call_parses(local: Running):
     assert chunks[-1].finish_reason == chat_pb.FINISH_REASON_TOOL_CALLS
 
 
-async def test_auto_tool_choice_calls_the_tool(local: Running):
+async def test_auto_tool_choice_calls_the_tool(local: RunningLlmGateway):
     chunks = await local.chat(llm_pb.ChatRequest(
         messages=[chat_pb.ChatMessage(role=chat_pb.ROLE_SYSTEM, content="You are a helpful assistant."),
                   user("What's the weather in Paris?")],
@@ -78,7 +78,7 @@ async def test_auto_tool_choice_calls_the_tool(local: Running):
     assert json.loads(calls[0][2])["city"] == "Paris"
 
 
-async def test_json_schema_output_follows_the_schema(local: Running):
+async def test_json_schema_output_follows_the_schema(local: RunningLlmGateway):
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
               "required": ["name", "age"]}
     chunks = await local.chat(llm_pb.ChatRequest(
@@ -89,7 +89,7 @@ async def test_json_schema_output_follows_the_schema(local: Running):
     assert isinstance(data["name"], str) and isinstance(data["age"], int)
 
 
-async def test_embeddings_have_dimension_384_and_match_sentence_transformers(local: Running):
+async def test_embeddings_have_dimension_384_and_match_sentence_transformers(local: RunningLlmGateway):
     texts = list(REFERENCE)
     resp = await local.stub.Embed(llm_pb.EmbedRequest(texts=texts), timeout=CALL_S)
     assert resp.model == "all-MiniLM-L6-v2@Local" and resp.dimension == 384
@@ -99,14 +99,14 @@ async def test_embeddings_have_dimension_384_and_match_sentence_transformers(loc
         assert sum(v * v for v in emb.values) == pytest.approx(1.0, abs=1e-4)
 
 
-async def test_rerank_without_a_rerank_model_uses_embedding_similarity(local: Running):
+async def test_rerank_without_a_rerank_model_uses_embedding_similarity(local: RunningLlmGateway):
     docs = ["Stock markets fell sharply today.", "My cat sleeps on the sofa all day.", "Dogs love long walks."]
     resp = await local.stub.Rerank(llm_pb.RerankRequest(query="a sleepy kitten", documents=docs), timeout=CALL_S)
     assert resp.method == llm_pb.RERANK_METHOD_EMBEDDING_SIMILARITY and resp.model == "all-MiniLM-L6-v2@Local"
     assert resp.results[0].index == 1
 
 
-async def test_cancel_stops_generation_and_the_model_serves_the_next_request(local: Running):
+async def test_cancel_stops_generation_and_the_model_serves_the_next_request(local: RunningLlmGateway):
     provider = next(p for p in local.gateway.registry.providers if isinstance(p, LocalProvider))
     call = local.stub.Chat(llm_pb.ChatRequest(
         messages=[user("Write a very long story about a dragon and a knight.")], max_tokens=400, sampling=GREEDY,

@@ -9,10 +9,11 @@ import sys
 import urllib.request
 
 import grpc
-from helpers import free_port, health_status
 from trellis.llm.v1 import chat_pb2 as chat_pb
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc
+
+from tests.support.net import free_port, health_status
 
 
 async def _serving(channel: grpc.aio.Channel) -> None:

@@ -7,14 +7,14 @@ import json
 
 import grpc
 import pytest
-from fakes.openai_server import Reply, chunk, completion, text_chunks, tool_delta, usage_chunk
-from llm_helpers import running_gateway, text_of, tool_calls_of, user
 from prometheus_client import REGISTRY
 from trellis.llm.v1 import chat_pb2 as chat_pb
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
 from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.providers_file import FactorySpec, ModelSpec, ProvidersFile
+from tests.support.fake_openai import Reply, chunk, completion, text_chunks, tool_delta, usage_chunk
+from tests.support.llm_gateway import llm_gateway, text_of, tool_calls_of, user
 
 
 def _cfg(base_url: str, **overrides) -> LlmGatewayConfig:
@@ -29,7 +29,7 @@ async def test_streams_text_usage_and_the_resolved_model(fake_openai):
     fake_openai.chat(Reply.stream(text_chunks("Hello there world", usage=(7, 3))))
     tokens_in = _metric("trellis_llm_tokens_total", provider="OpenAI", model="gpt-test", direction="in")
     ttft = _metric("trellis_llm_time_to_first_token_seconds_count", provider="OpenAI", model="gpt-test")
-    async with running_gateway(_cfg(fake_openai.base_url)) as gw:
+    async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
         chunks = await gw.chat(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("hi")]))
     assert text_of(chunks) == "Hello there world"
     # Streamed (body["stream"] below); chunks that arrive together may travel as one (services/common/coalesce.py).
@@ -48,7 +48,7 @@ async def test_streams_text_usage_and_the_resolved_model(fake_openai):
 async def test_non_streaming_endpoint_answers_in_one_chunk(fake_openai):
     providers = ProvidersFile(factories={"Batch": FactorySpec(base_url=fake_openai.base_url, stream=False)})
     fake_openai.chat(Reply.json(completion("All at once.", usage=(4, 3))))
-    async with running_gateway(LlmGatewayConfig.for_tests(providers=providers)) as gw:
+    async with llm_gateway(providers=providers) as gw:
         chunks = await gw.chat(llm_pb.ChatRequest(model_id="whole@Batch", messages=[user("hi")]))
     assert [c.content_delta for c in chunks] == ["All at once."]
     assert chunks[0].finish_reason == chat_pb.FINISH_REASON_STOP and chunks[0].usage.total_tokens == 7
@@ -68,7 +68,7 @@ async def test_tool_call_deltas_split_across_chunks_are_assembled(fake_openai):
         chunk(finish_reason="tool_calls"),
         usage_chunk(20, 12),
     ]))
-    async with running_gateway(_cfg(fake_openai.base_url)) as gw:
+    async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
         chunks = await gw.chat(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("weather and time?")]))
     calls = tool_calls_of(chunks)
     assert calls == [("call_a", "get_weather", '{"city": "Paris"}'), ("call_b", "get_time", '{"tz": "CET"}')]
@@ -99,7 +99,7 @@ async def test_request_fields_reach_the_provider(fake_openai):
         max_tokens=64,
         stop=["\n\n"],
     )
-    async with running_gateway(_cfg(fake_openai.base_url)) as gw:
+    async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
         await gw.chat(req)
     body = fake_openai.chat_requests()[0]
     assert body["messages"][2] == {"role": "assistant", "content": None, "tool_calls": [
@@ -117,7 +117,7 @@ async def test_rate_limit_then_success_is_retried(fake_openai):
     fake_openai.chat(Reply.error(429, "Rate limit reached for gpt-test", headers={"retry-after-ms": "20"}),
                      Reply.stream(text_chunks("ok")))
     retries = _metric("trellis_llm_retries_total", provider="OpenAI", model="gpt-test", op="chat")
-    async with running_gateway(_cfg(fake_openai.base_url)) as gw:
+    async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
         chunks = await gw.chat(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("hi")]))
     assert text_of(chunks) == "ok"
     assert len(fake_openai.chat_requests()) == 2
@@ -127,7 +127,7 @@ async def test_rate_limit_then_success_is_retried(fake_openai):
 async def test_bad_request_is_not_retried_and_keeps_the_provider_message(fake_openai):
     fake_openai.chat(Reply.error(400, "max_tokens is too large: 999999"), Reply.stream(text_chunks("never")))
     errors = _metric("trellis_llm_errors_total", provider="OpenAI", model="gpt-test", op="chat", code="INVALID_ARGUMENT")
-    async with running_gateway(_cfg(fake_openai.base_url)) as gw:
+    async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await gw.chat(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("hi")]))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -138,7 +138,7 @@ async def test_bad_request_is_not_retried_and_keeps_the_provider_message(fake_op
 
 async def test_server_errors_are_retried_until_attempts_run_out(fake_openai):
     fake_openai.chat(*[Reply.error(503, "upstream overloaded") for _ in range(3)], Reply.stream(text_chunks("late")))
-    async with running_gateway(_cfg(fake_openai.base_url, max_attempts=3)) as gw:
+    async with llm_gateway(config=_cfg(fake_openai.base_url, max_attempts=3)) as gw:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await gw.chat(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("hi")]))
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -148,7 +148,7 @@ async def test_server_errors_are_retried_until_attempts_run_out(fake_openai):
 
 async def test_auth_failure_is_unauthenticated(fake_openai):
     fake_openai.chat(Reply.error(401, "Incorrect API key provided"))
-    async with running_gateway(_cfg(fake_openai.base_url)) as gw:
+    async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await gw.chat(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("hi")]))
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
@@ -157,9 +157,9 @@ async def test_auth_failure_is_unauthenticated(fake_openai):
 
 async def test_unreachable_provider_is_unavailable():
     # A port nothing listens on: connection refused, retried, then UNAVAILABLE naming the provider.
-    from helpers import free_port
+    from tests.support.net import free_port
 
-    async with running_gateway(_cfg(f"http://127.0.0.1:{free_port()}/v1", max_attempts=2)) as gw:
+    async with llm_gateway(config=_cfg(f"http://127.0.0.1:{free_port()}/v1", max_attempts=2)) as gw:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await gw.chat(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("hi")]))
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -168,7 +168,7 @@ async def test_unreachable_provider_is_unavailable():
 
 async def test_error_event_inside_a_stream_reaches_the_client(fake_openai):
     fake_openai.chat(Reply.stream([chunk("partial"), {"error": {"message": "model overloaded mid-stream"}}]))
-    async with running_gateway(_cfg(fake_openai.base_url)) as gw:
+    async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
         received = []
         with pytest.raises(grpc.aio.AioRpcError) as err:
             async for c in gw.stub.Chat(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("hi")]), timeout=10):
@@ -180,7 +180,7 @@ async def test_error_event_inside_a_stream_reaches_the_client(fake_openai):
 
 async def test_stalled_stream_hits_the_deadline_and_closes_upstream(fake_openai):
     fake_openai.chat(Reply.stream(text_chunks("one two three"), stall_after=2))
-    async with running_gateway(_cfg(fake_openai.base_url)) as gw:
+    async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
         received = []
         with pytest.raises(grpc.aio.AioRpcError) as err:
             # The stream stalls for good: the deadline only has to leave time for the first chunk, on any machine.
@@ -193,7 +193,7 @@ async def test_stalled_stream_hits_the_deadline_and_closes_upstream(fake_openai)
 
 async def test_stalled_stream_without_a_client_deadline_fails_on_the_idle_limit(fake_openai):
     fake_openai.chat(Reply.stream(text_chunks("one two"), stall_after=2))
-    async with running_gateway(_cfg(fake_openai.base_url, stream_idle_s=0.5)) as gw:
+    async with llm_gateway(config=_cfg(fake_openai.base_url, stream_idle_s=0.5)) as gw:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await gw.chat(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("hi")]), timeout=30)
         assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
@@ -203,7 +203,7 @@ async def test_stalled_stream_without_a_client_deadline_fails_on_the_idle_limit(
 
 async def test_client_cancel_closes_the_upstream_request(fake_openai):
     fake_openai.chat(Reply.stream(text_chunks("first second third"), stall_after=2))
-    async with running_gateway(_cfg(fake_openai.base_url)) as gw:
+    async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
         call = gw.stub.Chat(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("hi")]), timeout=30)
         first = await call.read()
         assert first.content_delta == "first"
@@ -214,7 +214,7 @@ async def test_client_cancel_closes_the_upstream_request(fake_openai):
 
 
 async def test_embeddings_through_the_endpoint(fake_openai):
-    async with running_gateway(_cfg(fake_openai.base_url)) as gw:
+    async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
         resp = await gw.stub.Embed(llm_pb.EmbedRequest(model_id="text-embedding-test", texts=["aa", "eee e"]), timeout=10)
     assert resp.model == "text-embedding-test@OpenAI" and resp.dimension == 8
     assert list(resp.embeddings[0].values)[:2] == [2.0, 0.0] and list(resp.embeddings[1].values)[:2] == [0.0, 4.0]
@@ -232,7 +232,7 @@ async def test_rerank_by_the_provider_or_by_similarity_and_says_which(fake_opena
         })},
     )
     docs = ["cats purr", "dogs bark loudly", "the dog sleeps"]
-    async with running_gateway(LlmGatewayConfig.for_tests(providers=providers)) as gw:
+    async with llm_gateway(providers=providers) as gw:
         by_provider = await gw.stub.Rerank(
             llm_pb.RerankRequest(model_id="bge-reranker@Fake", query="dogs bark", documents=docs, top_n=2), timeout=10)
         by_similarity = await gw.stub.Rerank(llm_pb.RerankRequest(query="aaaa", documents=["ab", "aaaa", "xyz"]), timeout=10)
@@ -252,7 +252,7 @@ async def test_llm_client_breaking_out_of_a_stream_cancels_upstream(fake_openai)
     fake_openai.chat(Reply.stream(text_chunks("alpha beta gamma"), stall_after=3),
                      Reply.error(429, "Too many requests"), Reply.error(429, "Too many requests"),
                      Reply.error(429, "Too many requests"))
-    async with running_gateway(_cfg(fake_openai.base_url)) as gw:
+    async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
         client = LlmClient(gw.channel)
         async for delta in client.stream_chat("gpt-test", [Message("user", "hi")], timeout=30):
             assert delta.content in ("alpha", "alpha beta")  # the two chunks sent at once may come merged

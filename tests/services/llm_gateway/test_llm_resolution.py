@@ -6,7 +6,6 @@ import json
 
 import grpc
 import pytest
-from llm_helpers import running_gateway
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
 from services.common.errors import InvalidArgument
@@ -14,6 +13,7 @@ from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.errors import ModelNotFound
 from services.llm_gateway.gateway import LlmGateway
 from services.llm_gateway.providers_file import load_providers_file
+from tests.support.llm_gateway import llm_gateway
 
 PROVIDERS_YAML = """
 default_chat_model: qwen-plus@Tongyi-Qianwen
@@ -134,7 +134,7 @@ def test_providers_file_in_json(tmp_path):
 
 async def test_list_models_over_grpc(providers):
     scripts = {"chat": {"demo": ["hi"]}}
-    async with running_gateway(LlmGatewayConfig.for_tests(providers=providers), scripts=scripts) as gw:
+    async with llm_gateway(scripts, providers=providers) as gw:
         every = await gw.stub.ListModels(llm_pb.ListModelsRequest(), timeout=5)
         chats = await gw.stub.ListModels(llm_pb.ListModelsRequest(type=llm_pb.MODEL_TYPE_CHAT), timeout=5)
     ids = {m.id: m for m in every.models}
@@ -148,7 +148,7 @@ async def test_list_models_over_grpc(providers):
 async def test_bad_requests_are_invalid_argument_naming_the_field():
     from trellis.llm.v1 import chat_pb2 as chat_pb
 
-    async with running_gateway(LlmGatewayConfig.for_tests(), scripts={"chat": {"demo": ["hi"]}}) as gw:
+    async with llm_gateway({"chat": {"demo": ["hi"]}}) as gw:
         cases = [
             (llm_pb.ChatRequest(model_id="demo@Scripted"), "messages is empty"),
             (llm_pb.ChatRequest(model_id="demo@Scripted", messages=[chat_pb.ChatMessage(content="x")]), "messages[0].role"),

@@ -7,13 +7,12 @@ import json
 
 import grpc
 import pytest
-from llm_helpers import running_gateway
 
 from services.common.errors import InvalidArgument, ServiceError
 from services.llm_gateway.client import LlmClient
-from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.providers.scripted import ScriptBook
 from services.llm_gateway.models import ForceTool, Message, Tool, ToolCall
+from tests.support.llm_gateway import llm_gateway
 
 SCRIPTS = {
     "chat": {
@@ -40,7 +39,7 @@ SCRIPTS = {
 
 @pytest.fixture
 async def client():
-    async with running_gateway(LlmGatewayConfig.for_tests(), scripts=SCRIPTS) as gw:
+    async with llm_gateway(SCRIPTS) as gw:
         llm = LlmClient(gw.channel)
         llm.gateway = gw.gateway  # type: ignore[attr-defined]
         yield llm

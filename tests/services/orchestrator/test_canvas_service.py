@@ -181,43 +181,17 @@ async def test_history_seeds_a_new_session(orchestrator):
 
 async def test_session_survives_an_orchestrator_restart(redis_server):
     """Nothing lives in the orchestrator process: a fresh one (another replica, or after a crash) has it all."""
-    from helpers import free_port
+    from tests.support.orchestrator import orchestrator as replica  # this module's `orchestrator` is a fixture
 
-    from services.common.config import ServerConfig
-    from services.common.testing import start_server
-    from services.orchestrator.app import build
-    from services.orchestrator.config import OrchestratorConfig
-    from services.orchestrator.engine_settings import EngineSettings
-
-    async def boot():
-        nowhere = f"127.0.0.1:{free_port()}"
-        orch = build(OrchestratorConfig(
-            server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
-            redis_url=redis_server.url, llm_gateway_addr=nowhere, retrieval_addr=nowhere, sandbox_addr=nowhere))
-        for hook in orch.on_startup:
-            await hook()
-        server, port = await start_server(orch.bindings, service="orchestrator")
-        return orch, server, grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-
-    async def stop(orch, server, channel):
-        await channel.close()
-        await server.stop(None)
-        for hook in orch.on_shutdown:
-            await hook()
-
-    first = await boot()
-    events = await _run(first[2], dsl_json=canvas(message="turn {sys.conversation_turns}"), query="a")
-    sid = events[0].session_id
-    await stop(*first)
-    second = await boot()
-    try:
-        events = await _run(second[2], dsl_json=canvas(message="turn {sys.conversation_turns}"), query="b", session_id=sid)
+    dsl = canvas(message="turn {sys.conversation_turns}")
+    async with replica(redis_server.url) as first, grpc.aio.insecure_channel(first.addr) as channel:
+        sid = (await _run(channel, dsl_json=dsl, query="a"))[0].session_id
+    async with replica(redis_server.url) as second, grpc.aio.insecure_channel(second.addr) as channel:
+        events = await _run(channel, dsl_json=dsl, query="b", session_id=sid)
         assert "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta") == "turn 2"
-        session = (await session_grpc.SessionServiceStub(second[2]).GetSession(
+        session = (await session_grpc.SessionServiceStub(channel).GetSession(
             session_pb.GetSessionRequest(tenant_id="t1", session_id=sid))).session
         assert [m.content for m in session.messages] == ["a", "turn 1", "b", "turn 2"]
-    finally:
-        await stop(*second)
 
 
 async def test_a_busy_session_refuses_a_second_run_and_frees_itself_after(orchestrator):

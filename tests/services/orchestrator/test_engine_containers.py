@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine_kit import TRACE, cpn, collect, of, plan_of, reset, traced
 from services.orchestrator.engine_settings import EngineSettings
 from services.orchestrator.events import NodeFinished, NodeStarted, RunError
+from tests.support.canvas import cpn, collect, of, plan_of
+from tests.support.engine_components import TRACE, reset, traced
 
 
 @pytest.fixture(autouse=True)

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine_kit import cpn, collect, index, of, plan_of, reset, traced
 from services.orchestrator.engine_settings import EngineSettings
 from services.orchestrator.events import MessageDelta, NodeFinished, NodeStarted, RunError, RunFinished
+from tests.support.canvas import cpn, collect, index, of, plan_of
+from tests.support.engine_components import reset, traced
 
 
 @pytest.fixture(autouse=True)

@@ -6,12 +6,13 @@ from typing import Any
 
 import pytest
 
-from engine_kit import TRACE, cpn, of, plan_of, reset, traced
 from services.orchestrator.checkpoint import NodeRecord, Replay
 from services.orchestrator.engine_settings import EngineSettings, Services
 from services.orchestrator.events import NodeFinished, NodeStarted, RunFinished, UserInputRequired
 from services.orchestrator.runner import run
 from services.orchestrator.state import RunRequest, SessionState
+from tests.support.canvas import cpn, of, plan_of
+from tests.support.engine_components import TRACE, reset, traced
 
 
 @pytest.fixture(autouse=True)

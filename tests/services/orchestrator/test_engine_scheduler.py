@@ -5,12 +5,13 @@ import asyncio
 
 import pytest
 
-from engine_kit import TRACE, cpn, collect, index, of, plan_of, reset, traced
 from services.orchestrator.engine_settings import EngineSettings, Services
 from services.orchestrator.events import (MessageDelta, MessageEnd, NodeFinished, NodeStarted, RunError,
                                           RunFinished, RunStarted)
 from services.orchestrator.runner import run
 from services.orchestrator.state import RunRequest, SessionState
+from tests.support.canvas import cpn, collect, index, of, plan_of
+from tests.support.engine_components import TRACE, reset, traced
 
 
 @pytest.fixture(autouse=True)

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from engine_kit import cpn
 from services.orchestrator.dsl import load_canvas
 from services.orchestrator.validate import ValidationFailed, compile_plan, validate, validate_file
+from tests.support import engine_components  # noqa: F401  (registers TestNoop)
+from tests.support.canvas import cpn
 
 
 def issues(components: dict, **kw) -> list[tuple[str, str, str]]:

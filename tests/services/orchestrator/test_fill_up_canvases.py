@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from thinking_kit import llm_gateway, services
 
 from services.orchestrator.checkpoint import NodeRecord, Replay, node_key
 from services.orchestrator.dsl import load_canvas
@@ -22,6 +21,8 @@ from services.orchestrator.events import MessageDelta, NodeFinished, NodeStarted
 from services.orchestrator.runner import run
 from services.orchestrator.state import RunRequest, SessionState
 from services.orchestrator.validate import compile_plan
+from tests.support.canvas import services
+from tests.support.llm_gateway import llm_gateway
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 

@@ -2,12 +2,10 @@
 That edge ends a pass; it is not a cycle. Other cycles stay refused, inside a body or at the top level."""
 from __future__ import annotations
 
-from engine_kit import collect, cpn, plan_of
-from thinking_kit import of
-
 from services.orchestrator.dsl import load_canvas
 from services.orchestrator.events import NodeFinished, RunFinished
 from services.orchestrator.validate import validate
+from tests.support.canvas import collect, cpn, of, plan_of
 
 
 def body(last_down: list[str], *, item_up: list[str] = ()) -> dict:

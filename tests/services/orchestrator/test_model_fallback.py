@@ -7,18 +7,11 @@ import json
 
 import grpc
 import pytest
-from helpers import free_port
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 
-from services.common.config import ServerConfig
-from services.common.testing import start_server
-from services.llm_gateway.config import LlmGatewayConfig
-from services.llm_gateway.gateway import LlmGateway
-from services.llm_gateway.server import LlmServicer
-from services.orchestrator.app import build
-from services.orchestrator.config import OrchestratorConfig
-from services.orchestrator.engine_settings import EngineSettings
+from tests.support.llm_gateway import llm_gateway
+from tests.support.orchestrator import orchestrator
 
 
 def _dsl(llm_id: str) -> str:
@@ -34,25 +27,11 @@ def _dsl(llm_id: str) -> str:
 
 @pytest.fixture(params=[True, False], ids=["fallback", "no-fallback"])
 async def stack(request, redis_server):
-    cfg = LlmGatewayConfig.for_tests(default_chat_model="demo@Scripted", model_fallback=request.param)
-    gateway = LlmGateway.create(cfg, scripts={"chat": {"demo": ["answered by the default"]}})
-    llm_server, llm_port = await start_server([LlmServicer(gateway).binding()], service="llm_gateway")
-    nowhere = f"127.0.0.1:{free_port()}"
-    orch = build(OrchestratorConfig(
-        server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
-        redis_url=redis_server.url, llm_gateway_addr=f"127.0.0.1:{llm_port}", retrieval_addr=nowhere,
-        sandbox_addr=nowhere))
-    for hook in orch.on_startup:
-        await hook()
-    server, port = await start_server(orch.bindings, service="orchestrator")
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    yield channel, request.param
-    await channel.close()
-    await server.stop(None)
-    for hook in orch.on_shutdown:
-        await hook()
-    await llm_server.stop(None)
-    await gateway.aclose()
+    async with (llm_gateway({"chat": {"demo": ["answered by the default"]}}, default_chat_model="demo@Scripted",
+                            model_fallback=request.param) as llm,
+                orchestrator(redis_server.url, llm_gateway_addr=llm.addr) as orch):
+        async with grpc.aio.insecure_channel(orch.addr) as channel:
+            yield channel, request.param
 
 
 async def test_an_unconfigured_template_model_falls_back_or_fails_naming_what_to_set(stack):

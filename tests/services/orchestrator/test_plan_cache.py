@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from fakes.pipeline import HEADERS, create_agent, echo_canvas, pipeline
-
 from services.orchestrator import canvases
+from tests.support.pipeline import HEADERS, create_agent, echo_canvas, pipeline
 
 
 def _dsl(answer: str) -> str:

@@ -7,20 +7,14 @@ import json
 
 import grpc
 import pytest
-from helpers import free_port
-from thinking_kit import EchoTool, registered
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 
-from services.common.config import ServerConfig
-from services.common.testing import start_server
-from services.llm_gateway.config import LlmGatewayConfig
-from services.llm_gateway.gateway import LlmGateway
-from services.llm_gateway.server import LlmServicer
-from services.orchestrator.app import build
-from services.orchestrator.config import OrchestratorConfig
-from services.orchestrator.engine_settings import EngineSettings
 from services.orchestrator.store import RunStore
+from tests.support.canvas import registered
+from tests.support.llm_gateway import llm_gateway
+from tests.support.orchestrator import orchestrator
+from tests.support.tool_doubles import EchoTool
 
 SCRIPTS = {"chat": {
     "m": [{"tool_calls": [{"name": "echo_0", "arguments": {"query": "weather"}}]}, "from m"],
@@ -42,24 +36,10 @@ def _dsl() -> str:
 
 @pytest.fixture
 async def stack(redis_server):
-    gateway = LlmGateway.create(LlmGatewayConfig.for_tests(), scripts=SCRIPTS)
-    llm_server, llm_port = await start_server([LlmServicer(gateway).binding()], service="llm_gateway")
-    nowhere = f"127.0.0.1:{free_port()}"
-    orch = build(OrchestratorConfig(
-        server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
-        redis_url=redis_server.url, llm_gateway_addr=f"127.0.0.1:{llm_port}", retrieval_addr=nowhere, sandbox_addr=nowhere))
-    for hook in orch.on_startup:
-        await hook()
-    server, port = await start_server(orch.bindings, service="orchestrator")
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    with registered(EchoTool):
-        yield channel, gateway.scripted()
-    await channel.close()
-    await server.stop(None)
-    for hook in orch.on_shutdown:
-        await hook()
-    await llm_server.stop(None)
-    await gateway.aclose()
+    async with llm_gateway(SCRIPTS) as llm, orchestrator(redis_server.url, llm_gateway_addr=llm.addr) as orch:
+        async with grpc.aio.insecure_channel(orch.addr) as channel:
+            with registered(EchoTool):
+                yield channel, llm.scripted
 
 
 async def _answer(channel, **kwargs) -> tuple[str, list]:

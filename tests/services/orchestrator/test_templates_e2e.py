@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from thinking_kit import llm_gateway, of, registered, run_canvas, sandbox_service, services
 
 from services.orchestrator.components._fields import resolve_operand
 from services.orchestrator.components.base import Component, NodeContext
 from services.orchestrator.events import MessageDelta, NodeFinished, RunFinished, ToolCallFinished, ToolCallStarted
+from tests.support.canvas import of, registered, run_canvas, services
+from tests.support.llm_gateway import llm_gateway
+from tests.support.sandbox import sandbox_service
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"  # see NOTICE.md there
 SEARCHED: list[str] = []

@@ -16,23 +16,15 @@ citation id), which is why the chat gateway is started after ingestion.
 from __future__ import annotations
 
 import json
-import sys
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
-from thinking_kit import cpn, of
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 
-from services.common.testing import start_server
-from services.llm_gateway.client import LlmClient
-from services.llm_gateway.config import LlmGatewayConfig
-from services.llm_gateway.gateway import LlmGateway
-from services.llm_gateway.server import LlmServicer
 from services.orchestrator.components import _llm
 from services.orchestrator.components.retrieval import hash_str2int
 from services.orchestrator.dsl import load_canvas
@@ -41,10 +33,10 @@ from services.orchestrator.events import MessageDelta, MessageEnd, RunFinished, 
 from services.orchestrator.runner import run
 from services.orchestrator.state import RunRequest
 from services.orchestrator.validate import compile_plan
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "retrieval"))
-from retrieval_helpers import llm_gateway as embedding_gateway  # noqa: E402
-from retrieval_helpers import running_stack  # noqa: E402
+from tests.support.canvas import cpn, of
+from tests.support.llm_gateway import llm_gateway
+from tests.support.orchestrator import orchestrator
+from tests.support.retrieval import embedding_gateway, running_stack
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"  # see NOTICE.md there
 HANDBOOK = """# Trellis operations handbook
@@ -83,20 +75,6 @@ async def kb(tmp_path):
         stack.cite = {key: hash_str2int(next(c.id for c in found if key in c.content))
                       for key in ("8080", "fourteen days", "two percent")}
         yield stack
-
-
-@asynccontextmanager
-async def chat_gateway(scripts: dict[str, Any], **cfg: Any) -> AsyncIterator[tuple[str, LlmClient, Any]]:
-    """A real llm_gateway serving scripted chat models: (address, client, the scripted provider)."""
-    gateway = LlmGateway.create(LlmGatewayConfig.for_tests(**cfg), scripts={"chat": scripts})
-    server, port = await start_server([LlmServicer(gateway).binding()], service="llm_gateway")
-    client = LlmClient.connect(f"127.0.0.1:{port}")
-    try:
-        yield f"127.0.0.1:{port}", client, gateway.scripted()
-    finally:
-        await client.close()
-        await server.stop(None)
-        await gateway.aclose()
 
 
 async def run_in_engine(dsl: dict[str, Any], svc: Services, *, query: str, tenant: str) -> list[Any]:
@@ -138,32 +116,16 @@ def check_reference(reference: dict[str, Any], answer: str, kb: Any, cited: list
 
 # ------------------------------------------------------------------------------------ Retrieval -> LLM
 async def test_retrieval_llm_message_through_the_orchestrator_cites_the_chunk(kb, redis_server):
-    from helpers import free_port
-
-    from services.common.config import ServerConfig
-    from services.orchestrator.app import build
-    from services.orchestrator.config import OrchestratorConfig
-    from services.orchestrator.engine_settings import EngineSettings
-
     n = kb.cite["8080"]
     reply = f"The gateway listens on port 8080 [ID:{n}]."
-    async with chat_gateway({"answerer": [reply]}) as (chat_addr, _, provider):
-        cfg = OrchestratorConfig(server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0),
-                                 engine=EngineSettings(), redis_url=redis_server.url, llm_gateway_addr=chat_addr,
-                                 retrieval_addr=f"127.0.0.1:{kb.port}", sandbox_addr=f"127.0.0.1:{free_port()}")
-        orch = build(cfg)
-        for hook in orch.on_startup:
-            await hook()
-        server, port = await start_server(orch.bindings, service="orchestrator")
-        try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+    async with llm_gateway({"chat": {"answerer": [reply]}}) as chat:
+        chat_addr, provider = chat.addr, chat.scripted
+        async with orchestrator(redis_server.url, llm_gateway_addr=chat_addr,
+                                retrieval_addr=f"127.0.0.1:{kb.port}") as orch:
+            async with grpc.aio.insecure_channel(orch.addr) as ch:
                 req = canvas_pb.RunRequest(tenant_id=kb.tenant, query="Which port does the gateway listen on?",
                                            dsl_json=json.dumps(retrieval_llm_canvas(kb.dataset_id)))
                 events = [e async for e in canvas_grpc.CanvasServiceStub(ch).Run(req, timeout=60)]
-        finally:
-            await server.stop(None)
-            for hook in orch.on_shutdown:
-                await hook()
         [(_, call)] = provider.calls
     assert not events[-1].run_finished.error, events[-1].run_finished.error
     answer = "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta")
@@ -187,7 +149,8 @@ async def test_llm_cite_prompt_only_with_chunks_and_cite_on_and_the_authors_guid
         ({"cite": False}, "gateway port", False),
         ({}, "volcano eruption", False),  # nothing retrieved: no chunks in the references
     ]
-    async with chat_gateway(scripts) as (_, client, provider):
+    async with llm_gateway({"chat": scripts}) as chat:
+        client, provider = chat.client, chat.scripted
         svc = Services(llm=client, retrieval=kb.stub)
         ends = []
         for params, query, _ in cases:
@@ -251,7 +214,8 @@ async def test_your_starter_dataset_chatbot_answers_from_the_dataset_with_citati
     scripts = {"docs": [{"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "gateway port"}}]},
                         {"reply": reply, "chunk_chars": 16, "chunk_delay_s": 0.1}]}
     dsl = with_dataset(template("your_starter_dataset_chatbot.json"), kb.dataset_id)
-    async with chat_gateway(scripts, default_chat_model="docs@Scripted") as (_, client, provider):  # llm_id is ""
+    async with llm_gateway({"chat": scripts}, default_chat_model="docs@Scripted") as chat:  # llm_id is ""
+        client, provider = chat.client, chat.scripted
         events = await run_in_engine(dsl, Services(llm=client, retrieval=kb.stub), tenant=kb.tenant,
                                      query="What port does the gateway use?")
         first, second = [c for _, c in provider.calls]
@@ -289,7 +253,8 @@ async def test_reflective_academic_paper_generator_researches_in_rounds_and_cite
     # The template's model (Qwen3-235B-A22B-Instruct-2507) has a 262,144-token context and the template asks
     # for max_tokens 128000: the engine must know the context to leave the prompt room next to that answer.
     svc = Services(llm=None, retrieval=kb.stub, extra={"llm_context_tokens": 262_144})
-    async with chat_gateway(scripts) as (_, client, provider):
+    async with llm_gateway({"chat": scripts}) as chat:
+        client, provider = chat.client, chat.scripted
         svc.llm = client
         events = await run_in_engine(dsl, svc, query="Write a short report on backups and escalation.",
                                      tenant=kb.tenant)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from web_kit import DATA
 
 from services.orchestrator.validate import validate_file
+from tests.support.data import DATA
 
 CANVASES = sorted([*DATA.glob("templates/*.json"), *DATA.glob("dsl_examples/*.json")])
 PRE_0_20 = {"exesql.json", "headhunter_zh.json"}

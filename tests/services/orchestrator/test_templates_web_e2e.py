@@ -1,5 +1,5 @@
 """RAGFlow's canvases that search the web, end to end: the real tools (TavilySearch, Google, Bing, DuckDuckGo,
-Wikipedia, YahooFinance...) against one local fake speaking each service's API (`web_kit.py`), models
+Wikipedia, YahooFinance...) against one local fake speaking each service's API (tests/support/fake_web_services.py), models
 scripted in a real llm_gateway, the real sandbox and retrieval services where a template needs them.
 
 The canvases (tests/data, see NOTICE.md) run as shipped except for their `llm_id`s, which name scripted
@@ -10,15 +10,10 @@ the references `message_end` carries (RAGFlow's shape: chunks by citation id, do
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-from thinking_kit import llm_gateway, of, run_canvas, sandbox_service, services
-from web_kit import DATA, fake_web, slug, tavily_results
 
-from fakes.web_api import allow_local
 from services.orchestrator.components.retrieval import hash_str2int
 from services.orchestrator.dsl import load_canvas
 from services.orchestrator.engine_settings import Services
@@ -26,6 +21,12 @@ from services.orchestrator.events import MessageEnd, NodeFinished, RunFinished, 
 from services.orchestrator.runner import run
 from services.orchestrator.state import RunRequest
 from services.orchestrator.validate import compile_plan
+from tests.support.canvas import of, run_canvas, services
+from tests.support.data import DATA
+from tests.support.fake_web_api import allow_local
+from tests.support.fake_web_services import fake_web, slug, tavily_results
+from tests.support.llm_gateway import llm_gateway
+from tests.support.sandbox import sandbox_service
 
 
 def canvas(path: str, models: dict[str, str] | None = None) -> dict[str, Any]:
@@ -271,18 +272,13 @@ REPORT = "# NVDA research report\n\nAnalysts expect NVDA data center revenue to 
 
 
 @pytest.fixture
-async def kb(tmp_path):
+async def kb(retrieval):
     """A real retrieval service with one dataset holding the composting guide and the NVDA report."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "retrieval"))
-    from retrieval_helpers import llm_gateway as embedding_gateway
-    from retrieval_helpers import running_stack
-
-    async with embedding_gateway() as addr, running_stack("sqlite", tmp_path, addr) as stack:
-        ds = await stack.dataset("research")
-        for name, text in (("composting.md", GUIDE), ("nvda_report.md", REPORT)):
-            await stack.ingest(ds.id, name, text)
-        stack.dataset_id = ds.id
-        yield stack
+    ds = await retrieval.dataset("research")
+    for name, text in (("composting.md", GUIDE), ("nvda_report.md", REPORT)):
+        await retrieval.ingest(ds.id, name, text)
+    retrieval.dataset_id = ds.id
+    return retrieval
 
 
 def with_dataset(node: Any, dataset_id: str) -> Any:

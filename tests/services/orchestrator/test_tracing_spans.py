@@ -5,28 +5,19 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from engine_kit import collect, cpn, plan_of, reset
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from services.common import tracing
 from services.orchestrator.events import RunFinished
 from services.orchestrator.runner import run
 from services.orchestrator.state import RunRequest
+from tests.support.canvas import collect, cpn, plan_of
+from tests.support.engine_components import reset
 
 
-@pytest.fixture
-def spans():
+@pytest.fixture(autouse=True)
+def _reset():
     reset()
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.use(provider)
-    yield exporter
-    tracing.use(None)
-    provider.shutdown()
 
 
 def _canvas(flaky: dict) -> dict:

@@ -1,18 +1,13 @@
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # retrieval_helpers.py (--import-mode=importlib)
-
-from retrieval_helpers import BACKENDS, NO_WEAVIATE, WEAVIATE_URL, llm_gateway, running_stack  # noqa: E402
+from tests.support.retrieval import BACKENDS, NO_WEAVIATE, WEAVIATE_URL, embedding_gateway, running_stack
 
 
 @pytest.fixture
 async def llm_addr():
-    async with llm_gateway() as addr:
+    async with embedding_gateway() as addr:
         yield addr
 
 

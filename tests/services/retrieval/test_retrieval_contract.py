@@ -10,8 +10,9 @@ import json
 
 import grpc
 import pytest
-from retrieval_helpers import make_pdf
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
+
+from tests.support.pdf import make_pdf
 
 DONE, FAILED = rr_pb.DOCUMENT_STATUS_DONE, rr_pb.DOCUMENT_STATUS_FAILED
 

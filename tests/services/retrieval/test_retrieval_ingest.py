@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
-from retrieval_helpers import EMBED, llm_gateway
 
 from services.retrieval.backends.sqlite import SqliteBackend
 from services.retrieval.ingest import Ingestor
 from services.retrieval.llm import LlmPeer, normalize
 from services.retrieval.models import Dataset, DocStatus, new_id
+from tests.support.retrieval import EMBED, embedding_gateway
 
 
 class GatedPeer(LlmPeer):
@@ -77,7 +77,7 @@ async def test_cancelled_ingest_is_recorded_as_failed(tmp_path):
 
 async def test_embeddings_are_batched_through_llm_gateway(tmp_path):
     backend, ds = await _backend(tmp_path, EMBED)
-    async with llm_gateway() as addr:
+    async with embedding_gateway() as addr:
         peer = CountingPeer.connect(addr, batch=8, concurrency=2)
         peer.calls = []
         ingestor = Ingestor(backend, peer, max_document_bytes=1 << 20)

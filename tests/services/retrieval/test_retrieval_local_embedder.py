@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from retrieval_helpers import llm_gateway, running_stack
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
+
+from tests.support.retrieval import embedding_gateway, running_stack
 
 LOCAL = "all-MiniLM-L6-v2@Local"
 
 
 async def test_vector_search_finds_meaning_and_keywords_find_words(tmp_path):
-    async with llm_gateway(local_enabled=True) as addr, running_stack("sqlite", tmp_path, addr) as stack:
+    async with embedding_gateway(local_enabled=True) as addr, running_stack("sqlite", tmp_path, addr) as stack:
         ds = await stack.dataset(model=LOCAL)
         mechanic = await stack.ingest(ds.id, "garage.txt", "My vehicle broke down, so I took the automobile to a mechanic to fix the engine.")
         lisp = await stack.ingest(ds.id, "lisp.txt", "In Lisp, car returns the first element of a list; repair a broken list with cons.")

@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 import grpc
-from helpers import free_port, health_status, reflected_services
-from retrieval_helpers import llm_gateway
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
+
+from tests.support.net import free_port, health_status, reflected_services
+from tests.support.retrieval import embedding_gateway
 
 ROOT = Path(__file__).resolve().parents[3]
 SERVICE = "trellis.retrieval.v1.RetrievalService"
@@ -33,7 +34,7 @@ async def _serving(addr: str, proc: subprocess.Popen) -> None:
 
 
 async def test_main_serves_and_stops_cleanly(tmp_path):
-    async with llm_gateway() as llm:
+    async with embedding_gateway() as llm:
         port = free_port()
         env = {**os.environ, "TRELLIS_RETRIEVAL_PORT": str(port), "TRELLIS_RETRIEVAL_METRICS_PORT": "0",
                "TRELLIS_DATA_DIR": str(tmp_path), "TRELLIS_LLM_GATEWAY_ADDR": llm, "TRELLIS_DRAIN_S": "0"}

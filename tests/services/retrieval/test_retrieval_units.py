@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from retrieval_helpers import make_pdf
 
 from services.common.errors import InvalidArgument
 from services.retrieval import scoring
@@ -13,6 +12,7 @@ from services.retrieval.chunking import chunk_blocks, count_tokens, split_senten
 from services.retrieval.metadata_filter import filter_documents
 from services.retrieval.models import Document, MetadataCondition
 from services.retrieval.parsing import HTML, MARKDOWN, PDF, TEXT, Block, ParseError, detect_type, parse
+from tests.support.pdf import make_pdf
 
 
 def test_detect_type_uses_mime_then_extension_then_bytes():

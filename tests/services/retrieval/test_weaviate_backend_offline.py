@@ -5,10 +5,10 @@ it runs when TRELLIS_WEAVIATE_URL is set)."""
 from __future__ import annotations
 
 import pytest
-from helpers import free_port
 
 from services.common.errors import Unavailable
 from services.retrieval.backends.weaviate import WeaviateBackend
+from tests.support.net import free_port
 
 
 async def test_unreachable_weaviate_is_a_clear_unavailable_error():

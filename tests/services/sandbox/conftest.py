@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import AsyncIterator
 
-import grpc
 import pytest
-from trellis.sandbox.v1 import sandbox_service_pb2_grpc as sb_grpc
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # sandbox_client.py (importlib import mode)
-
-from sandbox_client import TEST_DEFAULTS, Client  # noqa: E402
-
-from services.common.testing import start_server  # noqa: E402
-from services.sandbox.config import SandboxConfig  # noqa: E402
-from services.sandbox.app import create_executor  # noqa: E402
-from services.sandbox.server import SandboxServicer  # noqa: E402
+from services.sandbox.config import SandboxConfig
+from services.sandbox.server import SandboxServicer
+from tests.support.sandbox import TEST_DEFAULTS, Client, sandbox_server, sandbox_servicer
 
 
 @pytest.fixture
@@ -27,14 +18,10 @@ def sandbox_cfg() -> SandboxConfig:
 
 @pytest.fixture
 async def servicer(sandbox_cfg: SandboxConfig) -> SandboxServicer:
-    return SandboxServicer(sandbox_cfg, await create_executor(sandbox_cfg))
+    return await sandbox_servicer(sandbox_cfg)
 
 
 @pytest.fixture
 async def client(servicer: SandboxServicer) -> AsyncIterator[Client]:
-    server, port = await start_server([servicer.binding()], service="sandbox")
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            yield Client(sb_grpc.SandboxServiceStub(channel))
-    finally:
-        await server.stop(None)
+    async with sandbox_server(servicer) as sandbox:
+        yield Client(sandbox.stub)

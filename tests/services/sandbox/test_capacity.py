@@ -8,17 +8,17 @@ import uuid
 
 import grpc
 import pytest
-from sandbox_client import Client, host_processes_with
 
 from services.sandbox.config import SandboxConfig
 from services.sandbox.server import SandboxServicer
+from tests.support.sandbox import Client, host_processes_with
 
 SLOW = "import time, sys\ndef main(marker=''):\n    print('started', flush=True)\n    time.sleep(30)\n"
 
 
 @pytest.fixture
 def sandbox_cfg() -> SandboxConfig:
-    from sandbox_client import TEST_DEFAULTS
+    from tests.support.sandbox import TEST_DEFAULTS
 
     return SandboxConfig.for_tests(workers=1, queue=1, defaults=TEST_DEFAULTS)
 

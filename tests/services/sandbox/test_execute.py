@@ -6,7 +6,8 @@ import asyncio
 
 import grpc
 import pytest
-from sandbox_client import JS, PY, Client
+
+from tests.support.sandbox import JS, PY, Client
 
 async def test_python_main_gets_named_arguments_and_returns_json(client: Client):
     code = "def main(city: str, days: int, tags=None):\n    return {'plan': [city] * days, 'tags': tags or []}"

@@ -6,10 +6,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sandbox_client import JS, PY, Client, host_processes_with, sandbox_uids
 
 import services.sandbox.config as service_module
 from services.sandbox.config import SandboxConfig
+from tests.support.sandbox import JS, PY, Client, host_processes_with, sandbox_uids
 
 
 @pytest.fixture(autouse=True)

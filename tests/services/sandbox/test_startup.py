@@ -9,8 +9,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-from helpers import health_status, reflected_services
-from sandbox_client import JS, TEST_DEFAULTS, Client
 from trellis.sandbox.v1 import sandbox_service_pb2_grpc as sb_grpc
 
 from services.common.errors import FailedPrecondition
@@ -18,6 +16,8 @@ from services.common.testing import start_server
 from services.sandbox.config import SandboxConfig
 from services.sandbox.app import create_executor
 from services.sandbox.server import SERVICE_NAME, SandboxServicer
+from tests.support.net import health_status, reflected_services
+from tests.support.sandbox import JS, TEST_DEFAULTS, Client
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from thinking_kit import (SPANS, EchoTool, FailTool, SlowTool, WeatherTool, cpn, llm_gateway, node_ctx, of, registered,
-                          run_canvas, services)
 
 from services.orchestrator.components import _react, _tools
 from services.orchestrator.components.agent import Agent
 from services.orchestrator.engine_settings import EngineSettings
 from services.orchestrator.events import MessageDelta, NodeFinished, NodeStarted, ToolCallFinished, ToolCallStarted
 from services.orchestrator.validate import ValidationFailed
+from tests.support.canvas import cpn, node_ctx, of, registered, run_canvas, services
+from tests.support.llm_gateway import llm_gateway
+from tests.support.tool_doubles import SPANS, EchoTool, FailTool, SlowTool, WeatherTool
 
 SLOW = {"component_name": "TestSlowTool", "name": "Slow", "params": {"seconds": 0.3}}
 ECHO = {"component_name": "TestEchoTool", "name": "Echo", "params": {}}

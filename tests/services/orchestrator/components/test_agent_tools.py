@@ -2,14 +2,19 @@
 touched) runs in an Agent whose model is the real llm_gateway's scripted provider on port 0."""
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import pytest
-from support.temperature_tool import Temperature
-from thinking_kit import cpn, llm_gateway, node_ctx, of, registered, run_canvas, services
 
 from services.orchestrator.components.agent import Agent
 from services.orchestrator.dsl import load_canvas
 from services.orchestrator.events import ToolCallFinished, ToolCallStarted
 from services.orchestrator.validate import ValidationFailed, compile_plan
+from tests.support.canvas import cpn, node_ctx, of, registered, run_canvas, services
+from tests.support.llm_gateway import llm_gateway
+from tests.support.temperature_tool import Temperature
 
 TOOL = {"component_name": "Temperature", "name": "T", "params": {}}
 CALLS_THE_TOOL = {"chat": {"m": [{"tool_calls": [{"name": "to_fahrenheit_0", "arguments": {"celsius": 100}}]},
@@ -61,3 +66,21 @@ def test_the_tools_params_are_checked_with_the_canvas():
     with pytest.raises(ValidationFailed) as err:
         compile_plan(load_canvas(dsl))
     assert [(i.component_id, i.field) for i in err.value.issues] == [("Agent:a", "params.tools[0].params.celsius")]
+
+
+def test_the_tool_is_the_class_docs_adding_a_tool_shows():
+    """The doc's classes and tests/support/temperature_tool.py's are the same code (the doc's tool has `@register`)."""
+    root = Path(__file__).resolve().parents[4]
+    doc = (root / "docs" / "adding-a-tool.md").read_text(encoding="utf-8")
+    [shown] = [block for block in re.findall(r"```python\n(.*?)```", doc, re.S) if "class Temperature" in block]
+
+    def classes(source: str) -> dict[str, str]:
+        found = {}
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.ClassDef):
+                node.decorator_list = []
+                found[node.name] = ast.dump(node)
+        return found
+
+    written = (root / "tests" / "support" / "temperature_tool.py").read_text(encoding="utf-8")
+    assert classes(shown) == classes(written)

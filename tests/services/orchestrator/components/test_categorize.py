@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import pytest
-from thinking_kit import cpn, llm_gateway, node_ctx, of, run_canvas, services
 
 from services.orchestrator.components.categorize import Categorize, choose
 from services.orchestrator.events import NodeFinished
 from services.orchestrator.state import SessionState
 from services.orchestrator.validate import ValidationFailed
+from tests.support.canvas import cpn, node_ctx, of, run_canvas, services
+from tests.support.llm_gateway import llm_gateway
 
 CATEGORIES = {
     "Billing": {"description": "Invoices, payments and refunds.", "examples": ["I was charged twice.\nRefund me."],

@@ -2,19 +2,14 @@
 from __future__ import annotations
 
 import pytest
-from thinking_kit import cpn, llm_gateway, node_ctx, of, run_canvas, sandbox_service, services
 
 from services.orchestrator.components._sandbox import SandboxUnavailable
 from services.orchestrator.components.agent import Agent
 from services.orchestrator.components.code_exec import CodeExec, CodeExecFailed
 from services.orchestrator.events import NodeFinished, RunError, ToolCallFinished
 from services.orchestrator.validate import ValidationFailed
-
-
-@pytest.fixture
-async def sandbox():
-    async with sandbox_service() as stub:
-        yield stub
+from tests.support.canvas import cpn, node_ctx, of, run_canvas, services
+from tests.support.llm_gateway import llm_gateway
 
 
 async def test_arguments_from_references_in_the_declared_business_output_out(sandbox):

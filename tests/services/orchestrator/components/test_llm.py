@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from thinking_kit import cpn, llm_gateway, node_ctx, of, run_canvas, services
 
 from services.common.errors import ServiceError
 from services.orchestrator.components import _llm
@@ -11,6 +10,8 @@ from services.orchestrator.components.llm import LLM
 from services.orchestrator.events import MessageDelta, NodeFinished, RunFinished
 from services.orchestrator.state import SessionState
 from services.orchestrator.variables import StreamValue
+from tests.support.canvas import cpn, node_ctx, of, run_canvas, services
+from tests.support.llm_gateway import llm_gateway
 
 ANSWER = "Paris is the capital of France and its largest city."
 SCRIPTS = {"chat": {

@@ -4,8 +4,6 @@ Begin -> Retrieval -> Message canvas through the real orchestrator whose message
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import grpc
 import pytest
@@ -16,9 +14,8 @@ from services.orchestrator.components.base import NodeContext
 from services.orchestrator.components.retrieval import TOOL_NAME, Retrieval, hash_str2int
 from services.orchestrator.engine_settings import Services
 from services.orchestrator.state import RunRequest, SessionState
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "retrieval"))
-from retrieval_helpers import llm_gateway, running_stack  # noqa: E402
+from tests.support.orchestrator import orchestrator
+from tests.support.retrieval import embedding_gateway, running_stack
 
 GUIDE = "# Trellis guide\n\n## Ports\n\nThe gateway listens on port 8080. The orchestrator listens on port 50051.\n"
 
@@ -26,7 +23,7 @@ GUIDE = "# Trellis guide\n\n## Ports\n\nThe gateway listens on port 8080. The or
 @pytest.fixture
 async def kb(tmp_path):
     """A running retrieval service with one dataset ("handbook") holding guide.md."""
-    async with llm_gateway() as llm, running_stack("sqlite", tmp_path, llm) as stack:
+    async with embedding_gateway() as llm, running_stack("sqlite", tmp_path, llm) as stack:
         ds = await stack.dataset("handbook")
         doc = await stack.ingest(ds.id, "guide.md", GUIDE, metadata='{"team": "platform"}')
         stack.dataset_id, stack.document_id = ds.id, doc.id
@@ -118,31 +115,11 @@ def _canvas(dataset_id: str) -> str:
 
 
 async def test_canvas_answers_from_the_document_with_a_reference(kb, redis_server, tmp_path):
-    from helpers import free_port
-
-    from services.common.config import ServerConfig
-    from services.common.testing import start_server
-    from services.orchestrator.app import build
-    from services.orchestrator.config import OrchestratorConfig
-    from services.orchestrator.engine_settings import EngineSettings
-
-    nowhere = f"127.0.0.1:{free_port()}"
-    cfg = OrchestratorConfig(server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
-                             redis_url=redis_server.url, llm_gateway_addr=nowhere,
-                             retrieval_addr=f"127.0.0.1:{kb.port}", sandbox_addr=nowhere)
-    orch = build(cfg)
-    for hook in orch.on_startup:
-        await hook()
-    server, port = await start_server(orch.bindings, service="orchestrator")
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+    async with orchestrator(redis_server.url, retrieval_addr=f"127.0.0.1:{kb.port}") as orch:
+        async with grpc.aio.insecure_channel(orch.addr) as ch:
             stub = canvas_grpc.CanvasServiceStub(ch)
             req = canvas_pb.RunRequest(tenant_id=kb.tenant, dsl_json=_canvas(kb.dataset_id), query="gateway port")
             events = [e async for e in stub.Run(req, timeout=30)]
-    finally:
-        await server.stop(None)
-        for hook in orch.on_shutdown:
-            await hook()
     assert not events[-1].run_finished.error, events[-1].run_finished.error
     answer = "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta")
     assert "The gateway listens on port 8080" in answer and "├── Title: guide.md" in answer

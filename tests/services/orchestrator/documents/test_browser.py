@@ -5,11 +5,6 @@ from __future__ import annotations
 import pytest
 from aiohttp import web
 
-from services.common.testing import start_server
-from services.llm_gateway.client import LlmClient
-from services.llm_gateway.config import LlmGatewayConfig
-from services.llm_gateway.gateway import LlmGateway
-from services.llm_gateway.server import LlmServicer
 from services.orchestrator.attachments import AttachmentStore
 from services.orchestrator.components import get_class, is_available
 from services.orchestrator.components.base import NodeContext
@@ -17,6 +12,7 @@ from services.orchestrator.engine_settings import Services
 from services.orchestrator.events import ToolCallFinished, ToolCallStarted
 from services.orchestrator.http_client import EgressPolicy, OutboundHttp
 from services.orchestrator.state import RunRequest
+from tests.support.llm_gateway import llm_gateway
 
 PAGE = """<!DOCTYPE html><html><head><title>Harbour café</title></head><body>
 <h1>Opening hours</h1><p>Open daily from 9 to 17, closed on Mondays.</p>
@@ -65,25 +61,20 @@ async def site():
 
 
 async def _browse(redis_client, script: list, *, allow: list[str], **extra) -> tuple[NodeContext, AttachmentStore, object]:
-    gateway = LlmGateway.create(LlmGatewayConfig.for_tests(), scripts={"chat": {"pilot": script}})
-    server, port = await start_server([LlmServicer(gateway).binding()], service="llm_gateway")
-    llm = LlmClient.connect(f"127.0.0.1:{port}")
     http = OutboundHttp(EgressPolicy.from_entries(allow))
     store = AttachmentStore(redis_client)
     params = {"llm_id": "pilot@Scripted", "prompts": "{sys.query}", "max_steps": 10, **extra}
-    ctx = NodeContext.for_test(params, component_id="Browser:b", component_name="Browser",
-                               outputs={"begin": {"doc": {"name": "notes.txt", "content": "hello upload"}}},
-                               globals_={"sys.query": "When is the café open? Also fetch its menu."},
-                               services=Services(llm=llm, http=http, attachments=store),
-                               request=RunRequest(run_id="run-test", tenant_id="tenant-a"))
-    try:
-        await get_class("Browser")("Browser:b", params).run(ctx)
-    finally:
-        await llm.close()
-        await http.aclose()
-        await server.stop(None)
-        await gateway.aclose()
-    return ctx, store, gateway
+    async with llm_gateway({"chat": {"pilot": script}}) as llm:
+        ctx = NodeContext.for_test(params, component_id="Browser:b", component_name="Browser",
+                                   outputs={"begin": {"doc": {"name": "notes.txt", "content": "hello upload"}}},
+                                   globals_={"sys.query": "When is the café open? Also fetch its menu."},
+                                   services=Services(llm=llm.client, http=http, attachments=store),
+                                   request=RunRequest(run_id="run-test", tenant_id="tenant-a"))
+        try:
+            await get_class("Browser")("Browser:b", params).run(ctx)
+        finally:
+            await http.aclose()
+    return ctx, store, llm.gateway
 
 
 def _call(name: str, **arguments) -> dict:

@@ -5,9 +5,6 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from helpers import free_port
-from sql_servers import DATABASE, Database
-from thinking_kit import cpn, llm_gateway, of, run_canvas, services
 
 from services.orchestrator.components import _tools
 from services.orchestrator.components.base import NodeContext
@@ -15,6 +12,10 @@ from services.orchestrator.components.exesql import ExeSQL
 from services.orchestrator.dsl import ValidationIssue
 from services.orchestrator.engine_settings import EngineSettings
 from services.orchestrator.events import NodeFinished, RunError, ToolCallFinished
+from tests.support.canvas import cpn, of, run_canvas, services
+from tests.support.llm_gateway import llm_gateway
+from tests.support.net import free_port
+from tests.support.sql_servers import DATABASE, Database
 
 LOOPBACK = EngineSettings(ssrf_allowlist=("127.0.0.1",))
 

@@ -10,12 +10,10 @@ become the test's dataset, the ExeSQL connection fields (empty) point at the tes
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from thinking_kit import llm_gateway, of
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 
 from services.orchestrator.dsl import load_canvas
@@ -24,10 +22,9 @@ from services.orchestrator.events import MessageDelta, NodeFinished, RunError, R
 from services.orchestrator.runner import run
 from services.orchestrator.state import RunRequest
 from services.orchestrator.validate import compile_plan
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "retrieval"))
-from retrieval_helpers import llm_gateway as embedding_gateway  # noqa: E402
-from retrieval_helpers import running_stack  # noqa: E402
+from tests.support.canvas import of
+from tests.support.llm_gateway import llm_gateway
+from tests.support.retrieval import embedding_gateway, running_stack
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "data" / "templates" / "text2sql_data_expert.json"  # see NOTICE.md
 AGENT, EXESQL, MESSAGE = "Agent:WickedGoatsDivide", "ExeSQL:TiredShirtsPull", "Message:ShaggyMasksAttend"

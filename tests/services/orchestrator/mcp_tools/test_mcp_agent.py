@@ -1,14 +1,11 @@
 """An Agent (scripted model in the real llm_gateway) calls the tools of MCP servers saved for its tenant in the
-real Redis store, served by a real FastMCP server (mcp_test_server.py)."""
+real Redis store, served by a real FastMCP server (tests/support/mcp_server.py)."""
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
 import pytest
-from helpers import free_port
-from mcp_test_server import serving
-from thinking_kit import EchoTool, cpn, llm_gateway, of, registered
 
 from services.common.errors import AlreadyExists, NotFound
 from services.orchestrator import mcp_client as mc
@@ -21,6 +18,11 @@ from services.orchestrator.runner import run
 from services.orchestrator.state import RunRequest
 from services.orchestrator.store.mcp_servers import McpServerStore
 from services.orchestrator.validate import compile_plan
+from tests.support.canvas import cpn, of, registered
+from tests.support.llm_gateway import llm_gateway
+from tests.support.mcp_server import serving
+from tests.support.net import free_port
+from tests.support.tool_doubles import EchoTool
 
 LOOPBACK = EngineSettings(ssrf_allowlist=("127.0.0.1",), mcp_timeout_s=5.0)
 

@@ -1,4 +1,4 @@
-"""The MCP client against a real FastMCP server (mcp_test_server.py) over streamable HTTP, SSE and stdio."""
+"""The MCP client against a real FastMCP server (tests/support/mcp_server.py) over streamable HTTP, SSE and stdio."""
 from __future__ import annotations
 
 import asyncio
@@ -6,14 +6,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp_test_server import serving
-from helpers import free_port
 
 from services.orchestrator import mcp_client as mc
 from services.orchestrator.http_client import EgressPolicy, OutboundHttp
+from tests.support.mcp_server import serving
+from tests.support.net import free_port
 
 TRANSPORTS = [("streamable-http", "/mcp"), ("sse", "/sse")]
-SERVER_SCRIPT = Path(__file__).with_name("mcp_test_server.py")
+SERVER_SCRIPT = Path(__file__).resolve().parents[3] / "support" / "mcp_server.py"
 
 
 @pytest.fixture

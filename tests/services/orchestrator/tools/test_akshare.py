@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from tool_kit import agent_call, node_run, tool_schema
 
-from fakes.web_api import Respond
+from tests.support.fake_web_api import Respond
+from tests.support.tool_calls import agent_call, node_run, tool_schema
 
 ARTICLES = [
     {"date": "2026-01-05 09:30:00", "mediaName": "证券时报", "code": "202601053001",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from tool_kit import agent_call, node_run, references, tool_schema
 
 from services.orchestrator.components import get_class
+from tests.support.tool_calls import agent_call, node_run, references, tool_schema
 
 PAPER = {"title": "Statins and dementia", "doi": "10.1/x", "url": None, "authors": ["A. Smith"], "year": 2024,
          "journal": "BMJ", "abstract": "Cohort study.", "methods": "Cohort", "sample_size_and_population": "n=12000",

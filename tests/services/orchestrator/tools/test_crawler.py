@@ -3,10 +3,10 @@ private addresses as observations (its URL comes from the model, so it is not in
 from __future__ import annotations
 
 import pytest
-from tool_kit import agent_call, node_run, tool_schema
 
-from fakes.web_api import Respond
 from services.orchestrator.components import get_class
+from tests.support.fake_web_api import Respond
+from tests.support.tool_calls import agent_call, node_run, tool_schema
 
 PAGE = """<!doctype html><html><head><title>Solar report</title><style>p {color: red}</style>
 <script>track()</script></head><body><nav>Home | About</nav>

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import pytest
-from tool_kit import agent_call, node_run, references, tool_schema
 
-from fakes.web_api import Respond
+from tests.support.fake_web_api import Respond
+from tests.support.tool_calls import agent_call, node_run, references, tool_schema
 
 PAGE = """<html><body><div class="serp__results"><div id="links" class="results">
 <div class="result results_links results_links_deep web-result"><div class="links_main links_deep result__body">

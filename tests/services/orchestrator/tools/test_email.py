@@ -4,79 +4,15 @@ so the tool's TLS verification is the real one."""
 from __future__ import annotations
 
 import asyncio
-import datetime
-import email
-import ipaddress
-import ssl
 from email.header import decode_header, make_header
 
-import pytest
-from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import AuthResult
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-from helpers import free_port
-from tool_kit import agent_call, node_run, tool_schema
-
 from services.orchestrator.components import get_class
-
-PARAMS = {"smtp_server": "127.0.0.1", "email": "bot@trellis.example", "password": "app-code",
-          "sender_name": "Trellis 机器人"}
-
-
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory):
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=2))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-            .sign(key, hashes.SHA256()))
-    folder = tmp_path_factory.mktemp("smtp-tls")
-    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (folder / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                                       serialization.PrivateFormat.PKCS8,
-                                                       serialization.NoEncryption()))
-    return folder / "cert.pem", folder / "key.pem"
-
-
-class Mailbox:
-    def __init__(self):
-        self.messages = []
-        self.logins = []
-
-    async def handle_DATA(self, server, session, envelope):
-        self.messages.append((envelope.mail_from, list(envelope.rcpt_tos), email.message_from_bytes(envelope.content)))
-        return "250 OK"
-
-    def authenticate(self, server, session, envelope, mechanism, auth_data):
-        self.logins.append((auth_data.login.decode(), auth_data.password.decode()))
-        return AuthResult(success=auth_data.password == b"app-code", handled=False)  # aiosmtpd answers 535
-
-
-@pytest.fixture
-def smtp(certificate, monkeypatch):
-    cert, key = certificate
-    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-    monkeypatch.delenv("EMAIL_PASSWORD", raising=False)
-    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    tls.load_cert_chain(cert, key)
-    box = Mailbox()
-    controller = Controller(box, hostname="127.0.0.1", port=free_port(), tls_context=tls, require_starttls=True,
-                            authenticator=box.authenticate, auth_require_tls=True)
-    controller.start()
-    box.port = controller.port
-    yield box
-    controller.stop()
-
+from tests.support.net import free_port
+from tests.support.smtp_server import EMAIL_PARAMS
+from tests.support.tool_calls import agent_call, node_run, tool_schema
 
 async def test_the_email_goes_out_over_starttls_with_ragflows_message(smtp):
-    params = {**PARAMS, "smtp_port": smtp.port, "smtp_username": "bot-login"}
+    params = {**EMAIL_PARAMS, "smtp_port": smtp.port, "smtp_username": "bot-login"}
     observation, error, ctx = await agent_call("Email", params, {
         "to_email": "ann@x.example", "cc_email": "bob@x.example,cy@x.example", "subject": "周报 ready",
         "content": "<p>Hello <b>Ann</b></p>"})
@@ -94,7 +30,7 @@ async def test_the_email_goes_out_over_starttls_with_ragflows_message(smtp):
 
 async def test_as_a_node_the_password_may_come_from_the_environment(smtp, monkeypatch):
     monkeypatch.setenv("EMAIL_PASSWORD", "app-code")
-    params = {**PARAMS, "password": "", "smtp_port": smtp.port, "to_email": "sys.query", "subject": "Hi"}
+    params = {**EMAIL_PARAMS, "password": "", "smtp_port": smtp.port, "to_email": "sys.query", "subject": "Hi"}
     ctx = await node_run("Email", params, query="dana@x.example")
     assert ctx.outputs["success"] is True
     assert smtp.logins == [("bot@trellis.example", "app-code")]
@@ -102,7 +38,7 @@ async def test_as_a_node_the_password_may_come_from_the_environment(smtp, monkey
 
 
 async def test_a_refused_login_is_ragflows_message_and_nothing_is_sent(smtp):
-    observation, error, _ = await agent_call("Email", {**PARAMS, "password": "wrong", "smtp_port": smtp.port},
+    observation, error, _ = await agent_call("Email", {**EMAIL_PARAMS, "password": "wrong", "smtp_port": smtp.port},
                                              {"to_email": "ann@x.example"})
     assert observation.startswith("Error: ") and "SMTP Authentication failed" in error
     assert smtp.messages == []
@@ -113,39 +49,39 @@ async def test_a_server_that_never_greets_times_out(monkeypatch):
     silent = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
     port = silent.sockets[0].getsockname()[1]
     try:
-        observation, error, _ = await agent_call("Email", {**PARAMS, "smtp_port": port}, {"to_email": "a@x.example"})
+        observation, error, _ = await agent_call("Email", {**EMAIL_PARAMS, "smtp_port": port}, {"to_email": "a@x.example"})
     finally:
         silent.close()
     assert observation.startswith("Error: ") and "did not answer within 0.3 s" in error
 
 
 async def test_a_private_smtp_host_is_refused_unless_allowed(smtp):
-    observation, error, _ = await agent_call("Email", {**PARAMS, "smtp_port": smtp.port},
+    observation, error, _ = await agent_call("Email", {**EMAIL_PARAMS, "smtp_port": smtp.port},
                                              {"to_email": "ann@x.example"}, allow=False)
     assert observation.startswith("Error: ") and "loopback" in error and "params.smtp_server" in error
     assert smtp.messages == [] and smtp.logins == []
 
 
 async def test_no_password_and_validation_name_the_fields(smtp):
-    _, error, _ = await agent_call("Email", {**PARAMS, "password": "", "smtp_port": smtp.port}, {"to_email": "a@x.example"})
+    _, error, _ = await agent_call("Email", {**EMAIL_PARAMS, "password": "", "smtp_port": smtp.port}, {"to_email": "a@x.example"})
     assert "EMAIL_PASSWORD" in error and "params.password" in error
     issues = get_class("Email").check("Email:x", {"smtp_server": "", "email": "a@x.example"})
     assert {i.field for i in issues} == {"params.smtp_server", "params.sender_name"}
 
 
 def test_the_model_is_offered_ragflows_function():
-    schema = tool_schema("Email", PARAMS)
+    schema = tool_schema("Email", EMAIL_PARAMS)
     assert schema.name == "email_0" and schema.parameters["required"] == ["to_email"]
     assert set(schema.parameters["properties"]) == {"to_email", "cc_email", "content", "subject"}
 
 
 async def test_a_line_break_in_an_address_is_refused(smtp):
-    _, error, _ = await agent_call("Email", {**PARAMS, "smtp_port": smtp.port},
+    _, error, _ = await agent_call("Email", {**EMAIL_PARAMS, "smtp_port": smtp.port},
                                    {"to_email": "ann@x.example\r\nBcc: eve@evil.example"})
     assert "to_email" in error and "line breaks" in error and smtp.messages == []
 
 
 async def test_a_server_that_refuses_connections_is_an_observation():
     port = free_port()  # nothing listens there
-    observation, error, _ = await agent_call("Email", {**PARAMS, "smtp_port": port}, {"to_email": "a@x.example"})
+    observation, error, _ = await agent_call("Email", {**EMAIL_PARAMS, "smtp_port": port}, {"to_email": "a@x.example"})
     assert observation.startswith("Error: ") and f"Failed to connect to SMTP server 127.0.0.1:{port}" in error

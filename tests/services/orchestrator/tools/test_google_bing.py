@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import pytest
-from tool_kit import agent_call, node_run, references, tool_schema
 
 from services.orchestrator.components import get_class
+from tests.support.tool_calls import agent_call, node_run, references, tool_schema
 
 ORGANIC = [
     {"position": 1, "title": "Mount Everest - Wikipedia", "link": "https://en.wikipedia.org/wiki/Mount_Everest",

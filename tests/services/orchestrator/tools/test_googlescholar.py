@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tool_kit import agent_call, node_run, references, tool_schema
 
-from fakes.web_api import Respond
+from tests.support.fake_web_api import Respond
+from tests.support.tool_calls import agent_call, node_run, references, tool_schema
 
 PAGE = """<html><body><div id="gs_res_ccl_mid">
 <div class="gs_r gs_or gs_scl" data-cid="A1" data-rp="0">

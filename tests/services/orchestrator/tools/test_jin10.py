@@ -3,9 +3,9 @@ Failures (HTTP errors, retries, timeouts, SSRF) are in test_tool_failures.py."""
 from __future__ import annotations
 
 import pytest
-from tool_kit import agent_call, node_run
 
 from services.orchestrator.components import get_class
+from tests.support.tool_calls import agent_call, node_run
 
 
 @pytest.fixture

@@ -5,12 +5,13 @@ results, and `message_end` carries the papers as references."""
 from __future__ import annotations
 
 import pytest
-from test_arxiv_pubmed import EFETCH, ESEARCH, FEED
-from test_email import PARAMS, certificate, smtp  # noqa: F401  (fixtures)
-from thinking_kit import cpn, llm_gateway, of, run_canvas, services
 
-from fakes.web_api import Respond, allow_local
 from services.orchestrator.events import MessageEnd, NodeFinished, RunFinished, ToolCallFinished
+from tests.support.canvas import cpn, of, run_canvas, services
+from tests.support.fake_web_api import Respond, allow_local
+from tests.support.llm_gateway import llm_gateway
+from tests.support.paper_apis import EFETCH, ESEARCH, FEED
+from tests.support.smtp_server import EMAIL_PARAMS
 
 SCRIPTS = {"chat": {"researcher": [
     {"tool_calls": [{"name": "arxiv_search_0", "arguments": {"query": "retrieval augmented generation"}},
@@ -28,10 +29,10 @@ def papers(web_api, monkeypatch):
     return web_api
 
 
-async def test_an_agent_researches_with_arxiv_and_pubmed_and_mails_the_answer(papers, smtp):  # noqa: F811
+async def test_an_agent_researches_with_arxiv_and_pubmed_and_mails_the_answer(papers, smtp):
     tools = [{"component_name": "ArXiv", "name": "ArXiv", "params": {"top_n": 3}},
              {"component_name": "PubMed", "name": "PubMed", "params": {"top_n": 2}}]
-    email = {**PARAMS, "smtp_port": smtp.port, "to_email": "ann@x.example", "subject": "Research digest",
+    email = {**EMAIL_PARAMS, "smtp_port": smtp.port, "to_email": "ann@x.example", "subject": "Research digest",
              "content": "{Agent:research@content}"}
     dsl = {"components": {
         "begin": cpn("Begin", ["Agent:research"]),

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from tool_kit import agent_call, node_run, references, tool_schema
+
+from tests.support.tool_calls import agent_call, node_run, references, tool_schema
 
 SEARX_RESULTS = [{"title": f"Result {i}", "url": f"https://site{i}.example/page", "content": f"Snippet number {i}.",
                   "engine": "duckduckgo", "score": 1.0 / (i + 1)} for i in range(12)]

@@ -4,11 +4,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from tool_kit import agent_call, node_run, references, tool_schema
-from fakes.web_api import Respond
 
 from services.orchestrator.components import get_class
 from services.orchestrator.components.retrieval import hash_str2int
+from tests.support.fake_web_api import Respond
+from tests.support.tool_calls import agent_call, node_run, references, tool_schema
 
 RESULTS = [
     {"title": "Solid-state batteries in 2026", "url": "https://news.example.com/ssb", "score": 0.91,
@@ -146,7 +146,7 @@ def test_validation_names_a_bad_param():
 
 
 async def test_a_service_that_refuses_connections_is_an_observation(monkeypatch):
-    from helpers import free_port
+    from tests.support.net import free_port
 
     monkeypatch.setenv("TRELLIS_TAVILY_BASE_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens there
     observation, error, _ = await agent_call("TavilySearch", {"api_key": "k"}, {"query": "q"})
@@ -154,7 +154,7 @@ async def test_a_service_that_refuses_connections_is_an_observation(monkeypatch)
 
 
 def test_thoughts_name_the_query_before_and_after_the_run():
-    from tool_kit import context
+    from tests.support.tool_calls import context
 
     ctx = context(query="battery prices")
     tool = get_class("TavilySearch")("TavilySearch:t", {"query": "sys.query"})

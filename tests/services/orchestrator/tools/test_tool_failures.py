@@ -3,9 +3,9 @@ sees "Error: ..." naming the tool and the cause."""
 from __future__ import annotations
 
 import pytest
-from tool_kit import agent_call
 
-from fakes.web_api import Respond
+from tests.support.fake_web_api import Respond
+from tests.support.tool_calls import agent_call
 
 # component_name -> (env prefix, the route its first request takes, DSL params, the model's arguments)
 TOOLS = {

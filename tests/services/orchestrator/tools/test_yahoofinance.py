@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import pytest
-from tool_kit import agent_call, node_run, tool_schema
 
-from fakes.web_api import Respond
+from tests.support.fake_web_api import Respond
+from tests.support.tool_calls import agent_call, node_run, tool_schema
 
 CRUMB = "Xy1.aBcD2eF"
 

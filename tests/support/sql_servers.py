@@ -1,4 +1,4 @@
-"""Real PostgreSQL and MariaDB servers for the ExeSQL tests (the fixtures are in conftest.py) (Debian's `postgresql` and `mariadb-server`,
+"""Real PostgreSQL and MariaDB servers for the ExeSQL tests (the fixtures are in tests/services/orchestrator/exesql/conftest.py) (Debian's `postgresql` and `mariadb-server`,
 installed by scripts/install_system_deps.sh).
 
 Each server runs once per test session from a fresh temporary directory, on a free loopback port, as an
@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from helpers import free_port
+
+from tests.support.net import free_port
 
 USER, PASSWORD, DATABASE = "trellis", "s3cret", "shop"
 START_TIMEOUT_S = 60

@@ -1,57 +1,15 @@
-"""Shared helpers for the engine tests: canvas builders, test-only components, and a run collector."""
+"""Components registered for the engine tests (TestNoop, TestSleep, TestFail, TestEcho, TestStream, TestIncr):
+importing this module registers them. Each appends (what, component id, monotonic time) to TRACE; call
+`reset()` before a test that reads it. Canvas builders and the run collector are in tests/support/canvas.py."""
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Iterable
 
 from services.orchestrator.components.base import Component, NodeContext, register
-from services.orchestrator.dsl import load_canvas
-from services.orchestrator.engine_settings import EngineSettings, Services
-from services.orchestrator.events import RunFinished
-from services.orchestrator.runner import run
-from services.orchestrator.state import RunRequest, SessionState
-from services.orchestrator.validate import compile_plan
 
-# (what, component id, monotonic time) appended by the test components below.
 TRACE: list[tuple[str, str, float]] = []
 _FAILS: dict[str, int] = {}
-
-
-def cpn(name: str, down: Iterable[str] = (), params: dict[str, Any] | None = None,
-        up: Iterable[str] = (), parent: str | None = None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"obj": {"component_name": name, "params": params or {}},
-                             "downstream": list(down), "upstream": list(up)}
-    if parent:
-        entry["parent_id"] = parent
-    return entry
-
-
-def plan_of(components: dict[str, Any], **top: Any):
-    return compile_plan(load_canvas({"components": components, **top}))
-
-
-async def collect(plan: Any, *, query: str = "", inputs: dict[str, Any] | None = None,
-                  settings: EngineSettings | None = None, state: SessionState | None = None,
-                  run_id: str = "run-1") -> list[Any]:
-    events = []
-    svc = Services(settings=settings or EngineSettings())
-    async for ev in run(plan, RunRequest(run_id=run_id, session_id="s-1", query=query, inputs=inputs or {}),
-                        state, svc):
-        events.append(ev)
-    assert isinstance(events[-1], RunFinished)
-    return events
-
-
-def of(events: list[Any], cls: type, node: str | None = None) -> list[Any]:
-    return [e for e in events if isinstance(e, cls) and (node is None or e.node_id == node)]
-
-
-def index(events: list[Any], cls: type, node: str) -> int:
-    for i, e in enumerate(events):
-        if isinstance(e, cls) and e.node_id == node:
-            return i
-    raise AssertionError(f"no {cls.__name__} for {node}")
 
 
 def traced(what: str, cid: str) -> list[float]:

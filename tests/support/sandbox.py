@@ -1,18 +1,28 @@
-"""A small client for a real sandbox server, and host-side checks the sandbox tests share."""
+"""A real sandbox service in this process on 127.0.0.1:0 (real bwrap, real runtimes), a small client for it,
+and the host-side checks the sandbox tests share. The one way the tests start a sandbox:
+
+    async with sandbox_service() as stub: ...                 # a SandboxServiceStub, for `services(llm, stub)`
+    async with sandbox_server(servicer) as sb: sb.addr, sb.stub
+"""
 
 from __future__ import annotations
 
 import json
 import os
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
+import grpc
 from trellis.sandbox.v1 import sandbox_service_pb2 as sb_pb
 from trellis.sandbox.v1 import sandbox_service_pb2_grpc as sb_grpc
 
+from services.common.testing import start_server
+from services.sandbox.app import create_executor
 from services.sandbox.config import SandboxConfig
 from services.sandbox.limits import Limits
+from services.sandbox.server import SandboxServicer
 
 PY, JS = sb_pb.LANGUAGE_PYTHON, sb_pb.LANGUAGE_JAVASCRIPT
 KIND = sb_pb.ErrorKind.Name
@@ -21,6 +31,39 @@ KIND = sb_pb.ErrorKind.Name
 TEST_DEFAULTS = Limits(
     wall_time_ms=8_000, cpu_time_ms=4_000, memory_bytes=128 << 20, max_processes=8, max_output_bytes=256 << 10, max_file_bytes=4 << 20
 )
+# What the components' tests run (CodeExec, the templates): more memory than the hostile cases need.
+COMPONENT_LIMITS = Limits(wall_time_ms=8_000, cpu_time_ms=4_000, memory_bytes=256 << 20, max_processes=8,
+                          max_output_bytes=256 << 10, max_file_bytes=4 << 20)
+
+
+async def sandbox_servicer(cfg: SandboxConfig) -> SandboxServicer:
+    return SandboxServicer(cfg, await create_executor(cfg))
+
+
+@dataclass
+class RunningSandbox:
+    port: int
+    stub: sb_grpc.SandboxServiceStub
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@asynccontextmanager
+async def sandbox_server(servicer: SandboxServicer) -> AsyncIterator[RunningSandbox]:
+    server, port = await start_server([servicer.binding()], service="sandbox")
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield RunningSandbox(port, sb_grpc.SandboxServiceStub(channel))
+    finally:
+        await server.stop(None)
+
+
+@asynccontextmanager
+async def sandbox_service(limits: Limits = COMPONENT_LIMITS) -> AsyncIterator[sb_grpc.SandboxServiceStub]:
+    async with sandbox_server(await sandbox_servicer(SandboxConfig.for_tests(defaults=limits))) as sandbox:
+        yield sandbox.stub
 
 
 @dataclass
@@ -94,5 +137,3 @@ def host_processes_with(marker: str | None = None, uids: range | None = None) ->
         except OSError:
             continue
     return found
-
-

@@ -1,4 +1,9 @@
-"""Helpers for the retrieval tests: a real llm_gateway (scripted models) and a real retrieval server on port 0."""
+"""A real retrieval service in this process on 127.0.0.1:0 over each storage backend, and the llm_gateway its
+embeddings come from (scripted models). The one way the tests start a retrieval service:
+
+    async with embedding_gateway() as llm_addr, running_stack("sqlite", tmp_path, llm_addr) as kb:
+        ds = await kb.dataset("handbook"); await kb.ingest(ds.id, "a.md", "...")
+"""
 
 from __future__ import annotations
 
@@ -14,12 +19,10 @@ from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
 
 from services.common.server import Service
-from services.common.testing import start_server, start_service, stop_service
-from services.llm_gateway.config import LlmGatewayConfig
-from services.llm_gateway.gateway import LlmGateway
-from services.llm_gateway.server import LlmServicer
+from services.common.testing import start_service, stop_service
 from services.retrieval.app import build
 from services.retrieval.config import RetrievalConfig
+from tests.support.llm_gateway import llm_gateway
 
 # bow@Scripted: bag-of-words hashing vectors, so "vector similarity" is word overlap, deterministic and fast.
 SCRIPTS = {
@@ -34,14 +37,10 @@ NO_WEAVIATE = ("Weaviate contract run NOT executed: TRELLIS_WEAVIATE_URL is not 
 
 
 @asynccontextmanager
-async def llm_gateway(**cfg_overrides: Any) -> AsyncIterator[str]:
-    gateway = LlmGateway.create(LlmGatewayConfig.for_tests(**cfg_overrides), scripts=SCRIPTS)
-    server, port = await start_server([LlmServicer(gateway).binding()], service="llm_gateway")
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        await server.stop(None)
-        await gateway.aclose()
+async def embedding_gateway(**cfg_overrides: Any) -> AsyncIterator[str]:
+    """A real llm_gateway serving SCRIPTS' embedding and rerank models: its address."""
+    async with llm_gateway(SCRIPTS, **cfg_overrides) as llm:
+        yield llm.addr
 
 
 def config_for(kind: str, data: Path, llm_addr: str, **overrides: Any) -> RetrievalConfig:
@@ -109,31 +108,3 @@ async def running_stack(kind: str, data: Path, llm_addr: str, **overrides: Any) 
         yield stack
     finally:
         await stack.stop()
-
-
-def make_pdf(pages: list[str]) -> bytes:
-    """A small valid PDF with one text line per line of each page (Helvetica), for the PDF parser tests."""
-
-    def esc(s: str) -> str:
-        return s.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-
-    n = len(pages)
-    page_ids = [4 + 2 * i for i in range(n)]
-    objs = [b"<< /Type /Catalog /Pages 2 0 R >>",
-            ("<< /Type /Pages /Kids [" + " ".join(f"{p} 0 R" for p in page_ids) + f"] /Count {n} >>").encode(),
-            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
-    for i, text in enumerate(pages):
-        stream = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({esc(line)}) Tj T*" for line in text.split("\n")) + " ET"
-        objs.append((f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
-                     f"/Contents {page_ids[i] + 1} 0 R >>").encode())
-        objs.append(f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream".encode())
-    out = b"%PDF-1.4\n"
-    offsets = []
-    for i, obj in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += f"{i} 0 obj\n".encode() + obj + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
-    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
-    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    return out

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import re
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, AsyncIterator
 
-from fakes.web_api import FakeWebApi, Respond
+from tests.support.fake_web_api import FakeWebApi, Respond
 
-DATA = Path(__file__).resolve().parents[2] / "data"
 SERVICES = ("TAVILY", "SERPAPI", "BING", "DUCKDUCKGO", "DUCKDUCKGO_HTML", "WIKIPEDIA", "YAHOOFINANCE",
             "YAHOOFINANCE_COOKIE")
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakes.web_api import allow_local
-
 from services.orchestrator.components import get_class
 from services.orchestrator.components._tools import build_toolset, call_tool
 from services.orchestrator.components.base import NodeContext
 from services.orchestrator.engine_settings import EngineSettings, Services
 from services.orchestrator.state import RunRequest, SessionState
+from tests.support.fake_web_api import allow_local
 
 
 def context(*, allow: bool = True, query: str = "", component_id: str = "Agent:a",
