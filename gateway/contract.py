@@ -29,6 +29,8 @@ class Contract:
     response: Any = None  # the type of `data` (RAGFlow) or of the whole body (OpenAI, envelope)
     stream: bool = False  # may answer text/event-stream
     multipart: tuple[str, ...] = ()  # multipart/form-data file fields (uploads), instead of `body`
+    binary: bool = False  # answers with a file of any media type (a download) instead of JSON
+    error_statuses: tuple[int, ...] = ()  # HTTP statuses besides the dialect's own that carry its error body
     tags: tuple[str, ...] = field(default_factory=tuple)
 
 

@@ -1,4 +1,4 @@
-"""`@endpoint(Dialect.X)`: authenticate, then render any error in the route's dialect, never as a trace.
+"""`@endpoint(dialect)`: authenticate, then render any error in the route's dialect, never as a trace.
 
     @endpoint(Dialect.RAGFLOW)
     async def get_agent(request: web.Request) -> web.StreamResponse:
@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import asyncio
-import enum
 import functools
 import logging
 from typing import Awaitable, Callable
@@ -19,7 +18,8 @@ from aiohttp import web
 
 from gateway.auth import KeyRing
 from gateway.contract import CONTRACT, Contract
-from gateway.errors import GatewayError, envelope_body, from_rpc_error, openai_body, ragflow_body
+from gateway.dialects import Dialect
+from gateway.errors import GatewayError, from_rpc_error
 
 log = logging.getLogger(__name__)
 
@@ -28,34 +28,8 @@ TENANT = web.RequestKey("tenant", str)  # the tenant the request's API key maps 
 STREAM = web.RequestKey("stream", web.StreamResponse)  # the SSE response, once its headers went out
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-RAGFLOW_UNAUTHORIZED = "<Unauthorized '401: Unauthorized'>"
 
-
-class Dialect(enum.Enum):
-    RAGFLOW = "ragflow"
-    OPENAI = "openai"
-    ENVELOPE = "envelope"
-
-
-def _auth_error(dialect: Dialect, missing: bool) -> GatewayError:
-    code = grpc.StatusCode.UNAUTHENTICATED
-    if dialect is Dialect.RAGFLOW:
-        # RAGFlow's login_required: HTTP 401 and code 401 with the repr of its Unauthorized exception,
-        # for a missing key and a wrong one alike.
-        return GatewayError(RAGFLOW_UNAUTHORIZED, code=code, ragflow_code=401)
-    if missing:
-        return GatewayError("You didn't provide an API key. Send it in an Authorization header using Bearer auth "
-                            "(Authorization: Bearer YOUR_KEY).", code=code)
-    return GatewayError("Incorrect API key provided.", code=code)
-
-
-def render_error(err: GatewayError, dialect: Dialect) -> web.Response:
-    if dialect is Dialect.RAGFLOW:
-        # RAGFlow answers HTTP 200 with its code in the body, except 401 for authentication.
-        return web.json_response(ragflow_body(err), status=401 if err.ragflow_code == 401 else 200)
-    if dialect is Dialect.OPENAI:
-        return web.json_response(openai_body(err), status=err.http_status)
-    return web.json_response(envelope_body(err), status=err.http_status)
+__all__ = ["KEYS", "TENANT", "STREAM", "Dialect", "endpoint"]
 
 
 def endpoint(dialect: Dialect, *, contract: Contract | None = None, public: bool = False) -> Callable[[Handler], Handler]:
@@ -70,7 +44,7 @@ def endpoint(dialect: Dialect, *, contract: Contract | None = None, public: bool
                 header = request.headers.get("Authorization")
                 tenant = request.app[KEYS].tenant_for(header)
                 if tenant is None:
-                    return render_error(_auth_error(dialect, missing=not (header or "").strip()), dialect)
+                    return dialect.error_response(dialect.auth_error(missing=not (header or "").strip()))
                 request[TENANT] = tenant
             try:
                 return await handler(request)
@@ -105,4 +79,4 @@ def _late(request: web.Request, err: GatewayError, dialect: Dialect) -> web.Stre
     if stream is not None:
         log.error("error after the stream started on %s: %s", request.path, err.message)
         return stream
-    return render_error(err, dialect)
+    return dialect.error_response(err)

@@ -1,19 +1,15 @@
 """One table from gRPC status to each dialect's error.
 
 Handlers raise `GatewayError` (bad input at the edge) or let `grpc.aio.AioRpcError` from the orchestrator
-propagate; `gateway.endpoint` renders either in the dialect of the route:
-
-- RAGFlow: HTTP 200 and `{"code": <RetCode>, "message": ..., "data": false}`, as RAGFlow answers;
-- OpenAI: the HTTP status below and `{"error": {"message", "type", "param", "code"}}`;
-- standard envelope: the HTTP status below and one envelope `{"type": "error", ..., "data": {"message"}}`.
+propagate; `gateway.endpoint` renders either in the dialect of the route (`Dialect.error_body`, in
+gateway/dialects/): RAGFlow answers HTTP 200 with the RetCode below in the body, OpenAI and the standard
+envelope the HTTP status below.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
-from typing import Any
 
 import grpc
 
@@ -86,20 +82,3 @@ def from_rpc_error(exc: grpc.aio.AioRpcError, what: str = "orchestrator") -> Gat
         log.error("%s failed with %s: %s", what, code.name, details)
         return GatewayError(details or f"internal error in the {what}", code=code)
     return GatewayError(details or code.name.lower(), code=code)
-
-
-def ragflow_body(err: GatewayError) -> dict[str, Any]:
-    # RAGFlow's 401 comes from its error handler (data null); its other errors carry data false.
-    return {"code": err.ragflow_code, "message": err.message, "data": None if err.ragflow_code == 401 else False}
-
-
-def openai_body(err: GatewayError) -> dict[str, Any]:
-    code = err.openai_code
-    if code is None and err.code == grpc.StatusCode.UNAUTHENTICATED:
-        code = "invalid_api_key"
-    return {"error": {"message": err.message, "type": err.openai_type, "param": err.param, "code": code}}
-
-
-def envelope_body(err: GatewayError, *, run_id: str = "", thread_id: str = "", node_name: str = "system") -> dict[str, Any]:
-    return {"type": "error", "node_name": node_name, "run_id": run_id, "timestamp": int(time.time() * 1000),
-            "thread_id": thread_id, "data": {"message": err.message, "code": err.code.name}}

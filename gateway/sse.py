@@ -1,9 +1,10 @@
-"""Writing a server-sent event stream: headers that keep proxies from buffering, and backpressure.
+"""Writing a run's stream: headers that keep proxies from buffering, and backpressure.
 
-Each dialect (`gateway.dialects.*.sse`) turns RunEvents into frames; `send` writes them:
+Each dialect's run (`DialectRun.stream`, gateway/dialects/base.py) turns RunEvents into frames; `send`
+writes them (gateway.routes._runs.respond does it for every run route):
 
     async with orch.run(run_request) as events:
-        return await sse.send(request, ragflow.sse(events, run))
+        return await sse.send(request, run.stream(events), events, media_type=run.dialect.media_type)
 
 Every `write` awaits the socket's drain, so a slow client slows the reading of the gRPC stream, and gRPC
 flow control slows the orchestrator: memory stays bounded by a few frames. A client that disconnects
@@ -20,17 +21,19 @@ from aiohttp import web
 from gateway.endpoint import STREAM
 
 HEADERS = {
-    "Content-Type": "text/event-stream; charset=utf-8",
     "Cache-Control": "no-cache",
     "Connection": "keep-alive",
     "X-Accel-Buffering": "no",  # nginx and friends: pass each frame through at once
 }
 
 
-async def send(request: web.Request, frames: AsyncIterator[bytes], ids: Any = None) -> web.StreamResponse:
-    """With `ids` (gateway.orchestrator.EventIds), every frame ends with an `id:` line naming the last event it
-    holds, so a client can rejoin with Last-Event-ID."""
-    resp = web.StreamResponse(status=200, headers=HEADERS)
+async def send(request: web.Request, frames: AsyncIterator[bytes], ids: Any = None, *,
+               media_type: str = "text/event-stream") -> web.StreamResponse:
+    """With `ids` (gateway.orchestrator.EventIds), every SSE frame ends with an `id:` line naming the last event
+    it holds, so a client can rejoin with Last-Event-ID (another media type has no place for one)."""
+    if media_type != "text/event-stream":
+        ids = None
+    resp = web.StreamResponse(status=200, headers={"Content-Type": f"{media_type}; charset=utf-8", **HEADERS})
     await resp.prepare(request)
     request[STREAM] = resp
     sent_id = ""

@@ -22,8 +22,10 @@ from typing import Any, AsyncIterator
 from trellis.canvas.v1 import events_pb2
 
 from gateway.dialects._common import delta_text, epoch_s, loads, run_failed, sse_frame, unexpected
+from gateway.dialects.base import Dialect, DialectRun
 from gateway.dialects.ragflow import usage_dict
 from gateway.errors import GatewayError
+from gateway.responses import EnvelopeEvent
 
 SYSTEM = "system"
 
@@ -31,7 +33,25 @@ SYSTEM = "system"
 frame = sse_frame
 
 
-class EnvelopeRun:
+class EnvelopeDialect(Dialect):
+    """The standard envelope: the HTTP status of gateway/errors.py and one envelope of type `error`; its run
+    route always streams."""
+
+    name = "envelope"
+    error_model = EnvelopeEvent
+    json_answers = False
+
+    def error_body(self, err: GatewayError) -> dict[str, Any]:
+        return {"type": "error", "node_name": SYSTEM, "run_id": "", "timestamp": int(time.time() * 1000),
+                "thread_id": "", "data": {"message": err.message, "code": err.code.name}}
+
+
+ENVELOPE = EnvelopeDialect()
+
+
+class EnvelopeRun(DialectRun):
+    dialect = ENVELOPE
+
     def __init__(self, thread_id: str = "") -> None:
         self.thread_id = thread_id
         self.run_id = ""
@@ -104,26 +124,25 @@ class EnvelopeRun:
             return out
         return []
 
-
-async def sse(events: AsyncIterator[events_pb2.RunEvent], run: EnvelopeRun) -> AsyncIterator[bytes]:
-    """`thread_id` first, then every envelope; a failure is `error` then `done`; `done` is always last."""
-    first = True
-    done = False
-    try:
-        async for ev in events:
-            if first:
-                first = False
-                if ev.session_id:
-                    run.thread_id = ev.session_id
-                run.run_id = ev.run_id
-                yield frame(run.envelope("thread_id", {"thread_id": run.thread_id}, ev=ev))
-            for env in run.convert(ev):
-                done = done or env["type"] == "done"
-                yield frame(env)
-    except Exception as exc:  # noqa: BLE001 (GatewayError, or a bug: either ends the stream cleanly)
-        err = exc if isinstance(exc, GatewayError) else unexpected(exc)
-        yield frame(run.envelope("error", {"message": err.message, "code": err.code.name,
-                                            "component_id": run.failed_component or None},
-                                 node_name=run.failed_component))
-    if not done:
-        yield frame(run.envelope("done", {"outputs": {}, "usage": None, "elapsed_time": None, "cancelled": False}))
+    async def stream(self, events: AsyncIterator[events_pb2.RunEvent]) -> AsyncIterator[bytes]:
+        """`thread_id` first, then every envelope; a failure is `error` then `done`; `done` is always last."""
+        first = True
+        done = False
+        try:
+            async for ev in events:
+                if first:
+                    first = False
+                    if ev.session_id:
+                        self.thread_id = ev.session_id
+                    self.run_id = ev.run_id
+                    yield frame(self.envelope("thread_id", {"thread_id": self.thread_id}, ev=ev))
+                for env in self.convert(ev):
+                    done = done or env["type"] == "done"
+                    yield frame(env)
+        except Exception as exc:  # noqa: BLE001 (GatewayError, or a bug: either ends the stream cleanly)
+            err = exc if isinstance(exc, GatewayError) else unexpected(exc)
+            yield frame(self.envelope("error", {"message": err.message, "code": err.code.name,
+                                                "component_id": self.failed_component or None},
+                                      node_name=self.failed_component))
+        if not done:
+            yield frame(self.envelope("done", {"outputs": {}, "usage": None, "elapsed_time": None, "cancelled": False}))

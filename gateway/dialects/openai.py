@@ -13,10 +13,14 @@ from __future__ import annotations
 import time
 from typing import Any, AsyncIterator
 
+import grpc
+from aiohttp import web
 from trellis.canvas.v1 import events_pb2
 
 from gateway.dialects._common import delta_text, loads, run_failed, sse_frame, unexpected
-from gateway.errors import GatewayError, openai_body
+from gateway.dialects.base import Dialect, DialectRun
+from gateway.errors import GatewayError
+from gateway.responses import OpenAIError
 
 DONE = b"data: [DONE]\n\n"
 
@@ -24,7 +28,25 @@ DONE = b"data: [DONE]\n\n"
 frame = sse_frame
 
 
-class OpenAIRun:
+class OpenAIDialect(Dialect):
+    """OpenAI's API: the HTTP status of gateway/errors.py and `{"error": {"message", "type", "param", "code"}}`."""
+
+    name = "openai"
+    error_model = OpenAIError
+
+    def error_body(self, err: GatewayError) -> dict[str, Any]:
+        code = err.openai_code
+        if code is None and err.code == grpc.StatusCode.UNAUTHENTICATED:
+            code = "invalid_api_key"
+        return {"error": {"message": err.message, "type": err.openai_type, "param": err.param, "code": code}}
+
+
+OPENAI = OpenAIDialect()
+
+
+class OpenAIRun(DialectRun):
+    dialect = OPENAI
+
     def __init__(self, *, model: str, completion_id: str, include_usage: bool = False) -> None:
         self.model = model
         self.id = completion_id
@@ -92,20 +114,24 @@ class OpenAIRun:
             "usage": self.usage,
         }
 
-
-async def sse(events: AsyncIterator[events_pb2.RunEvent], run: OpenAIRun) -> AsyncIterator[bytes]:
-    yield frame(run.role_chunk())
-    try:
-        async for ev in events:
-            delta = run.delta(ev)
-            if delta is not None:
-                yield frame(run.chunk(delta))
-    except Exception as exc:  # noqa: BLE001 (GatewayError, or a bug: either ends the stream cleanly)
-        err = exc if isinstance(exc, GatewayError) else unexpected(exc)
-        yield frame(openai_body(err))
+    async def stream(self, events: AsyncIterator[events_pb2.RunEvent]) -> AsyncIterator[bytes]:
+        yield frame(self.role_chunk())
+        try:
+            async for ev in events:
+                delta = self.delta(ev)
+                if delta is not None:
+                    yield frame(self.chunk(delta))
+        except Exception as exc:  # noqa: BLE001 (GatewayError, or a bug: either ends the stream cleanly)
+            err = exc if isinstance(exc, GatewayError) else unexpected(exc)
+            yield frame(OPENAI.error_body(err))
+            yield DONE
+            return
+        yield frame(self.finish_chunk())
+        if self.include_usage:
+            yield frame(self.usage_chunk())
         yield DONE
-        return
-    yield frame(run.finish_chunk())
-    if run.include_usage:
-        yield frame(run.usage_chunk())
-    yield DONE
+
+    async def answer(self, events: AsyncIterator[events_pb2.RunEvent]) -> web.Response:
+        async for ev in events:
+            self.delta(ev)
+        return web.json_response(self.completion())

@@ -21,11 +21,16 @@ import enum
 import json
 from typing import Any, AsyncIterator
 
+import grpc
 import orjson
+from aiohttp import web
 from trellis.canvas.v1 import events_pb2
 
+from gateway.contract import Contract
 from gateway.dialects._common import epoch_s, loads, run_failed, unexpected
+from gateway.dialects.base import Dialect, DialectRun
 from gateway.errors import GatewayError
+from gateway.responses import RagflowError
 
 DONE = b"data:[DONE]\n\n"
 
@@ -36,7 +41,56 @@ def frame(obj: dict[str, Any]) -> bytes:
 
 
 def error_object(message: str) -> dict[str, Any]:
+    """A failure inside a stream (RAGFlow's own: code 500 whatever went wrong)."""
     return {"code": 500, "message": message, "data": False}
+
+
+def ok(data: Any = True, **extra: Any) -> web.Response:
+    """RAGFlow's success envelope; `extra` adds top-level keys such as `total`."""
+    return web.json_response({"code": 0, "message": "success", "data": data, **extra})
+
+
+class RagflowDialect(Dialect):
+    """RAGFlow's API: HTTP 200 and `{"code": 0, "message", "data"}`; an error is `{"code": <RetCode>,
+    "message", "data": false}`, with HTTP 200 too except 401 for authentication (gateway/errors.py)."""
+
+    name = "ragflow"
+    error_model = RagflowError
+
+    def error_body(self, err: GatewayError) -> dict[str, Any]:
+        # RAGFlow's 401 comes from its error handler (data null); its other errors carry data false.
+        return {"code": err.ragflow_code, "message": err.message, "data": None if err.ragflow_code == 401 else False}
+
+    def error_status(self, err: GatewayError) -> int:
+        return 401 if err.ragflow_code == 401 else 200
+
+    def auth_error(self, missing: bool) -> GatewayError:
+        # RAGFlow's login_required: HTTP 401 and code 401 with the repr of its Unauthorized exception, for a
+        # missing key and a wrong one alike.
+        return GatewayError(UNAUTHORIZED, code=grpc.StatusCode.UNAUTHENTICATED, ragflow_code=401)
+
+    def openapi_responses(self, contract: Contract | None, answer: dict[str, Any] | None,
+                          error: dict[str, Any]) -> dict[str, Any]:
+        ok_schema = {"type": "object", "required": ["code"],
+                     "properties": {"code": {"const": 0}, "message": {"type": "string"}, "data": answer or {}}}
+        json_schema = error if contract is not None and contract.binary else {"anyOf": [ok_schema, error]}
+        content: dict[str, Any] = {"application/json": {"schema": json_schema}}
+        content.update(self.openapi_extra_content(contract))
+        error_content = {"application/json": {"schema": error}}
+        answers: dict[str, Any] = {
+            "200": {"description": "RAGFlow's envelope: code 0 and data, or an error code and message", "content": content},
+            "401": {"description": "missing or wrong API key", "content": error_content}}
+        for status in contract.error_statuses if contract is not None else ():
+            answers[str(status)] = {"description": "an error", "content": error_content}
+        if answer is None and (contract is None or not contract.binary):
+            # a route that declares no answer: documented loosely, as what it may be
+            content["*/*"] = {}
+            answers["default"] = {"description": "an error", "content": error_content}
+        return answers
+
+
+RAGFLOW = RagflowDialect()
+UNAUTHORIZED = "<Unauthorized '401: Unauthorized'>"
 
 
 class Mode(enum.Enum):
@@ -49,7 +103,9 @@ _SESSION_EVENTS = {"node_finished", "message", "message_end", "user_inputs", "wo
 _LEGACY_EVENTS = {"message", "message_end"}
 
 
-class RagflowRun:
+class RagflowRun(DialectRun):
+    dialect = RAGFLOW
+
     def __init__(self, mode: Mode, *, return_trace: bool = False, session_id: str = "") -> None:
         self.mode = mode
         self.return_trace = return_trace
@@ -216,6 +272,34 @@ class RagflowRun:
         final["data"] = data
         return final
 
+    # ---- the interface -------------------------------------------------------------------------------
+
+    async def stream(self, events: AsyncIterator[events_pb2.RunEvent]) -> AsyncIterator[bytes]:
+        """The byte stream: one frame per forwarded event, the error object on failure, always `[DONE]`."""
+        wrote = False
+        try:
+            async for ev in events:
+                if ev.HasField("message_delta"):
+                    wrote = True
+                    yield self.message_frame(ev)
+                    continue
+                out = self.forward(ev)
+                if out is not None:
+                    wrote = True
+                    yield frame(out)
+            if not wrote:
+                yield frame({"session_id": self.session_id, "data": {}})
+        except GatewayError as err:
+            yield frame(error_object(err.message))
+        except Exception as exc:  # noqa: BLE001 (the stream must still end with the error and [DONE])
+            yield frame(error_object(unexpected(exc).message))
+        yield DONE
+
+    async def answer(self, events: AsyncIterator[events_pb2.RunEvent]) -> web.Response:
+        async for ev in events:
+            self.feed(ev)
+        return ok(self.result())
+
 
 _EVENT_NAMES = {
     "run_started": "workflow_started",
@@ -231,25 +315,3 @@ _EVENT_NAMES = {
 def usage_dict(u: events_pb2.Usage) -> dict[str, int]:
     return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
             "total_tokens": u.total_tokens, "calls": u.calls}
-
-
-async def sse(events: AsyncIterator[events_pb2.RunEvent], run: RagflowRun) -> AsyncIterator[bytes]:
-    """The byte stream: one frame per forwarded event, the error object on failure, always `[DONE]`."""
-    wrote = False
-    try:
-        async for ev in events:
-            if ev.HasField("message_delta"):
-                wrote = True
-                yield run.message_frame(ev)
-                continue
-            out = run.forward(ev)
-            if out is not None:
-                wrote = True
-                yield frame(out)
-        if not wrote:
-            yield frame({"session_id": run.session_id, "data": {}})
-    except GatewayError as err:
-        yield frame(error_object(err.message))
-    except Exception as exc:  # noqa: BLE001 (the stream must still end with the error and [DONE])
-        yield frame(error_object(unexpected(exc).message))
-    yield DONE

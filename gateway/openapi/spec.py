@@ -9,12 +9,11 @@ from aiohttp import web
 from pydantic import TypeAdapter
 
 from gateway.contract import Contract
-from gateway.responses import EnvelopeEvent, OpenAIError, RagflowError
+from gateway.dialects import Dialect
 
 REF = "#/components/schemas/{model}"
 _PARAM = re.compile(r"\{([^}:]+)(?::[^}]*)?\}")
 _SKIP_PATHS = {"/api/{tail}", "/v1/{tail}"}  # the catch-alls that answer unknown paths in each dialect
-_SSE = {"text/event-stream": {"schema": {"type": "string", "description": "server-sent events, one JSON object per data line"}}}
 
 
 class _Schemas:
@@ -55,14 +54,15 @@ def _routes(app: web.Application):
 def build(app: web.Application, *, title: str = "Trellis gateway", version: str = "1") -> dict[str, Any]:
     schemas = _Schemas()
     pending: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []  # (path, method, operation, slots)
-    error_refs = {"ragflow": schemas.ref(RagflowError), "openai": schemas.ref(OpenAIError),
-                  "envelope": schemas.ref(EnvelopeEvent)}
+    error_refs: dict[str, Any] = {}  # dialect name -> its error schema's slot
     used_ids: set[str] = set()
     for path, method, handler in _routes(app):
         contract: Contract | None = getattr(handler, "contract", None)
-        dialect = getattr(getattr(handler, "dialect", None), "value", None)
+        dialect: Dialect | None = getattr(handler, "dialect", None)
         op: dict[str, Any] = {"operationId": _operation_id(method, path, handler, used_ids)}
-        slots: dict[str, Any] = {"dialect": dialect}
+        slots: dict[str, Any] = {"dialect": dialect, "contract": contract}
+        if dialect is not None and dialect.name not in error_refs:
+            error_refs[dialect.name] = schemas.ref(dialect.error_model)
         if contract is not None:
             op["summary"] = contract.summary or handler.__name__.replace("_", " ")
             if contract.tags:
@@ -73,7 +73,7 @@ def build(app: web.Application, *, title: str = "Trellis gateway", version: str 
                 slots["query"] = schemas.ref(contract.query, "validation")
             if contract.response is not None:
                 slots["response"] = schemas.ref(contract.response)
-            slots["stream"], slots["multipart"] = contract.stream, contract.multipart
+            slots["multipart"] = contract.multipart
         else:
             op["summary"] = (handler.__doc__ or handler.__name__).strip().splitlines()[0]
         if dialect and not getattr(handler, "public", False):
@@ -124,27 +124,8 @@ def _query_params(schema: dict[str, Any], components: dict[str, Any]) -> list[di
 
 
 def _responses(slots: dict[str, Any], resolved: dict[Any, Any], errors: dict[str, Any]) -> dict[str, Any]:
-    dialect = slots.get("dialect")
-    data = resolved[slots["response"]] if "response" in slots else {}
-    if dialect == "ragflow":
-        ok = {"type": "object", "required": ["code"],
-              "properties": {"code": {"const": 0}, "message": {"type": "string"}, "data": data}}
-        content: dict[str, Any] = {"application/json": {"schema": {"anyOf": [ok, resolved[errors["ragflow"]]]}}}
-        if slots.get("stream"):
-            content.update(_SSE)
-        answers = {"200": {"description": "RAGFlow's envelope: code 0 and data, or an error code and message",
-                           "content": content},
-                   "401": {"description": "missing or wrong API key",
-                           "content": {"application/json": {"schema": resolved[errors["ragflow"]]}}}}
-        if "response" not in slots:  # a route that declares no Contract: documented loosely, as what it may be
-            content["*/*"] = {}
-            answers["default"] = {"description": "an error", "content": {"application/json": {"schema": resolved[errors["ragflow"]]}}}
-        return answers
-    if dialect in ("openai", "envelope"):
-        content = {"application/json": {"schema": data}} if "response" in slots and dialect == "openai" else {}
-        if slots.get("stream"):
-            content.update(_SSE)
-        error = resolved[errors[dialect]]
-        return {"200": {"description": "the answer", "content": content},
-                "default": {"description": "an error in the dialect's shape", "content": {"application/json": {"schema": error}}}}
-    return {"200": {"description": "the answer"}, "default": {"description": "an error"}}
+    dialect: Dialect | None = slots.get("dialect")
+    if dialect is None:
+        return {"200": {"description": "the answer"}, "default": {"description": "an error"}}
+    answer = resolved[slots["response"]] if "response" in slots else None
+    return dialect.openapi_responses(slots["contract"], answer, resolved[errors[dialect.name]])

@@ -1,4 +1,5 @@
-"""Building RunRequests: which version runs, the session a run continues, files and JSON fields."""
+"""What every run route shares: building the RunRequest (which version runs, the session a run continues,
+files and JSON fields) and answering with the run in the route's dialect (`respond`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,24 @@ import json
 from typing import Any
 
 import grpc
+from aiohttp import web
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 
+from gateway import sse
+from gateway.dialects import DialectRun
 from gateway.errors import GatewayError
-from gateway.orchestrator import Orchestrator
+from gateway.orchestrator import ORCHESTRATOR, Orchestrator
+
+
+async def respond(request: web.Request, req: canvas_pb.RunRequest, run: DialectRun, *, stream: bool) -> web.StreamResponse:
+    """Run `req` (or, with a Last-Event-ID header, rejoin the run it names) and answer with `run`: its stream,
+    whose frames carry the ids to rejoin with, or its one answer."""
+    orch = request.app[ORCHESTRATOR]
+    async with orch.run(req, last_event_id=request.headers.get("Last-Event-ID", "")) as events:
+        if stream:
+            return await sse.send(request, run.stream(events), events, media_type=run.dialect.media_type)
+        return await run.answer(events)
 
 
 def json_field(value: Any) -> str:

@@ -6,16 +6,13 @@ from datetime import datetime, timezone
 from email.utils import format_datetime
 from typing import Any
 
-from aiohttp import web
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 
 from gateway.dialects._common import loads, ts_ms
+from gateway.dialects.ragflow import ok
 
-
-def ok(data: Any = True, **extra: Any) -> web.Response:
-    """RAGFlow's success envelope; `extra` adds top-level keys such as `total`."""
-    return web.json_response({"code": 0, "message": "success", "data": data, **extra})
+__all__ = ["ok", "agent_view", "version_view", "message_view", "session_view"]
 
 
 def _date(ms: int) -> str | None:

@@ -17,8 +17,6 @@ import grpc
 from aiohttp import web
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 
-from gateway import sse
-from gateway.dialects import ragflow
 from gateway.dialects.ragflow import Mode, RagflowRun
 from gateway.contract import Contract
 from gateway.endpoint import STREAM, TENANT, Dialect, endpoint
@@ -27,7 +25,7 @@ from gateway.orchestrator import ORCHESTRATOR
 from gateway.protocol import OpenAIChatBody, PatchTaskBody, RagflowCompletionBody, parse, read_json, truthy
 from gateway.responses import ChatCompletion, CompletionData
 from gateway.routes import openai as openai_routes
-from gateway.routes._runs import agent_target, input_files, json_field, load_session, session_target
+from gateway.routes._runs import agent_target, input_files, json_field, load_session, respond, session_target
 from gateway.routes._views import ok
 from gateway.routes.agents import NO_ACCESS
 
@@ -54,13 +52,7 @@ async def _run(request: web.Request, body: RagflowCompletionBody, agent_id: str,
         return_trace=return_trace, chat_template_kwargs_json=json_field(body.chat_template_kwargs),
         custom_header_json=json_field(custom_header), continue_on_disconnect=body.on_disconnect == "continue")
     stream = body.stream if body.stream is not None else legacy
-    run = RagflowRun(mode, return_trace=return_trace, session_id=session_id)
-    async with orch.run(req, last_event_id=request.headers.get("Last-Event-ID", "")) as events:
-        if stream:
-            return await sse.send(request, ragflow.sse(events, run), events)
-        async for ev in events:
-            run.feed(ev)
-    return ok(run.result())
+    return await respond(request, req, RagflowRun(mode, return_trace=return_trace, session_id=session_id), stream=stream)
 
 
 _RUN = Contract("Run an agent (RAGFlow events, or OpenAI's shape with openai-compatible)", body=RagflowCompletionBody,

@@ -15,15 +15,13 @@ from __future__ import annotations
 from aiohttp import web
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 
-from gateway import sse
-from gateway.dialects import envelope
 from gateway.dialects.envelope import EnvelopeRun
 from gateway.contract import Contract
 from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.orchestrator import ORCHESTRATOR
 from gateway.protocol import EnvelopeRunBody, read_body
 from gateway.responses import EnvelopeEvent
-from gateway.routes._runs import agent_target, json_field, load_session, session_target
+from gateway.routes._runs import agent_target, json_field, load_session, respond, session_target
 
 
 @endpoint(Dialect.ENVELOPE, contract=Contract("Run an agent as a stream of standard envelopes", body=EnvelopeRunBody,
@@ -39,8 +37,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
     req = canvas_pb.RunRequest(agent=target, tenant_id=tenant, query=body.text(), inputs_json=json_field(body.inputs),
                                session_id=thread_id, user_id=body.user_id or tenant,
                                continue_on_disconnect=body.on_disconnect == "continue")
-    async with orch.run(req, last_event_id=request.headers.get("Last-Event-ID", "")) as events:
-        return await sse.send(request, envelope.sse(events, EnvelopeRun(thread_id)), events)
+    return await respond(request, req, EnvelopeRun(thread_id), stream=True)
 
 
 def add_routes(app: web.Application) -> None:

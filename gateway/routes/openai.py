@@ -17,8 +17,6 @@ from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 
-from gateway import sse
-from gateway.dialects import openai
 from gateway.dialects._common import ts_ms
 from gateway.dialects.openai import OpenAIRun
 from gateway.contract import Contract
@@ -28,9 +26,10 @@ from gateway.orchestrator import ORCHESTRATOR
 from gateway.protocol import ChatMessageIn, OpenAIChatBody, read_body
 from gateway.responses import ChatCompletion, ModelList, ModelOut
 
+from gateway.routes._runs import json_field, load_session, respond, session_target
+
 _CHAT = Contract("Chat completion with an agent as the model", body=OpenAIChatBody, response=ChatCompletion, stream=True,
                  tags=("openai",))
-from gateway.routes._runs import json_field, load_session, session_target
 
 
 def split_messages(messages: list[ChatMessageIn]) -> tuple[str, list[ChatMessageIn]]:
@@ -65,12 +64,7 @@ async def run_chat(request: web.Request, agent_id: str, body: OpenAIChatBody) ->
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     run = OpenAIRun(model=agent_id, completion_id=session.id, include_usage=include_usage)
     req.continue_on_disconnect = body.on_disconnect == "continue"
-    async with orch.run(req, last_event_id=request.headers.get("Last-Event-ID", "")) as events:
-        if body.stream:
-            return await sse.send(request, openai.sse(events, run), events)
-        async for ev in events:
-            run.delta(ev)
-    return web.json_response(run.completion())
+    return await respond(request, req, run, stream=bool(body.stream))
 
 
 @endpoint(Dialect.OPENAI, contract=_CHAT)

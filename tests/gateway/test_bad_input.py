@@ -144,18 +144,19 @@ async def test_a_bug_in_a_handler_is_a_clean_error_in_each_dialect(stack, caplog
 
     app = web.Application()
     app[KEYS] = KeyRing({stack.key_a: stack.tenant_a})
-    for dialect in Dialect:
+    dialects = (Dialect.RAGFLOW, Dialect.OPENAI, Dialect.ENVELOPE)
+    for dialect in dialects:
         @endpoint(dialect)
         async def broken(request):
             raise KeyError("secret internals")
 
-        app.router.add_get(f"/{dialect.value}", broken)
+        app.router.add_get(f"/{dialect.name}", broken)
     client = TestClient(TestServer(app))
     await client.start_server()
     try:
-        for dialect in Dialect:
-            resp = await client.get(f"/{dialect.value}", headers=stack.auth())
-            code, message = await _error(stack, dialect.value, resp)
+        for dialect in dialects:
+            resp = await client.get(f"/{dialect.name}", headers=stack.auth())
+            code, message = await _error(stack, dialect.name, resp)
             assert code == 500 and message == "internal error in the gateway; see its log"
             assert "secret" not in await resp.text()
     finally:
