@@ -1,4 +1,4 @@
-"""The gateway's calls into the orchestrator: three stubs on one channel, each call with a timeout.
+"""The gateway's calls into the orchestrator: its service stubs on one channel, each call with the configured timeout.
 
     orch = request.app[ORCHESTRATOR]
     resp = await orch.unary(orch.agents.GetAgent, agent_pb.GetAgentRequest(tenant_id=t, agent_id=a))
@@ -112,9 +112,10 @@ class Orchestrator:
         self.rpc_timeout_s = rpc_timeout_s
         self.run_timeout_s = run_timeout_s
 
-    async def unary(self, method: Callable[..., Awaitable[Any]], request: Any) -> Any:
-        """AioRpcError propagates: `gateway.endpoint` renders it in the route's dialect."""
-        return await method(request, timeout=self.rpc_timeout_s)
+    async def unary(self, method: Callable[..., Awaitable[Any]], request: Any, *, extra_s: float = 0.0) -> Any:
+        """AioRpcError propagates: `gateway.endpoint` renders it in the route's dialect. `extra_s`: what the call
+        may take beyond the configured timeout, for work it bounds itself (listing an MCP server's tools)."""
+        return await method(request, timeout=self.rpc_timeout_s + extra_s)
 
     @asynccontextmanager
     async def run(self, request: canvas_pb.RunRequest, *, last_event_id: str = "") -> AsyncIterator[EventIds]:

@@ -7,10 +7,12 @@ refusing them would break those clients.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, TypeVar
+import math
+from typing import Annotated, Any, Literal, TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
 from gateway.errors import GatewayError
 
@@ -146,6 +148,68 @@ class EnvelopeRunBody(_Body):
         return self.query if self.query is not None else (self.message or "")
 
 
+# ---- MCP servers (RAGFlow's mcp_api.py) -------------------------------------------------------------
+
+def _seconds(value: Any) -> float | None:
+    """An MCP `timeout`: a finite number of seconds >= 0 (a numeric string too, as RAGFlow's get_float reads it);
+    absent, null or "": the default."""
+    if value is None or value == "":
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise PydanticCustomError("seconds", "must be a number of seconds, not {raw}", {"raw": repr(value)}) from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise PydanticCustomError("seconds", "must be a finite number of seconds >= 0, not {raw}", {"raw": repr(value)})
+    return seconds
+
+
+Seconds = Annotated[Annotated[float, Field(ge=0)] | None, BeforeValidator(_seconds)]
+JsonObject = dict[str, Any] | str | None  # an object, or a string holding one (RAGFlow's safe_json_parse)
+
+
+class RequiredArgsBody(_Body):
+    """A body RAGFlow checks with `validate_request`: each field without a default must be present, else code
+    101 "required argument are missing: a,b; "; then the types, as any body."""
+
+    @classmethod
+    async def read(cls, request: web.Request) -> Any:
+        raw = await read_json(request)
+        missing = [f.alias or name for name, f in cls.model_fields.items() if f.is_required() and (f.alias or name) not in raw]
+        if missing:
+            raise GatewayError(f"required argument are missing: {','.join(missing)}; ", param=missing[0])
+        return parse(cls, raw)
+
+
+class McpServerFields(RequiredArgsBody):
+    description: str | None = None
+    headers: JsonObject = None  # `$name` in a value takes variable `name`
+    variables: JsonObject = None
+    timeout: Seconds = None  # the server's tool call limit; also bounds listing its tools now (default 10 s)
+
+
+class CreateMcpServerBody(McpServerFields):
+    name: str
+    url: str
+    server_type: str  # "sse" or "streamable-http"
+
+
+class UpdateMcpServerBody(McpServerFields):
+    name: str | None = None
+    url: str | None = None
+    server_type: str | None = None
+
+
+class McpTestBody(McpServerFields):
+    url: str
+    server_type: str
+
+
+class ImportMcpServersBody(RequiredArgsBody):
+    mcpServers: dict[str, Any]  # {name: {"type", "url", "authorization_token"?, ...}}
+    timeout: Seconds = None
+
+
 # ---- reading ----------------------------------------------------------------------------------------
 
 async def read_json(request: web.Request) -> dict[str, Any]:
@@ -209,20 +273,3 @@ def dsl_text(dsl: dict[str, Any] | str) -> str:
             raise GatewayError("invalid request body: field `dsl` must be a JSON object", param="dsl")
         return dsl
     return json.dumps(dsl, ensure_ascii=False)
-
-
-def query_int(request: web.Request, name: str, default: int) -> int:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise GatewayError(f"query parameter `{name}` must be an integer, not {raw!r}", param=name) from None
-
-
-def query_bool(request: web.Request, name: str, default: bool) -> bool:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    return raw.strip().lower() not in {"false", "0", "no", "off"}

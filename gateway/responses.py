@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Out(BaseModel):
@@ -21,7 +21,7 @@ class _Out(BaseModel):
 class RagflowError(_Out):
     """Every RAGFlow error: HTTP 200 (401 for authentication) with a non-zero code."""
 
-    code: int
+    code: int = Field(json_schema_extra={"not": {"const": 0}})  # so a success never passes for an error
     message: str
     data: Any = None
 
@@ -109,6 +109,66 @@ class CompletionData(_Out):
     session_id: str | None = None
     message_id: str | None = None
     data: dict[str, Any] | None = None
+
+
+# ---- runs, MCP servers -----------------------------------------------------------------------------------
+
+class RunOut(_Out):
+    id: str
+    session_id: str
+    agent_id: str
+    status: str  # running, waiting_for_user, succeeded, failed, cancelled
+    error: str | None = None
+    started_at: float  # epoch seconds
+    finished_at: float | None = None
+    parent_run_id: str | None = None  # the paused run this one resumed
+    attempts: int
+    path: list[str]  # top-level components finished so far
+    waiting_for: str | None = None  # the component that waits for the user
+
+
+class McpServerOut(_Times):
+    id: str
+    name: str
+    tenant_id: str
+    url: str
+    server_type: str
+    description: str | None = None
+    headers: dict[str, Any]
+    variables: dict[str, Any]  # with `tools`: {name: tool}, listed when the server was saved
+    timeout: float
+
+
+class McpServerList(_Out):
+    mcp_servers: list[McpServerOut]
+    total: int
+
+
+class McpExported(_Out):
+    type: str
+    url: str
+    name: str
+    authorization_token: str
+    tools: dict[str, Any]
+
+
+class McpExport(_Out):
+    """GET /api/v1/mcp/servers/{mcp_id}?mode=download."""
+
+    mcpServers: dict[str, McpExported]
+
+
+class McpImportResult(_Out):
+    server: str
+    success: bool
+    action: str | None = None
+    id: str | None = None
+    new_name: str | None = None
+    message: str | None = None
+
+
+class McpImported(_Out):
+    results: list[McpImportResult]
 
 
 # ---- datasets, documents, chunks, retrieval ----------------------------------------------------------------

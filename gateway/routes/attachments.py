@@ -16,12 +16,23 @@ import grpc
 from aiohttp import web
 from trellis.canvas.v1 import attachment_service_pb2 as att_pb
 
+from gateway.contract import Contract, query
 from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.errors import from_rpc_error
 from gateway.orchestrator import ORCHESTRATOR
+from gateway.ragflow_models import Query
 
 # Types a browser would run as a page of our origin: never shown inline.
 _ACTIVE_TYPES = {"text/html", "image/svg+xml", "application/xhtml+xml", "text/xml", "application/xml"}
+
+
+class DownloadQuery(Query):
+    disposition: str = ""  # "inline": shown where that is safe, else a download
+
+
+def _contract(summary: str, query: type[Query] | None = None) -> Contract:
+    # The file itself, or RAGFlow's error: HTTP 404 for an id this key cannot have, HTTP 200 for the others.
+    return Contract(summary, query=query, binary=True, error_statuses=(404,), tags=("attachments",))
 
 
 def _disposition(kind: str, filename: str) -> str:
@@ -48,12 +59,12 @@ async def _serve(request: web.Request, *, inline: bool) -> web.StreamResponse:
     })
 
 
-@endpoint(Dialect.RAGFLOW)
+@endpoint(Dialect.RAGFLOW, contract=_contract("Download a file a run produced", DownloadQuery))
 async def download(request: web.Request) -> web.StreamResponse:
-    return await _serve(request, inline=request.query.get("disposition", "").lower() == "inline")
+    return await _serve(request, inline=query(request).disposition.lower() == "inline")
 
 
-@endpoint(Dialect.RAGFLOW)
+@endpoint(Dialect.RAGFLOW, contract=_contract("Show a file a run produced"))
 async def preview(request: web.Request) -> web.StreamResponse:
     return await _serve(request, inline=True)
 

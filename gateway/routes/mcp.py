@@ -14,37 +14,53 @@ name, unknown id, unreachable server) code 102 with the reason. `timeout` (secon
 limit, stored with it (0 or absent: TRELLIS_MCP_TIMEOUT_S), and bounds listing its tools while saving or
 testing it (absent: 10 s, as in RAGFlow); this route waits that long plus a margin.
 `headers` and `variables` are JSON objects (or strings holding one); `$name` in a header takes the value of
-variable `name`.
+variable `name`. Bodies and queries are read with the models declared on each route (gateway/protocol.py and
+below), which /openapi.json publishes; paging follows RAGFlow's lenient `page` and `page_size`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import grpc
 from aiohttp import web
 from trellis.canvas.v1 import mcp_service_pb2 as mcp_pb
 
+from gateway.contract import Contract, body, query
 from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.errors import GatewayError, from_rpc_error
 from gateway.orchestrator import ORCHESTRATOR, Orchestrator
-from gateway.protocol import query_bool, query_int, read_json
+from gateway.protocol import CreateMcpServerBody, ImportMcpServersBody, McpServerFields, McpTestBody, UpdateMcpServerBody
+from gateway.ragflow_models import PageQuery, Query
+from gateway.responses import McpExport, McpImported, McpServerList, McpServerOut
 from gateway.routes._views import _times, ok
 
-LIST_TIMEOUT_S = 10.0  # the orchestrator's limit on listing a server's tools when the body sets no `timeout`
+# RAGFlow's limit on listing a server's tools when the body sets no `timeout` (the orchestrator applies it; this
+# route waits that long, plus a margin, beyond the configured RPC timeout).
+LIST_TIMEOUT_S = 10.0
+_MARGIN_S = 5.0
+_TAGS = ("mcp",)
 
 # Refusals RAGFlow answers with its data-error code (get_data_error_result) rather than 101.
 _DATA_ERRORS = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.ALREADY_EXISTS,
                 grpc.StatusCode.FAILED_PRECONDITION}
 
 
-async def _call(orch: Orchestrator, method: Any, request: Any, listings: int = 0, list_timeout_s: float = 0.0) -> Any:
+class ListMcpServersQuery(PageQuery):
+    keywords: str = ""
+    mcp_ids: str | None = None  # ids, comma-separated or the parameter repeated
+    mcp_id: str | None = None  # the same, when `mcp_ids` is absent
+
+
+class GetMcpServerQuery(Query):
+    mode: str | None = None  # "download": the server exported as {"mcpServers": {name: {...}}}
+
+
+async def _call(orch: Orchestrator, method: Any, request: Any, listings: int = 0, list_timeout_s: float | None = None) -> Any:
     """The RPC, waiting longer when the orchestrator lists `listings` servers' tools on the way."""
-    wait = orch.rpc_timeout_s + listings * ((list_timeout_s or LIST_TIMEOUT_S) + 5)
     try:
-        return await method(request, timeout=wait)
+        return await orch.unary(method, request, extra_s=listings * ((list_timeout_s or LIST_TIMEOUT_S) + _MARGIN_S))
     except grpc.aio.AioRpcError as exc:
         if exc.code() in _DATA_ERRORS:
             raise GatewayError(exc.details() or exc.code().name.lower(), code=exc.code(), ragflow_code=102) from None
@@ -56,15 +72,8 @@ def _stub(request: web.Request) -> tuple[Orchestrator, Any, str]:
     return orch, orch.mcp, request[TENANT]
 
 
-def _required(body: dict[str, Any], *names: str) -> None:
-    missing = [n for n in names if n not in body]
-    if missing:
-        raise GatewayError(f"required argument are missing: {','.join(missing)}; ", param=missing[0])
-
-
-def _json_text(body: dict[str, Any], name: str) -> str:
+def _json_text(value: Any, name: str) -> str:
     """RAGFlow's safe_json_parse: an object, or a string holding one ("" and null: {})."""
-    value = body.get(name)
     if value in (None, ""):
         return "{}"
     if isinstance(value, str):
@@ -77,17 +86,10 @@ def _json_text(body: dict[str, Any], name: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _timeout(body: dict[str, Any]) -> float:
-    raw = body.get("timeout")
-    if raw in (None, ""):
-        return 0.0
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise GatewayError(f"`timeout` must be a number of seconds, not {raw!r}", param="timeout") from None
-    if not math.isfinite(value) or value < 0:
-        raise GatewayError(f"`timeout` must be a finite number of seconds >= 0, not {raw!r}", param="timeout")
-    return value
+def _fields(req: McpServerFields) -> dict[str, Any]:
+    """The optional fields every create/update/test body shares, as the request message's fields."""
+    return {"headers_json": _json_text(req.headers, "headers"), "variables_json": _json_text(req.variables, "variables"),
+            "timeout_s": req.timeout or 0.0}
 
 
 def server_view(s: mcp_pb.McpServer) -> dict[str, Any]:
@@ -102,25 +104,24 @@ def _mcp_ids(request: web.Request) -> list[str]:
     return [i for item in raw for i in item.split(",") if i]
 
 
-@endpoint(Dialect.RAGFLOW)
+@endpoint(Dialect.RAGFLOW, contract=Contract("List MCP servers", query=ListMcpServersQuery, response=McpServerList,
+                                             tags=_TAGS))
 async def list_servers(request: web.Request) -> web.Response:
     orch, stub, tenant = _stub(request)
-    page, page_size = query_int(request, "page", 1), query_int(request, "page_size", 30)
-    if page < 1 or page_size < 1:
-        raise GatewayError("`page` and `page_size` must be positive integers")
+    q = query(request)
     resp = await _call(orch, stub.ListMcpServers, mcp_pb.ListMcpServersRequest(
-        tenant_id=tenant, ids=_mcp_ids(request), keywords=request.query.get("keywords", ""),
-        orderby=request.query.get("orderby", "create_time"), desc=query_bool(request, "desc", True)))
+        tenant_id=tenant, ids=_mcp_ids(request), keywords=q.keywords, orderby=q.orderby, desc=q.desc))
     servers = [server_view(s) for s in resp.servers]
-    return ok({"mcp_servers": servers[(page - 1) * page_size: page * page_size], "total": len(servers)})
+    return ok({"mcp_servers": servers[(q.page - 1) * q.page_size: q.page * q.page_size], "total": len(servers)})
 
 
-@endpoint(Dialect.RAGFLOW)
+@endpoint(Dialect.RAGFLOW, contract=Contract("Get an MCP server, or export it (mode=download)", query=GetMcpServerQuery,
+                                             response=McpServerOut | McpExport, tags=_TAGS))
 async def get_server(request: web.Request) -> web.Response:
     orch, stub, tenant = _stub(request)
     req = mcp_pb.GetMcpServerRequest(tenant_id=tenant, mcp_id=request.match_info["mcp_id"])
     server = (await _call(orch, stub.GetMcpServer, req)).server
-    if request.query.get("mode") == "download":
+    if query(request).mode == "download":
         variables = json.loads(server.variables_json or "{}")
         return ok({"mcpServers": {server.name: {
             "type": server.server_type, "url": server.url, "name": server.name,
@@ -128,36 +129,34 @@ async def get_server(request: web.Request) -> web.Response:
     return ok(server_view(server))
 
 
-@endpoint(Dialect.RAGFLOW)
+@endpoint(Dialect.RAGFLOW, contract=Contract("Create an MCP server (its tools are listed first)", body=CreateMcpServerBody,
+                                             response=McpServerOut, tags=_TAGS))
 async def create_server(request: web.Request) -> web.Response:
     orch, stub, tenant = _stub(request)
-    body = await read_json(request)
-    _required(body, "name", "url", "server_type")
-    req = mcp_pb.CreateMcpServerRequest(
-        tenant_id=tenant, name=str(body["name"] or ""), url=str(body["url"] or ""),
-        server_type=str(body["server_type"] or ""), description=str(body.get("description") or ""),
-        headers_json=_json_text(body, "headers"), variables_json=_json_text(body, "variables"),
-        timeout_s=_timeout(body))
-    return ok(server_view((await _call(orch, stub.CreateMcpServer, req, 1, req.timeout_s)).server))
+    b: CreateMcpServerBody = await body(request)
+    req = mcp_pb.CreateMcpServerRequest(tenant_id=tenant, name=b.name, url=b.url, server_type=b.server_type,
+                                        description=b.description or "", **_fields(b))
+    return ok(server_view((await _call(orch, stub.CreateMcpServer, req, 1, b.timeout)).server))
 
 
-@endpoint(Dialect.RAGFLOW)
+@endpoint(Dialect.RAGFLOW, contract=Contract("Update an MCP server", body=UpdateMcpServerBody, response=McpServerOut,
+                                             tags=_TAGS))
 async def update_server(request: web.Request) -> web.Response:
     orch, stub, tenant = _stub(request)
-    body = await read_json(request)
+    b: UpdateMcpServerBody = await body(request)
     req = mcp_pb.UpdateMcpServerRequest(tenant_id=tenant, mcp_id=request.match_info["mcp_id"])
     for name in ("name", "url", "server_type", "description"):
-        if body.get(name) is not None:
-            setattr(req, name, str(body[name]))
+        if getattr(b, name) is not None:
+            setattr(req, name, getattr(b, name))
     for name in ("headers", "variables"):
-        if body.get(name) is not None:
-            setattr(req, f"{name}_json", _json_text(body, name))
-    if body.get("timeout") not in (None, ""):
-        req.timeout_s = _timeout(body)
-    return ok(server_view((await _call(orch, stub.UpdateMcpServer, req, 1, req.timeout_s)).server))
+        if getattr(b, name) is not None:
+            setattr(req, f"{name}_json", _json_text(getattr(b, name), name))
+    if b.timeout is not None:
+        req.timeout_s = b.timeout
+    return ok(server_view((await _call(orch, stub.UpdateMcpServer, req, 1, b.timeout)).server))
 
 
-@endpoint(Dialect.RAGFLOW)
+@endpoint(Dialect.RAGFLOW, contract=Contract("Delete an MCP server", response=bool, tags=_TAGS))
 async def delete_server(request: web.Request) -> web.Response:
     orch, stub, tenant = _stub(request)
     await _call(orch, stub.DeleteMcpServer,
@@ -165,20 +164,16 @@ async def delete_server(request: web.Request) -> web.Response:
     return ok(True)
 
 
-@endpoint(Dialect.RAGFLOW)
+@endpoint(Dialect.RAGFLOW, contract=Contract("Import MCP servers", body=ImportMcpServersBody, response=McpImported,
+                                             tags=_TAGS))
 async def import_servers(request: web.Request) -> web.Response:
     orch, stub, tenant = _stub(request)
-    body = await read_json(request)
-    _required(body, "mcpServers")
-    servers = body["mcpServers"]
-    if not servers:
+    b: ImportMcpServersBody = await body(request)
+    if not b.mcpServers:
         raise GatewayError("No MCP servers provided.", ragflow_code=102)
-    if not isinstance(servers, dict):
-        raise GatewayError("`mcpServers` must be an object {name: server}", param="mcpServers")
-    timeout_s = _timeout(body)
     resp = await _call(orch, stub.ImportMcpServers, mcp_pb.ImportMcpServersRequest(
-        tenant_id=tenant, servers_json=json.dumps(servers, ensure_ascii=False), timeout_s=timeout_s),
-        len(servers), timeout_s)
+        tenant_id=tenant, servers_json=json.dumps(b.mcpServers, ensure_ascii=False), timeout_s=b.timeout or 0.0),
+        len(b.mcpServers), b.timeout)
     results = []
     for r in resp.results:
         item: dict[str, Any] = {"server": r.server, "success": r.success}
@@ -190,16 +185,13 @@ async def import_servers(request: web.Request) -> web.Response:
     return ok({"results": results})
 
 
-@endpoint(Dialect.RAGFLOW)
+@endpoint(Dialect.RAGFLOW, contract=Contract("The tools of the MCP server described (nothing saved)", body=McpTestBody,
+                                             response=list[dict[str, Any]], tags=_TAGS))
 async def test_server(request: web.Request) -> web.Response:
     orch, stub, tenant = _stub(request)
-    body = await read_json(request)
-    _required(body, "url", "server_type")
-    req = mcp_pb.TestMcpServerRequest(
-        tenant_id=tenant, url=str(body["url"] or ""), server_type=str(body["server_type"] or ""),
-        headers_json=_json_text(body, "headers"), variables_json=_json_text(body, "variables"),
-        timeout_s=_timeout(body))
-    return ok(json.loads((await _call(orch, stub.TestMcpServer, req, 1, req.timeout_s)).tools_json or "[]"))
+    b: McpTestBody = await body(request)
+    req = mcp_pb.TestMcpServerRequest(tenant_id=tenant, url=b.url, server_type=b.server_type, **_fields(b))
+    return ok(json.loads((await _call(orch, stub.TestMcpServer, req, 1, b.timeout)).tools_json or "[]"))
 
 
 def add_routes(app: web.Application) -> None:

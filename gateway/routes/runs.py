@@ -14,9 +14,13 @@ from __future__ import annotations
 from aiohttp import web
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 
+from gateway.contract import Contract
 from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.orchestrator import ORCHESTRATOR
+from gateway.responses import RunOut
 from gateway.routes._views import ok
+
+_TAGS = ("runs",)
 
 
 def run_view(run: canvas_pb.RunInfo) -> dict:
@@ -26,7 +30,7 @@ def run_view(run: canvas_pb.RunInfo) -> dict:
             "waiting_for": run.waiting_for or None}
 
 
-@endpoint(Dialect.RAGFLOW)
+@endpoint(Dialect.RAGFLOW, contract=Contract("A run's status", response=RunOut, tags=_TAGS))
 async def get_run(request: web.Request) -> web.Response:
     orch, tenant = request.app[ORCHESTRATOR], request[TENANT]
     req = canvas_pb.GetRunRequest(tenant_id=tenant, run_id=request.match_info["run_id"],
@@ -34,7 +38,7 @@ async def get_run(request: web.Request) -> web.Response:
     return ok(run_view((await orch.unary(orch.canvas.GetRun, req)).run))
 
 
-@endpoint(Dialect.RAGFLOW)
+@endpoint(Dialect.RAGFLOW, contract=Contract("A session's runs, newest first", response=list[RunOut], tags=_TAGS))
 async def list_session_runs(request: web.Request) -> web.Response:
     orch, tenant = request.app[ORCHESTRATOR], request[TENANT]
     req = canvas_pb.ListRunsRequest(tenant_id=tenant, session_id=request.match_info["session_id"],
