@@ -29,15 +29,17 @@ def parse(dsl_json: str, *, require_available: bool) -> tuple[CanvasV2, SessionS
     return canvas, state
 
 
+# RAGFlow's BeginParam default: the greeting of a Begin whose params set no `prologue`.
+DEFAULT_PROLOGUE = "Hi! I'm your smart assistant. What can I do for you?"
+
+
 def prologue(canvas: CanvasV2) -> str:
-    """Begin's greeting for a new session, or "" (task mode, or the prologue switched off in the UI)."""
+    """Begin's greeting, the first message of a new session, as RAGFlow's Canvas.get_prologue: the `prologue`
+    param, else the default, whatever the mode (`enablePrologue` only tells RAGFlow's UI whether to show it)."""
     begin = canvas.components.get("begin")
     if begin is None:
         return ""
-    params = begin.params
-    if params.get("enablePrologue") is False or str(params.get("mode", "conversational")).lower() != "conversational":
-        return ""
-    text = params.get("prologue")
+    text = begin.params.get("prologue", DEFAULT_PROLOGUE)
     return text if isinstance(text, str) else ""
 
 

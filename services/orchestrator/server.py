@@ -100,7 +100,7 @@ class SessionServicer(session_grpc.SessionServiceServicer):
         greeting = canvases.prologue(canvases.session_canvas(tenant, request.agent_id, version_id, dsl_json))
         session = await self.sessions.create(
             tenant, agent_id=request.agent_id, user_id=request.user_id, name=request.name, version_id=version_id,
-            source="agent", messages=[message("assistant", greeting)] if greeting else [])
+            source="agent", messages=[message("assistant", greeting)])  # RAGFlow's, an empty greeting too
         return session_pb.CreateSessionResponse(session=session_to_proto(session))
 
     async def GetSession(self, request, context):

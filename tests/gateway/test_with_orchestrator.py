@@ -119,3 +119,24 @@ async def test_openai_fresh_conversation_sees_earlier_messages(gateway):
     assert "user: my name is Ada" in answer and "assistant: Hello Ada" in answer and "user: who am I?" in answer
     assert "be brief" not in answer
     await client.close()
+
+
+@pytest.mark.parametrize("begin_params", [{}, {"mode": "task"}, {"enablePrologue": False}])
+async def test_a_begin_without_prologue_greets_with_ragflows_default(gateway, begin_params):
+    """RAGFlow's create_agent_session stores `[{"role": "assistant", "content": canvas.get_prologue()}]`, and
+    BeginParam's prologue defaults to its greeting whatever the mode (`enablePrologue` is read by its UI only).
+    The first completion streams the run alone: the greeting stays the session's first message."""
+    dsl = _dsl()
+    dsl["components"]["begin"]["obj"]["params"] = begin_params
+    created = await (await gateway.post("/api/v1/agents", json={"title": "Plain", "dsl": dsl}, headers=_h())).json()
+    agent_id = created["data"]["id"]
+    session = (await (await gateway.post(f"/api/v1/agents/{agent_id}/sessions", json={}, headers=_h())).json())["data"]
+    greeting = "Hi! I'm your smart assistant. What can I do for you?"
+    assert [(m["role"], m["content"]) for m in session["message"]] == [("assistant", greeting)]
+    resp = await gateway.post("/api/v1/agents/chat/completions", headers=_h(),
+                              json={"agent_id": agent_id, "query": "hi", "session_id": session["id"], "stream": True})
+    raw = (await resp.read()).decode()
+    assert "You said: hi" in raw and greeting not in raw
+    got = (await (await gateway.get(f"/api/v1/agents/{agent_id}/sessions/{session['id']}", headers=_h())).json())["data"]
+    assert [(m["role"], m["content"]) for m in got["message"]] == [
+        ("assistant", greeting), ("user", "hi"), ("assistant", "You said: hi")]
