@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator
 
 from aiohttp import web
 
+from gateway.dialects.base import SSE
 from gateway.endpoint import STREAM
 
 HEADERS = {
@@ -28,10 +29,10 @@ HEADERS = {
 
 
 async def send(request: web.Request, frames: AsyncIterator[bytes], ids: Any = None, *,
-               media_type: str = "text/event-stream") -> web.StreamResponse:
+               media_type: str = SSE) -> web.StreamResponse:
     """With `ids` (gateway.orchestrator.EventIds), every SSE frame ends with an `id:` line naming the last event
     it holds, so a client can rejoin with Last-Event-ID (another media type has no place for one)."""
-    if media_type != "text/event-stream":
+    if media_type != SSE:
         ids = None
     resp = web.StreamResponse(status=200, headers={"Content-Type": f"{media_type}; charset=utf-8", **HEADERS})
     await resp.prepare(request)
