@@ -1,11 +1,18 @@
 """ExeSQL's database side: where to connect (SSRF-checked), the drivers, and running statements.
 
-Drivers are DB-API modules, each used in a worker thread (`run_statements` is blocking):
-- mysql, mariadb, oceanbase: PyMySQL. MariaDB caps a statement with `max_statement_time`, MySQL with
-  `max_execution_time` (SELECT only); the client's read timeout backs both up.
-- postgres: psycopg 3, `statement_timeout` set for the connection.
-- mssql: pymssql, its per-query `timeout`.
-- sqlite: the standard library, read-only, only under `EngineSettings.sql_sqlite_dir`; a progress
+Drivers are DB-API modules, each used in a worker thread (`run_statements` is blocking). Every statement
+runs in a transaction of its own that the database keeps read-only, and is rolled back afterwards; what
+starts that transaction (`_Session.prepare`) also sets the statement's time limit again, so a statement
+that changed either for the session has no effect on the next one:
+- mysql, mariadb, oceanbase: PyMySQL. `SET SESSION TRANSACTION READ ONLY` then `START TRANSACTION READ ONLY`
+  (the session setting also covers the transaction a DDL statement's implicit commit starts). MariaDB caps
+  a statement with `max_statement_time`, MySQL with `max_execution_time` (SELECT only); the client's read
+  timeout backs both up.
+- postgres: psycopg 3, `SET TRANSACTION READ ONLY` and `SET LOCAL statement_timeout` (and both as the
+  connection's defaults).
+- mssql: pymssql, its per-query `timeout`. SQL Server has no read-only transaction: the statement's
+  transaction is only rolled back, which a T-SQL batch that commits itself escapes (docs/exesql.md).
+- sqlite: the standard library, opened read-only, only under `EngineSettings.sql_sqlite_dir`; a progress
   handler stops a statement past the limit.
 """
 from __future__ import annotations
@@ -22,7 +29,7 @@ import sqlite3
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from tabulate import tabulate
 
@@ -37,6 +44,7 @@ CONNECT_TIMEOUT_S = 10
 
 NO_RECORD = "No record in the database!"
 WRITES_REFUSED = "For security reasons, INSERT, UPDATE, and DELETE statements are not supported."
+READ_ONLY = "ExeSQL only reads: the database refused this statement in its read-only transaction"
 _WRITE = re.compile(r"^(insert|update|delete)\b", re.IGNORECASE)
 _CITATION = re.compile(r"\[ID:[0-9]+\]")
 
@@ -103,8 +111,14 @@ def sqlite_path(database: str, root: str | None) -> str:
 
 
 # ------------------------------------------------------------------------------------ drivers
-def connect(t: Target) -> Any:
-    """An open DB-API connection; SqlConnectionError when the database cannot be reached."""
+@dataclass(slots=True)
+class _Session:
+    conn: Any  # the DB-API connection
+    prepare: Callable[[Any], None]  # on a cursor, before each statement: its read-only transaction
+
+
+def connect(t: Target) -> _Session:
+    """An open session; SqlConnectionError when the database cannot be reached."""
     try:
         return _CONNECT[t.db_type](t)
     except SqlConnectionError:
@@ -113,49 +127,60 @@ def connect(t: Target) -> Any:
         raise SqlConnectionError(f"cannot connect to {t.where()}: {_first_line(exc)}") from None
 
 
-def _mysql(t: Target) -> Any:
+def _mysql(t: Target) -> _Session:
     import pymysql
 
     conn = pymysql.connect(host=t.host, port=t.port, user=t.username, password=t.password, database=t.database,
-                           charset="utf8mb4", connect_timeout=CONNECT_TIMEOUT_S,
+                           charset="utf8mb4", connect_timeout=CONNECT_TIMEOUT_S, autocommit=False,
                            read_timeout=math.ceil(t.timeout_s) + 5, write_timeout=math.ceil(t.timeout_s) + 5)
-    mariadb = "mariadb" in conn.get_server_info().lower()
+    if "mariadb" in conn.get_server_info().lower():
+        limit = f"SET SESSION max_statement_time = {float(t.timeout_s)!r}"
+    else:
+        limit = f"SET SESSION max_execution_time = {int(t.timeout_s * 1000)}"
+    setup = ["SET SESSION TRANSACTION READ ONLY", limit, "START TRANSACTION READ ONLY"]
     try:
         with conn.cursor() as cur:
-            if mariadb:
-                cur.execute("SET SESSION max_statement_time = %s", (t.timeout_s,))
-            else:
-                cur.execute("SET SESSION max_execution_time = %s", (int(t.timeout_s * 1000),))
+            cur.execute(limit)
     except pymysql.MySQLError:  # a MySQL-compatible server without the variable: the read timeout still holds
-        pass
-    return conn
+        setup.remove(limit)
+
+    def prepare(cur: Any) -> None:
+        for sql in setup:
+            cur.execute(sql)
+
+    return _Session(conn, prepare)
 
 
-def _postgres(t: Target) -> Any:
+def _postgres(t: Target) -> _Session:
     import psycopg
 
-    return psycopg.connect(host=t.host, port=t.port, dbname=t.database, user=t.username, password=t.password,
-                           connect_timeout=CONNECT_TIMEOUT_S, options=f"-c statement_timeout={int(t.timeout_s * 1000)}")
+    ms = int(t.timeout_s * 1000)
+    conn = psycopg.connect(host=t.host, port=t.port, dbname=t.database, user=t.username, password=t.password,
+                           connect_timeout=CONNECT_TIMEOUT_S, autocommit=False,
+                           options=f"-c statement_timeout={ms} -c default_transaction_read_only=on")
+
+    def prepare(cur: Any) -> None:  # psycopg has just begun the transaction: these come first in it
+        cur.execute("SET TRANSACTION READ ONLY")
+        cur.execute(f"SET LOCAL statement_timeout = {ms}")
+
+    return _Session(conn, prepare)
 
 
-def _mssql(t: Target) -> Any:
+def _mssql(t: Target) -> _Session:
     import pymssql
 
-    return pymssql.connect(server=t.host, port=str(t.port), user=t.username, password=t.password,
-                           database=t.database, login_timeout=CONNECT_TIMEOUT_S, timeout=math.ceil(t.timeout_s))
+    conn = pymssql.connect(server=t.host, port=str(t.port), user=t.username, password=t.password,
+                           database=t.database, login_timeout=CONNECT_TIMEOUT_S, timeout=math.ceil(t.timeout_s),
+                           autocommit=False)
+    return _Session(conn, lambda cur: None)
 
 
-class _SqliteConnection(sqlite3.Connection):
-    deadline: _Deadline  # restarted before each statement by run_statements
-
-
-def _sqlite(t: Target) -> Any:
-    conn = sqlite3.connect(f"file:{t.database}?mode=ro", uri=True, timeout=t.timeout_s, check_same_thread=False,
-                           factory=_SqliteConnection)
-    conn.deadline = _Deadline(t.timeout_s)
-    conn.set_progress_handler(conn.deadline.passed, 10_000)
+def _sqlite(t: Target) -> _Session:
+    conn = sqlite3.connect(f"file:{t.database}?mode=ro", uri=True, timeout=t.timeout_s, check_same_thread=False)
+    deadline = _Deadline(t.timeout_s)
+    conn.set_progress_handler(deadline.passed, 10_000)
     conn.set_authorizer(_no_attach)
-    return conn
+    return _Session(conn, lambda cur: deadline.restart())
 
 
 def _no_attach(action: int, *_: Any) -> int:
@@ -198,10 +223,12 @@ def split_statements(sql: str) -> list[str]:
     return out
 
 
-def run_statements(t: Target, statements: list[str], max_records: int) -> Results:
-    """Connect, run each statement, close. A failing statement is reported and the next one runs."""
+def run_statements(t: Target, statements: list[str], max_records: int, component: str = "ExeSQL") -> Results:
+    """Connect, run each statement in a read-only transaction rolled back after it, close. A failing
+    statement is reported (naming `component` when the database refused a write) and the next one runs."""
     results = Results([], [])
-    conn = connect(t)
+    session = connect(t)
+    conn = session.conn
     try:
         cursor = conn.cursor()
         for sql in statements:
@@ -209,26 +236,26 @@ def run_statements(t: Target, statements: list[str], max_records: int) -> Result
                 results.json.append({"content": WRITES_REFUSED})
                 results.markdown.append(WRITES_REFUSED)
                 continue
-            deadline = getattr(conn, "deadline", None)
-            if deadline is not None:
-                deadline.restart()
+            try:
+                session.prepare(cursor)
+            except Exception as exc:  # fail closed: no statement runs outside its read-only transaction
+                raise SqlConnectionError(f"cannot start a read-only transaction on {t.where()}: "
+                                         f"{_first_line(exc)}") from None
             try:
                 cursor.execute(sql)
                 rows = cursor.fetchmany(max_records) if cursor.description else []
+                columns = [str(d[0]) for d in cursor.description] if rows else []
             except Exception as exc:
-                try:  # PostgreSQL refuses every later statement of an aborted transaction
-                    conn.rollback()
-                except Exception:
-                    pass
-                msg = f"SQL Execution Failed: {sql}\n{_error_text(exc, t)}"
+                msg = f"SQL Execution Failed: {sql}\n{_error_text(exc, t, component)}"
                 results.json.append({"content": msg})
                 results.markdown.append(msg)
                 continue
+            finally:
+                _rollback(conn)
             if not rows:
                 results.json.append({"content": NO_RECORD})
                 results.markdown.append(NO_RECORD)
                 continue
-            columns = [str(d[0]) for d in cursor.description]
             records = [[_plain(v) for v in row] for row in rows]
             results.json.append([dict(zip(columns, r)) for r in records])
             results.markdown.append(tabulate(records, headers=columns, tablefmt="pipe", floatfmt=".6f",
@@ -239,6 +266,15 @@ def run_statements(t: Target, statements: list[str], max_records: int) -> Result
         except Exception:
             pass
     return results
+
+
+def _rollback(conn: Any) -> None:
+    """End the statement's transaction, undoing whatever it did (PostgreSQL also refuses every later
+    statement of a failed one until then)."""
+    try:
+        conn.rollback()
+    except Exception:
+        pass
 
 
 def _plain(v: Any) -> Any:
@@ -266,11 +302,22 @@ def _plain(v: Any) -> Any:
     return str(v)
 
 
-def _error_text(exc: Exception, t: Target) -> str:
+def _error_text(exc: Exception, t: Target, component: str) -> str:
     text = _first_line(exc)
     if isinstance(exc, sqlite3.OperationalError) and "interrupted" in text:
         return f"the statement ran past its {t.timeout_s:g} s limit (interrupted)"
+    if _is_read_only_refusal(exc):
+        return f"{component}: refused: {READ_ONLY} ({text})"
     return text
+
+
+def _is_read_only_refusal(exc: Exception) -> bool:
+    if getattr(exc, "sqlstate", None) == "25006":  # PostgreSQL: read_only_sql_transaction
+        return True
+    args = getattr(exc, "args", ())
+    if args and args[0] == 1792:  # MySQL/MariaDB: ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+        return True
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_READONLY  # extended codes too
 
 
 def _first_line(exc: Exception) -> str:

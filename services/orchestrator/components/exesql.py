@@ -7,7 +7,9 @@ Connection fields may be empty in a shared template: they are checked when the n
 
 Outputs: `formalized_content` (one markdown table per statement, blank-line separated) and `json`
 (per statement: its records, or {"content": message}). Statements are split on ';'. INSERT, UPDATE
-and DELETE are refused, as RAGFlow does. A statement that fails is reported in both outputs as
+and DELETE are refused, as RAGFlow does, and each statement runs in a read-only transaction that is rolled
+back after it, so any other write (DDL, a CTE with DML...) is refused by the database (SQL Server has no
+read-only transaction: docs/exesql.md). A statement that fails is reported in both outputs as
 "SQL Execution Failed: <sql>\\n<error>" and the next one runs; a statement with no rows gives
 "No record in the database!" (RAGFlow stops at it; here the later statements still run). A database
 that cannot be reached fails the node with an error naming it. Each statement is limited to
@@ -75,7 +77,7 @@ class ExeSQL(Component):
         target = await self._target(ctx)
         max_records = _positive_int(p.get("max_records")) or 1024
         try:
-            results = await asyncio.to_thread(_sql.run_statements, target, statements, max_records)
+            results = await asyncio.to_thread(_sql.run_statements, target, statements, max_records, cid)
         except _sql.SqlConnectionError as exc:
             raise RuntimeError(f"{cid}: database connection failed: {exc}") from None
         ctx.set_output("json", results.json)
