@@ -22,7 +22,7 @@ class ChunkEditor:
     def __init__(self, backend: Backend, llm: LlmPeer) -> None:
         self.backend = backend
         self.llm = llm
-        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # one edit per document at a time
+        self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # one edit per document at a time
 
     async def document(self, tenant_id: str, dataset_id: str, document_id: str) -> tuple[Dataset, Document]:
         ds = await self.backend.get_dataset(tenant_id, dataset_id)
@@ -48,7 +48,7 @@ class ChunkEditor:
                   extra: dict | None = None) -> ChunkRecord:
         if not content.strip():
             raise InvalidArgument("content is required (the chunk's text)")
-        async with self._locks[document_id]:
+        async with self.locks[document_id]:
             ds, doc = await self.document(tenant_id, dataset_id, document_id)
             chunks = await self.backend.get_chunks(tenant_id, dataset_id, document_id)
             new = ChunkRecord(chunk_id(document_id, len(chunks), content), content, await self._embed(ds, content),
@@ -60,7 +60,7 @@ class ChunkEditor:
                      extra: dict | None = None) -> ChunkRecord:
         if content is not None and not content.strip():
             raise InvalidArgument("content must not be empty")
-        async with self._locks[document_id]:
+        async with self.locks[document_id]:
             ds, doc = await self.document(tenant_id, dataset_id, document_id)
             chunks = await self.backend.get_chunks(tenant_id, dataset_id, document_id)
             index = next((i for i, c in enumerate(chunks) if c.id == chunk), None)
@@ -77,7 +77,7 @@ class ChunkEditor:
             return chunks[index]
 
     async def delete(self, tenant_id: str, dataset_id: str, document_id: str, ids: list[str], *, everything: bool) -> int:
-        async with self._locks[document_id]:
+        async with self.locks[document_id]:
             ds, doc = await self.document(tenant_id, dataset_id, document_id)
             chunks = await self.backend.get_chunks(tenant_id, dataset_id, document_id)
             drop = {c.id for c in chunks} if everything else set(ids) & {c.id for c in chunks}

@@ -22,7 +22,7 @@ def dataset_to_proto(ds: Dataset) -> rr_pb.Dataset:
         id=ds.id, tenant_id=ds.tenant_id, name=ds.name, description=ds.description,
         embedding_model=ds.embedding_model, chunk_size=ds.chunk_size, chunk_overlap=ds.chunk_overlap,
         document_count=ds.document_count, chunk_count=ds.chunk_count, created_at=_ts(ds.created_at),
-        settings_json=ds.settings)
+        settings_json=ds.settings, updated_at=_ts(ds.modified))
 
 
 def document_to_proto(doc: Document) -> rr_pb.Document:
@@ -30,7 +30,8 @@ def document_to_proto(doc: Document) -> rr_pb.Document:
         id=doc.id, dataset_id=doc.dataset_id, name=doc.name, mime_type=doc.mime_type, size=doc.size,
         status=int(doc.status), error=doc.error, chunk_count=doc.chunk_count,
         metadata_json=json.dumps(doc.metadata, ensure_ascii=False) if doc.metadata else "",
-        created_at=_ts(doc.created_at), updated_at=_ts(doc.updated_at))
+        created_at=_ts(doc.created_at), updated_at=_ts(doc.updated_at), disabled=doc.disabled,
+        settings_json=doc.settings)
 
 
 def hit_to_proto(h: Hit) -> rr_pb.Chunk:
@@ -38,7 +39,8 @@ def hit_to_proto(h: Hit) -> rr_pb.Chunk:
         id=h.chunk_id, content=h.content, document_id=h.document_id, document_name=h.document_name,
         dataset_id=h.dataset_id, similarity=h.similarity, vector_similarity=h.vector_similarity,
         term_similarity=h.term_similarity,
-        metadata_json=json.dumps(h.metadata, ensure_ascii=False) if h.metadata else "", positions=h.positions)
+        metadata_json=json.dumps(h.metadata, ensure_ascii=False) if h.metadata else "", positions=h.positions,
+        extra_json=json.dumps(h.extra, ensure_ascii=False) if h.extra else "")
 
 
 def search_params(tenant_id: str, r: rr_pb.SearchRequest) -> SearchParams:

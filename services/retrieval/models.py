@@ -39,6 +39,11 @@ class Dataset:
     chunk_count: int = 0
     created_at: float = field(default_factory=now)
     settings: str = ""  # a JSON object the caller keeps with the dataset (CreateDatasetRequest.settings_json)
+    updated_at: float = 0.0  # 0: never updated (read as created_at)
+
+    @property
+    def modified(self) -> float:
+        return self.updated_at or self.created_at
 
 
 @dataclass
@@ -54,6 +59,8 @@ class Document:
     metadata: dict[str, Any] = field(default_factory=dict)
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
+    disabled: bool = False  # its chunks are left out of every search
+    settings: str = ""  # a JSON object the caller keeps with the document (UpdateDocumentRequest.settings_json)
 
 
 @dataclass
@@ -100,6 +107,7 @@ class Candidate:
     vector_similarity: float | None = None
     keyword_rank: float = 0.0  # backend's keyword score (higher is better), a tie-breaker only
     positions: list[int] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # ChunkRecord.extra: `available`, `important_keywords`...
 
 
 @dataclass
@@ -120,6 +128,7 @@ class Hit:
     term_similarity: float
     metadata: dict[str, Any] = field(default_factory=dict)
     positions: list[int] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -7,7 +7,10 @@ scores each one as
 
 where term_similarity is the share of the query's term weight found in the chunk (terms weighted by
 rarity) and vector_similarity is the cosine of query and chunk embeddings. We do the same: backends only
-collect candidates (BM25 through SQLite FTS5, or Weaviate's hybrid search) and report cosines.
+collect candidates (BM25 through SQLite FTS5, or Weaviate's hybrid search) and report cosines. As in
+RAGFlow, a chunk's important keywords and questions are searched with its content and their terms count
+as found; among equal scores, the chunk whose keywords match more query terms ranks first (RAGFlow's
+full-text query boosts `important_kwd`).
 
 Tokens follow SQLite FTS5's `unicode61 remove_diacritics 2` tokenizer (runs of letters and digits, case
 and accents folded), so a term the index matched is a term found here.
@@ -19,7 +22,7 @@ import math
 import re
 import string
 import unicodedata
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 _TOKEN = re.compile(r"[^\W_]+")
 MAX_TERMS = 32
@@ -95,6 +98,18 @@ def term_similarity(chunk_tokens: frozenset[str], query_terms: Sequence[str], we
         if t in chunk_tokens:
             found += w
     return found / total if total else 0.0
+
+
+def keyword_text(extra: Mapping[str, Any]) -> str:
+    """A chunk's important keywords and questions as one text (RAGFlow's important_kwd and question_tks):
+    the keyword index matches it beside the content, and its terms count towards term similarity."""
+    words = [w for key in ("important_keywords", "questions") for w in (extra.get(key) or []) if isinstance(w, str)]
+    return "\n".join(words)
+
+
+def available(extra: Mapping[str, Any]) -> bool:
+    """False for a chunk a client switched off (RAGFlow's available_int 0): search never returns it."""
+    return extra.get("available", True) is not False
 
 
 def hybrid(term_sim: float, vector_sim: float, keywords_weight: float) -> float:

@@ -2,7 +2,8 @@
 
     similarity = w * term_similarity + (1 - w) * vector_similarity,   w = keywords_similarity_weight
 
-w = 1 is keyword-only (no query embedding is computed), w = 0 vector-only. With a rerank model, the best
+w = 1 is keyword-only (no query embedding is computed), w = 0 vector-only. A chunk switched off
+(`available: false` in its extra) or of a disabled document is never returned. With a rerank model, the best
 `rerank_limit` candidates are rescored and the model's score takes the vector side's place, as RAGFlow's
 `rerank_by_model` does (its `vector_similarity` then reports the rerank score).
 """
@@ -17,7 +18,7 @@ from services.common.errors import InvalidArgument, NotFound
 from services.retrieval import metadata_filter, scoring
 from services.retrieval.backends.base import Backend
 from services.retrieval.llm import LlmPeer
-from services.retrieval.models import Candidate, CandidateQuery, Dataset, Hit, MetadataCondition, SearchResult
+from services.retrieval.models import Candidate, CandidateQuery, Dataset, Document, Hit, MetadataCondition, SearchResult
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class _Scored:
     term: float
     vector: float
     sim: float
+    keyword_hits: int = 0  # query terms among the chunk's important keywords and questions: breaks ties
 
 
 def _check(p: SearchParams) -> None:
@@ -91,14 +93,22 @@ class Searcher:
                             limit, 1.0 - weight)
         ds_ids = [d.id for d in datasets]
         found = await self.backend.candidates(cq)
+        docs = await self._enabled_documents(p.tenant_id, ds_ids, found.items)
         matcher = scoring.term_matcher(terms)
-        scored = [self._score(c, terms, matcher, found.term_weights, weight) for c in found.items]
-        scored.sort(key=lambda s: (-s.sim, -s.cand.keyword_rank, s.cand.chunk_id))
+        scored = [self._score(c, terms, matcher, found.term_weights, weight) for c in found.items
+                  if c.document_id in docs and scoring.available(c.extra)]
+        scored.sort(key=lambda s: (-s.sim, -s.keyword_hits, -s.cand.keyword_rank, s.cand.chunk_id))
         if p.rerank_model and scored:
             scored = await self._rerank(query, scored[: max(self.rerank_limit, top_n)], p.rerank_model, weight)
         kept = [s for s in scored if s.sim >= p.similarity_threshold]
         page = kept[:top_n]
-        return SearchResult(await self._hits(p.tenant_id, ds_ids, page), len(kept))
+        return SearchResult(self._hits(docs, page), len(kept))
+
+    async def _enabled_documents(self, tenant_id: str, dataset_ids: list[str], found: list[Candidate]) -> dict[str, Document]:
+        """The candidates' documents that are not disabled, by id (their names and metadata go into the hits)."""
+        doc_ids = sorted({c.document_id for c in found})
+        docs = await self.backend.get_documents(tenant_id, dataset_ids, doc_ids) if doc_ids else []
+        return {d.id: d for d in docs if not d.disabled}
 
     async def _allowed_documents(self, p: SearchParams, datasets: list[Dataset]) -> frozenset[str] | None:
         allowed: set[str] | None = set(p.document_ids) if p.document_ids else None
@@ -128,20 +138,21 @@ class Searcher:
     @staticmethod
     def _score(c: Candidate, terms: tuple[str, ...], matcher: frozenset[str], weights: dict[str, float],
                weight: float) -> _Scored:
-        term = scoring.term_similarity(scoring.found_terms(matcher, c.content), terms, weights) if terms else 0.0
+        in_keywords = scoring.found_terms(matcher, scoring.keyword_text(c.extra)) if c.extra else frozenset()
+        found = scoring.found_terms(matcher, c.content) | in_keywords
+        term = scoring.term_similarity(found, terms, weights) if terms else 0.0
         vector = c.vector_similarity or 0.0
-        return _Scored(c, term, vector, scoring.hybrid(term, vector, weight))
+        return _Scored(c, term, vector, scoring.hybrid(term, vector, weight), len(in_keywords))
 
     async def _rerank(self, query: str, scored: list[_Scored], model: str, weight: float) -> list[_Scored]:
         scores = await self.llm.rerank(query, [s.cand.content for s in scored], model)
         for s, r in zip(scored, scores):
             s.vector, s.sim = r, scoring.hybrid(s.term, r, weight)
-        scored.sort(key=lambda s: (-s.sim, s.cand.chunk_id))
+        scored.sort(key=lambda s: (-s.sim, -s.keyword_hits, s.cand.chunk_id))
         return scored
 
-    async def _hits(self, tenant_id: str, dataset_ids: list[str], page: list[_Scored]) -> list[Hit]:
-        doc_ids = sorted({s.cand.document_id for s in page})
-        docs = {d.id: d for d in await self.backend.get_documents(tenant_id, dataset_ids, doc_ids)} if doc_ids else {}
+    @staticmethod
+    def _hits(docs: dict[str, Document], page: list[_Scored]) -> list[Hit]:
         hits = []
         for s in page:
             doc = docs.get(s.cand.document_id)
@@ -149,5 +160,5 @@ class Searcher:
                 chunk_id=s.cand.chunk_id, content=s.cand.content, document_id=s.cand.document_id,
                 document_name=doc.name if doc else "", dataset_id=s.cand.dataset_id, similarity=s.sim,
                 vector_similarity=s.vector, term_similarity=s.term, metadata=doc.metadata if doc else {},
-                positions=s.cand.positions))
+                positions=s.cand.positions, extra=s.cand.extra))
         return hits

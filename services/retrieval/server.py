@@ -12,6 +12,7 @@ from services.common.errors import InvalidArgument, NotFound
 from services.common.server import Binding
 from services.retrieval import convert
 from services.retrieval.backends.base import Backend
+from services.retrieval.catalog import Catalog
 from services.retrieval.chunks import ChunkEditor
 from services.retrieval.config import RetrievalConfig
 from services.retrieval.ingest import Ingestor
@@ -30,6 +31,11 @@ def _tenant(request) -> str:
     return request.tenant_id
 
 
+def _given(request, field: str):
+    """An optional field's value, None when unset."""
+    return getattr(request, field) if request.HasField(field) else None
+
+
 def _page(page: int, size: int, default_size: int = 30) -> tuple[int, int]:
     if page < 0 or size < 0:
         raise InvalidArgument("page and page_size must not be negative")
@@ -44,6 +50,7 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
         self.llm = llm
         self.ingestor = Ingestor(backend, llm, max_document_bytes=int(cfg.max_document_mb * 1024 * 1024))
         self.chunks = ChunkEditor(backend, llm)
+        self.catalog = Catalog(backend, self.chunks.locks)
         self.searcher = Searcher(backend, llm, max_candidates=cfg.max_candidates, rerank_limit=cfg.rerank_limit)
 
     async def start(self) -> None:
@@ -78,8 +85,20 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
 
     async def ListDatasets(self, request: rr_pb.ListDatasetsRequest, context: grpc.aio.ServicerContext) -> rr_pb.ListDatasetsResponse:
         offset, limit = _page(request.page, request.page_size)
-        items, total = await self.backend.list_datasets(_tenant(request), name=request.name, offset=offset, limit=limit)
+        order = "update_time" if request.order_by == rr_pb.DATASET_ORDER_UPDATE_TIME else "create_time"
+        items, total = await self.backend.list_datasets(_tenant(request), name=request.name, offset=offset, limit=limit,
+                                                        order_by=order, ascending=request.ascending)
         return rr_pb.ListDatasetsResponse(datasets=[convert.dataset_to_proto(d) for d in items], total=total)
+
+    async def UpdateDataset(self, request: rr_pb.UpdateDatasetRequest, context: grpc.aio.ServicerContext) -> rr_pb.UpdateDatasetResponse:
+        settings = request.settings_json if request.HasField("settings_json") else None
+        if settings is not None:
+            json_object(settings, "settings_json")
+        ds = await self.catalog.update_dataset(
+            _tenant(request), request.dataset_id, name=_given(request, "name"),
+            description=_given(request, "description"), embedding_model=_given(request, "embedding_model"),
+            settings=settings)
+        return rr_pb.UpdateDatasetResponse(dataset=convert.dataset_to_proto(ds))
 
     async def DeleteDataset(self, request: rr_pb.DeleteDatasetRequest, context: grpc.aio.ServicerContext) -> rr_pb.DeleteDatasetResponse:
         if not await self.backend.delete_dataset(_tenant(request), request.dataset_id):
@@ -111,6 +130,16 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
         if not await self.backend.delete_document(tenant, request.dataset_id, request.document_id):
             raise NotFound(f"document {request.document_id!r} not found in dataset {request.dataset_id!r}")
         return rr_pb.DeleteDocumentResponse()
+
+    async def UpdateDocument(self, request: rr_pb.UpdateDocumentRequest, context: grpc.aio.ServicerContext) -> rr_pb.UpdateDocumentResponse:
+        settings = request.settings_json if request.HasField("settings_json") else None
+        if settings is not None:
+            json_object(settings, "settings_json")
+        metadata = json_object(request.metadata_json, "metadata_json") if request.HasField("metadata_json") else None
+        doc = await self.catalog.update_document(
+            _tenant(request), request.dataset_id, request.document_id, name=_given(request, "name"), metadata=metadata,
+            settings=settings, disabled=_given(request, "disabled"))
+        return rr_pb.UpdateDocumentResponse(document=convert.document_to_proto(doc))
 
     # ------------------------------------------------------------------------------------ search
     async def Search(self, request: rr_pb.SearchRequest, context: grpc.aio.ServicerContext) -> rr_pb.SearchResponse:

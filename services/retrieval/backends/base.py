@@ -31,8 +31,16 @@ class Backend(ABC):
         """With document_count and chunk_count filled in; None when missing or another tenant's."""
 
     @abstractmethod
-    async def list_datasets(self, tenant_id: str, *, name: str, offset: int, limit: int) -> tuple[list[Dataset], int]:
-        """Newest first (RAGFlow's default order), with counts; and the total before paging."""
+    async def list_datasets(self, tenant_id: str, *, name: str, offset: int, limit: int, order_by: str = "create_time",
+                            ascending: bool = False) -> tuple[list[Dataset], int]:
+        """Ordered by `order_by` ("create_time" or "update_time"), newest first unless `ascending` (RAGFlow's
+        default is newest created first), with counts; and the total before paging."""
+
+    @abstractmethod
+    async def update_dataset(self, ds: Dataset) -> None:
+        """Store an existing dataset's name, description, embedding model, dimension, settings and updated_at.
+        Raises AlreadyExists when another dataset of the tenant has that name. A dimension of 0 (its model
+        changed while it held no chunks) drops its vectors' index: the next ingest makes one in the new size."""
 
     @abstractmethod
     async def set_embedding(self, tenant_id: str, dataset_id: str, model: str, dimension: int) -> None:
@@ -45,7 +53,7 @@ class Backend(ABC):
     # -- documents
     @abstractmethod
     async def put_document(self, tenant_id: str, doc: Document) -> None:
-        """Insert or update the document's row (status, error, name...), leaving its chunks alone."""
+        """Insert or update the document's row (status, error, name, disabled, settings...), leaving its chunks alone."""
 
     @abstractmethod
     async def get_documents(self, tenant_id: str, dataset_ids: Sequence[str], document_ids: Sequence[str] | None = None) -> list[Document]:
@@ -75,4 +83,6 @@ class Backend(ABC):
     async def candidates(self, query: CandidateQuery) -> CandidateSet:
         """Up to `query.limit` keyword (when `query.keyword`) and `query.limit` vector candidates,
         deduplicated, each with its cosine similarity to its dataset's query vector when the query has
-        vectors; and a weight per query term for term similarity (rarer terms weigh more, 1.0 if unknown)."""
+        vectors and its `extra`; and a weight per query term for term similarity (rarer terms weigh more,
+        1.0 if unknown). The keyword side matches a chunk's important keywords and questions (`extra`) as
+        well as its content (`scoring.keyword_text`)."""

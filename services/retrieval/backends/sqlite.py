@@ -33,12 +33,14 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS datasets(
   id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL,
   embedding_model TEXT NOT NULL, chunk_size INTEGER NOT NULL, chunk_overlap INTEGER NOT NULL,
-  dimension INTEGER NOT NULL, created_at REAL NOT NULL, settings TEXT NOT NULL DEFAULT '');
+  dimension INTEGER NOT NULL, created_at REAL NOT NULL, settings TEXT NOT NULL DEFAULT '',
+  updated_at REAL NOT NULL DEFAULT 0);
 CREATE UNIQUE INDEX IF NOT EXISTS datasets_by_name ON datasets(tenant_id, name);
 CREATE TABLE IF NOT EXISTS documents(
   id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, dataset_id TEXT NOT NULL REFERENCES datasets(id) ON DELETE CASCADE,
   name TEXT NOT NULL, mime_type TEXT NOT NULL, size INTEGER NOT NULL, status INTEGER NOT NULL, error TEXT NOT NULL,
-  chunk_count INTEGER NOT NULL, metadata_json TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL);
+  chunk_count INTEGER NOT NULL, metadata_json TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+  disabled INTEGER NOT NULL DEFAULT 0, settings TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS documents_by_dataset ON documents(dataset_id, created_at);
 CREATE TABLE IF NOT EXISTS chunks(
   pk INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, tenant_id TEXT NOT NULL, dataset_id TEXT NOT NULL,
@@ -52,12 +54,14 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_terms USING fts5vocab(chunks_fts, col)
 """
 
 _DATASET_COLS = ("d.id, d.tenant_id, d.name, d.description, d.embedding_model, d.chunk_size, d.chunk_overlap, d.dimension, "
-                 "d.created_at, d.settings")
+                 "d.created_at, d.settings, d.updated_at")
 _DATASET_COUNTS = (
     "(SELECT count(*) FROM documents x WHERE x.dataset_id = d.id), "
     "(SELECT coalesce(sum(x.chunk_count), 0) FROM documents x WHERE x.dataset_id = d.id)"
 )
-_DOC_COLS = "id, dataset_id, name, mime_type, size, status, error, chunk_count, metadata_json, created_at, updated_at"
+_DOC_COLS = ("id, dataset_id, name, mime_type, size, status, error, chunk_count, metadata_json, created_at, updated_at, "
+             "disabled, settings")
+_ORDER = {"create_time": "d.created_at", "update_time": "d.updated_at"}
 
 
 def _vec_table(dataset_id: str) -> str:
@@ -73,13 +77,13 @@ def _scope(dataset_id: str) -> str:
 def _dataset(row: Sequence[Any]) -> Dataset:
     return Dataset(id=row[0], tenant_id=row[1], name=row[2], description=row[3], embedding_model=row[4],
                    chunk_size=row[5], chunk_overlap=row[6], dimension=row[7], created_at=row[8], settings=row[9],
-                   document_count=row[10], chunk_count=row[11])
+                   updated_at=row[10], document_count=row[11], chunk_count=row[12])
 
 
 def _document(row: Sequence[Any]) -> Document:
     return Document(id=row[0], dataset_id=row[1], name=row[2], mime_type=row[3], size=row[4], status=DocStatus(row[5]),
                     error=row[6], chunk_count=row[7], metadata=json.loads(row[8] or "{}"), created_at=row[9],
-                    updated_at=row[10])
+                    updated_at=row[10], disabled=bool(row[11]), settings=row[12])
 
 
 def _marks(n: int) -> str:
@@ -110,9 +114,9 @@ class SqliteBackend(Backend):
     async def create_dataset(self, ds: Dataset) -> None:
         def insert(conn: Any) -> None:
             try:
-                conn.execute("INSERT INTO datasets VALUES(?,?,?,?,?,?,?,?,?,?)", (
+                conn.execute(f"INSERT INTO datasets({_DATASET_COLS.replace('d.', '')}) VALUES(?,?,?,?,?,?,?,?,?,?,?)", (
                     ds.id, ds.tenant_id, ds.name, ds.description, ds.embedding_model, ds.chunk_size,
-                    ds.chunk_overlap, ds.dimension, ds.created_at, ds.settings))
+                    ds.chunk_overlap, ds.dimension, ds.created_at, ds.settings, ds.modified))
             except IntegrityError:
                 raise AlreadyExists(f"dataset name {ds.name!r} already exists") from None
 
@@ -126,17 +130,37 @@ class SqliteBackend(Backend):
 
         return await self._runner.read(get)
 
-    async def list_datasets(self, tenant_id: str, *, name: str, offset: int, limit: int) -> tuple[list[Dataset], int]:
+    async def list_datasets(self, tenant_id: str, *, name: str, offset: int, limit: int, order_by: str = "create_time",
+                            ascending: bool = False) -> tuple[list[Dataset], int]:
+        order = f"{_ORDER.get(order_by, _ORDER['create_time'])} {'ASC' if ascending else 'DESC'}, d.id"
+
         def page(conn: Any) -> tuple[list[Dataset], int]:
             where, args = "d.tenant_id = ?", [tenant_id]
             if name:
                 where, args = where + " AND d.name = ?", args + [name]
             total = conn.execute(f"SELECT count(*) FROM datasets d WHERE {where}", args).fetchone()[0]
             rows = conn.execute(f"SELECT {_DATASET_COLS}, {_DATASET_COUNTS} FROM datasets d WHERE {where} "
-                                "ORDER BY d.created_at DESC, d.id LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
+                                f"ORDER BY {order} LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
             return [_dataset(r) for r in rows], total
 
         return await self._runner.read(page)
+
+    async def update_dataset(self, ds: Dataset) -> None:
+        def update(conn: Any) -> None:
+            with Transaction(conn):
+                if conn.execute("SELECT 1 FROM datasets WHERE tenant_id = ? AND lower(name) = lower(?) AND id != ?",
+                                (ds.tenant_id, ds.name, ds.id)).fetchone():
+                    raise AlreadyExists(f"dataset name {ds.name!r} already exists")
+                conn.execute("UPDATE datasets SET name = ?, description = ?, embedding_model = ?, dimension = ?, "
+                             "settings = ?, updated_at = ? WHERE id = ? AND tenant_id = ?",
+                             (ds.name, ds.description, ds.embedding_model, ds.dimension, ds.settings, ds.modified,
+                              ds.id, ds.tenant_id))
+                if not ds.dimension:  # an empty dataset whose model changed: the next ingest sizes a new table
+                    conn.execute(f"DROP TABLE IF EXISTS {_vec_table(ds.id)}")
+            if not ds.dimension:
+                self._cache.drop(ds.id)
+
+        await self._runner.write(update)
 
     async def set_embedding(self, tenant_id: str, dataset_id: str, model: str, dimension: int) -> None:
         table = _vec_table(dataset_id)
@@ -224,7 +248,7 @@ class SqliteBackend(Backend):
                      json.dumps(c.extra, ensure_ascii=False) if c.extra else "")
                     for i, (pk, c) in enumerate(zip(pks, chunks))])
                 conn.executemany("INSERT INTO chunks_fts(rowid, content, scope) VALUES(?,?,?)",
-                                 [(pk, c.content, _scope(dataset.id)) for pk, c in zip(pks, chunks)])
+                                 [(pk, _indexed_text(c), _scope(dataset.id)) for pk, c in zip(pks, chunks)])
                 conn.executemany(f"INSERT INTO {table}(chunk_pk, embedding, document_id) VALUES(?,?,?)",
                                  [(pk, vectors[i].tobytes(), doc.id) for i, pk in enumerate(pks)])
                 _upsert_document(conn, tenant_id, doc)
@@ -283,17 +307,30 @@ def _init(conn: Any) -> int:
         conn.execute("ALTER TABLE datasets ADD COLUMN settings TEXT NOT NULL DEFAULT ''")
     if "extra" not in {r[1] for r in conn.execute("PRAGMA table_info(chunks)")}:
         conn.execute("ALTER TABLE chunks ADD COLUMN extra TEXT NOT NULL DEFAULT ''")
+    if "updated_at" not in {r[1] for r in conn.execute("PRAGMA table_info(datasets)")}:
+        conn.execute("ALTER TABLE datasets ADD COLUMN updated_at REAL NOT NULL DEFAULT 0")
+        conn.execute("UPDATE datasets SET updated_at = created_at")
+    if "disabled" not in {r[1] for r in conn.execute("PRAGMA table_info(documents)")}:
+        conn.execute("ALTER TABLE documents ADD COLUMN disabled INTEGER NOT NULL DEFAULT 0")
+        conn.execute("ALTER TABLE documents ADD COLUMN settings TEXT NOT NULL DEFAULT ''")
     return conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+
+
+def _indexed_text(c: ChunkRecord) -> str:
+    """What the keyword index holds for a chunk: its content, then its important keywords and questions."""
+    extra = scoring.keyword_text(c.extra) if c.extra else ""
+    return f"{c.content}\n{extra}" if extra else c.content
 
 
 def _upsert_document(conn: Any, tenant_id: str, doc: Document) -> None:
     conn.execute(
-        f"INSERT INTO documents(tenant_id, {_DOC_COLS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+        f"INSERT INTO documents(tenant_id, {_DOC_COLS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
         "name = excluded.name, mime_type = excluded.mime_type, size = excluded.size, status = excluded.status, "
         "error = excluded.error, chunk_count = excluded.chunk_count, metadata_json = excluded.metadata_json, "
-        "updated_at = excluded.updated_at",
+        "updated_at = excluded.updated_at, disabled = excluded.disabled, settings = excluded.settings",
         (tenant_id, doc.id, doc.dataset_id, doc.name, doc.mime_type, doc.size, int(doc.status), doc.error,
-         doc.chunk_count, json.dumps(doc.metadata, ensure_ascii=False), doc.created_at, doc.updated_at))
+         doc.chunk_count, json.dumps(doc.metadata, ensure_ascii=False), doc.created_at, doc.updated_at,
+         int(doc.disabled), doc.settings))
 
 
 def _drop_chunks(conn: Any, dataset_id: str, document_id: str) -> list[int]:
@@ -388,7 +425,7 @@ def _fetch(conn: Any, q: CandidateQuery, pks: set[int], keyword: dict[int, float
     # The dataset test also drops a keyword hit of another dataset that an unscoped FTS5 query let through
     # (a chunk written to another dataset after `scoped` was decided).
     ds_ids = [ds.id for ds in q.datasets]
-    rows = conn.execute(f"SELECT pk, id, dataset_id, document_id, content, positions, vector FROM chunks "
+    rows = conn.execute(f"SELECT pk, id, dataset_id, document_id, content, positions, vector, extra FROM chunks "
                         f"WHERE pk IN ({_marks(len(pks))}) AND tenant_id = ? AND dataset_id IN ({_marks(len(ds_ids))})",
                         [*pks, q.tenant_id, *ds_ids]).fetchall()
     sims: list[float | None] = [None] * len(rows)
@@ -406,5 +443,6 @@ def _fetch(conn: Any, q: CandidateQuery, pks: set[int], keyword: dict[int, float
         else:
             for i in members:
                 sims[i] = 0.0
-    return [Candidate(cid, content, doc_id, ds_id, sims[i], keyword.get(pk, 0.0), json.loads(positions))
-            for i, (pk, cid, ds_id, doc_id, content, positions, _) in enumerate(rows)]
+    return [Candidate(cid, content, doc_id, ds_id, sims[i], keyword.get(pk, 0.0), json.loads(positions),
+                      json.loads(extra) if extra else {})
+            for i, (pk, cid, ds_id, doc_id, content, positions, _, extra) in enumerate(rows)]

@@ -27,11 +27,13 @@ from urllib.parse import urlparse
 import numpy as np
 
 from services.common.errors import AlreadyExists, FailedPrecondition, ServiceError, Unavailable
+from services.retrieval import scoring
 from services.retrieval.backends.base import Backend
 from services.retrieval.models import Candidate, CandidateQuery, CandidateSet, ChunkRecord, Dataset, DocStatus, Document
 
 DATASETS, DOCUMENTS = "TrellisDataset", "TrellisDocument"
 _PAGE = 1000
+_SEARCHED = ["content", "keywords^5"]  # BM25 over the text and, boosted as RAGFlow does, important keywords and questions
 
 
 def _uuid(hex_id: str) -> str:
@@ -59,6 +61,7 @@ class WeaviateBackend(Backend):
         self.grpc_port = grpc_port
         self._client: Any = None
         self._tenants: set[tuple[str, str]] = set()
+        self._checked: set[str] = set()  # chunk collections known to exist with every property
 
     async def open(self) -> None:
         try:
@@ -95,11 +98,12 @@ class WeaviateBackend(Backend):
             DATASETS: [text("dataset_id"), text("name"), text("description", False), text("embedding_model"),
                        Property(name="chunk_size", data_type=DataType.INT), Property(name="chunk_overlap", data_type=DataType.INT),
                        Property(name="dimension", data_type=DataType.INT), Property(name="created_at", data_type=DataType.NUMBER),
-                       text("settings", False)],
+                       text("settings", False), Property(name="updated_at", data_type=DataType.NUMBER)],
             DOCUMENTS: [text("document_id"), text("dataset_id"), text("name"), text("mime_type"),
                         Property(name="size", data_type=DataType.INT), Property(name="status", data_type=DataType.INT),
                         text("error", False), Property(name="chunk_count", data_type=DataType.INT), text("metadata_json", False),
-                        Property(name="created_at", data_type=DataType.NUMBER), Property(name="updated_at", data_type=DataType.NUMBER)],
+                        Property(name="created_at", data_type=DataType.NUMBER), Property(name="updated_at", data_type=DataType.NUMBER),
+                        Property(name="disabled", data_type=DataType.BOOL), text("settings", False)],
         }
         for name, props in specs.items():
             if not await self._client.collections.exists(name):
@@ -107,22 +111,30 @@ class WeaviateBackend(Backend):
                     name, properties=props, vector_config=Configure.Vectors.self_provided(),
                     multi_tenancy_config=Configure.multi_tenancy(enabled=True, auto_tenant_creation=True,
                                                                  auto_tenant_activation=True))
+            else:  # a catalog made by an earlier version: add the properties it lacks
+                await _add_missing(self._client.collections.use(name), props)
 
     async def _ensure_chunks(self, dataset_id: str) -> None:
         from weaviate.classes.config import Configure, DataType, Property, Tokenization, VectorDistances
 
         name = chunks_collection(dataset_id)
+        props = [Property(name="chunk_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
+                 Property(name="document_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
+                 Property(name="content", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
+                 Property(name="keywords", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
+                 Property(name="positions", data_type=DataType.INT_ARRAY),
+                 Property(name="extra", data_type=DataType.TEXT, skip_vectorization=True, index_searchable=False)]
+        if name in self._checked:
+            return
         if await self._client.collections.exists(name):
+            await _add_missing(self._client.collections.use(name), props)  # made by an earlier version
+            self._checked.add(name)
             return
         await self._client.collections.create(
-            name,
-            properties=[Property(name="chunk_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
-                        Property(name="document_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
-                        Property(name="content", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
-                        Property(name="positions", data_type=DataType.INT_ARRAY),
-                        Property(name="extra", data_type=DataType.TEXT, skip_vectorization=True, index_searchable=False)],
+            name, properties=props,
             vector_config=Configure.Vectors.self_provided(
                 vector_index_config=Configure.VectorIndex.hnsw(distance_metric=VectorDistances.COSINE)))
+        self._checked.add(name)
 
     async def _catalog(self, name: str, tenant_id: str) -> Any:
         """The catalog collection bound to the tenant, created on first use (reads of an unknown tenant fail)."""
@@ -152,7 +164,7 @@ class WeaviateBackend(Backend):
                        embedding_model=props.get("embedding_model") or "", chunk_size=int(props["chunk_size"]),
                        chunk_overlap=int(props["chunk_overlap"]), dimension=int(props.get("dimension") or 0),
                        document_count=docs, chunk_count=chunks, created_at=float(props["created_at"]),
-                       settings=props.get("settings") or "")
+                       settings=props.get("settings") or "", updated_at=float(props.get("updated_at") or 0))
 
     async def create_dataset(self, ds: Dataset) -> None:
         from weaviate.classes.query import Filter
@@ -164,22 +176,39 @@ class WeaviateBackend(Backend):
         await coll.data.insert(uuid=_uuid(ds.id), properties={
             "dataset_id": ds.id, "name": ds.name, "description": ds.description, "embedding_model": ds.embedding_model,
             "chunk_size": ds.chunk_size, "chunk_overlap": ds.chunk_overlap, "dimension": ds.dimension,
-            "created_at": ds.created_at, "settings": ds.settings})
+            "created_at": ds.created_at, "settings": ds.settings, "updated_at": ds.modified})
         await self._ensure_chunks(ds.id)
 
     async def get_dataset(self, tenant_id: str, dataset_id: str) -> Dataset | None:
         obj = await (await self._catalog(DATASETS, tenant_id)).query.fetch_object_by_id(_uuid(dataset_id))
         return await self._dataset(tenant_id, obj.properties) if obj is not None else None
 
-    async def list_datasets(self, tenant_id: str, *, name: str, offset: int, limit: int) -> tuple[list[Dataset], int]:
+    async def list_datasets(self, tenant_id: str, *, name: str, offset: int, limit: int, order_by: str = "create_time",
+                            ascending: bool = False) -> tuple[list[Dataset], int]:
         from weaviate.classes.query import Filter, Sort
 
         coll = await self._catalog(DATASETS, tenant_id)
         where = Filter.by_property("name").equal(name) if name else None
         total = (await coll.aggregate.over_all(filters=where, total_count=True)).total_count or 0
+        field = "updated_at" if order_by == "update_time" else "created_at"
         res = await coll.query.fetch_objects(filters=where, limit=limit, offset=offset,
-                                             sort=Sort.by_property("created_at", ascending=False))
+                                             sort=Sort.by_property(field, ascending=ascending).by_property("dataset_id"))
         return [await self._dataset(tenant_id, o.properties) for o in res.objects], int(total)
+
+    async def update_dataset(self, ds: Dataset) -> None:
+        from weaviate.classes.query import Filter
+
+        coll = await self._catalog(DATASETS, ds.tenant_id)
+        same = await coll.query.fetch_objects(filters=Filter.by_property("name").equal(ds.name), limit=2)
+        if any(o.properties.get("dataset_id") != ds.id for o in same.objects):
+            raise AlreadyExists(f"dataset name {ds.name!r} already exists")
+        await coll.data.update(uuid=_uuid(ds.id), properties={
+            "name": ds.name, "description": ds.description, "embedding_model": ds.embedding_model,
+            "dimension": ds.dimension, "settings": ds.settings, "updated_at": ds.modified})
+        if not ds.dimension:  # an empty dataset whose model changed: a fresh collection takes the new size
+            await self._client.collections.delete(chunks_collection(ds.id))
+            self._checked.discard(chunks_collection(ds.id))
+            await self._ensure_chunks(ds.id)
 
     async def set_embedding(self, tenant_id: str, dataset_id: str, model: str, dimension: int) -> None:
         await (await self._catalog(DATASETS, tenant_id)).data.update(
@@ -193,6 +222,7 @@ class WeaviateBackend(Backend):
         if await coll.query.fetch_object_by_id(_uuid(dataset_id)) is None:
             return False
         await self._client.collections.delete(chunks_collection(dataset_id))
+        self._checked.discard(chunks_collection(dataset_id))
         await (await self._catalog(DOCUMENTS, tenant_id)).data.delete_many(where=Filter.by_property("dataset_id").equal(dataset_id))
         await coll.data.delete_by_id(_uuid(dataset_id))
         return True
@@ -204,7 +234,7 @@ class WeaviateBackend(Backend):
         props = {"document_id": doc.id, "dataset_id": doc.dataset_id, "name": doc.name, "mime_type": doc.mime_type,
                  "size": doc.size, "status": int(doc.status), "error": doc.error, "chunk_count": doc.chunk_count,
                  "metadata_json": json.dumps(doc.metadata, ensure_ascii=False), "created_at": doc.created_at,
-                 "updated_at": doc.updated_at}
+                 "updated_at": doc.updated_at, "disabled": doc.disabled, "settings": doc.settings}
         res = await (await self._catalog(DOCUMENTS, tenant_id)).data.insert_many([DataObject(properties=props, uuid=_uuid(doc.id))])
         _check_batch(res, "storing a document")
 
@@ -213,7 +243,8 @@ class WeaviateBackend(Backend):
         return Document(id=p["document_id"], dataset_id=p["dataset_id"], name=p["name"], mime_type=p.get("mime_type") or "",
                         size=int(p.get("size") or 0), status=DocStatus(int(p["status"])), error=p.get("error") or "",
                         chunk_count=int(p.get("chunk_count") or 0), metadata=json.loads(p.get("metadata_json") or "{}"),
-                        created_at=float(p["created_at"]), updated_at=float(p["updated_at"]))
+                        created_at=float(p["created_at"]), updated_at=float(p["updated_at"]),
+                        disabled=bool(p.get("disabled")), settings=p.get("settings") or "")
 
     async def get_documents(self, tenant_id: str, dataset_ids: Sequence[str], document_ids: Sequence[str] | None = None) -> list[Document]:
         from weaviate.classes.query import Filter
@@ -262,6 +293,7 @@ class WeaviateBackend(Backend):
         for start in range(0, len(chunks), _PAGE):
             batch = [DataObject(uuid=_uuid(c.id), vector=[float(x) for x in c.vector], properties={
                 "chunk_id": c.id, "document_id": doc.id, "content": c.content, "positions": list(c.positions),
+                "keywords": scoring.keyword_text(c.extra) if c.extra else "",
                 "extra": json.dumps(c.extra, ensure_ascii=False) if c.extra else ""})
                 for c in chunks[start : start + _PAGE]]
             _check_batch(await coll.data.insert_many(batch), "storing chunks")
@@ -300,17 +332,18 @@ class WeaviateBackend(Backend):
         text = " ".join(query.terms) if query.keyword else ""
         out: list[Candidate] = []
         for ds in query.datasets:
+            await self._ensure_chunks(ds.id)
             coll = self._client.collections.use(chunks_collection(ds.id))
             vec = query.vectors.get(ds.id)
             common = dict(limit=query.limit, filters=where, include_vector=vec is not None,
                           return_metadata=MetadataQuery(score=True))
             if vec is not None and text:
-                res = await coll.query.hybrid(query=text, vector=vec, alpha=query.alpha, query_properties=["content"],
+                res = await coll.query.hybrid(query=text, vector=vec, alpha=query.alpha, query_properties=_SEARCHED,
                                               fusion_type=HybridFusion.RELATIVE_SCORE, **common)
             elif vec is not None:
                 res = await coll.query.near_vector(near_vector=vec, **common)
             elif text:
-                res = await coll.query.bm25(query=text, query_properties=["content"], **common)
+                res = await coll.query.bm25(query=text, query_properties=_SEARCHED, **common)
             else:
                 continue
             qv = np.asarray(vec, dtype=np.float32) if vec is not None else None
@@ -321,8 +354,9 @@ class WeaviateBackend(Backend):
                     stored = o.vector.get("default") if isinstance(o.vector, dict) else o.vector
                     sim = float(np.asarray(stored, dtype=np.float32) @ qv) if stored is not None and len(stored) == len(qv) else 0.0
                 score = o.metadata.score if o.metadata is not None and o.metadata.score is not None else 0.0
+                extra = p.get("extra") or ""
                 out.append(Candidate(p["chunk_id"], p["content"], p["document_id"], ds.id, sim, float(score),
-                                     [int(x) for x in p.get("positions") or []]))
+                                     [int(x) for x in p.get("positions") or []], json.loads(extra) if extra else {}))
         return CandidateSet(out, weights)
 
     # ------------------------------------------------------------------------------------ helpers
@@ -337,6 +371,13 @@ class WeaviateBackend(Backend):
             if len(res.objects) < _PAGE:
                 return
             offset += _PAGE
+
+
+async def _add_missing(coll: Any, props: list[Any]) -> None:
+    have = {p.name for p in (await coll.config.get()).properties}
+    for prop in props:
+        if prop.name not in have:
+            await coll.config.add_property(prop)
 
 
 def _check_batch(res: Any, what: str) -> None:

@@ -1,0 +1,148 @@
+"""UpdateDataset, UpdateDocument and ListDatasets' order, and what search makes of a chunk's `available` and
+important keywords and of a disabled document; through a real gRPC server, against every backend (the
+`stack` fixture: sqlite, sqlite-vec, and weaviate when TRELLIS_WEAVIATE_URL names a server)."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
+
+
+async def _fails(call, code: grpc.StatusCode) -> str:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call
+    assert err.value.code() == code, err.value.details()
+    return err.value.details()
+
+
+def _update_dataset(stack, dataset_id: str, **fields) -> rr_pb.UpdateDatasetRequest:
+    return rr_pb.UpdateDatasetRequest(tenant_id=fields.pop("tenant", stack.tenant), dataset_id=dataset_id, **fields)
+
+
+def _update_document(stack, dataset_id: str, document_id: str, **fields) -> rr_pb.UpdateDocumentRequest:
+    return rr_pb.UpdateDocumentRequest(tenant_id=stack.tenant, dataset_id=dataset_id, document_id=document_id, **fields)
+
+
+async def _chunk(stack, ds: str, doc: str, content: str, **extra) -> rr_pb.Chunk:
+    req = rr_pb.AddChunkRequest(tenant_id=stack.tenant, dataset_id=ds, document_id=doc, content=content,
+                                extra_json=json.dumps(extra))
+    return (await stack.stub.AddChunk(req, timeout=30)).chunk
+
+
+async def test_update_dataset_changes_only_what_is_given(stack):
+    ds = await stack.dataset("kb")
+    await stack.dataset("other")
+    resp = await stack.stub.UpdateDataset(_update_dataset(stack, ds.id, name=" renamed ", description="about boilers",
+                                                          settings_json='{"pagerank": 3}'))
+    got = resp.dataset
+    assert (got.name, got.description, got.settings_json, got.embedding_model) == ("renamed", "about boilers",
+                                                                                  '{"pagerank": 3}', ds.embedding_model)
+    assert got.updated_at.ToNanoseconds() > ds.created_at.ToNanoseconds()
+    only_name = (await stack.stub.UpdateDataset(_update_dataset(stack, ds.id, name="again"))).dataset
+    assert (only_name.description, only_name.settings_json) == ("about boilers", '{"pagerank": 3}')
+    listed = (await stack.stub.ListDatasets(rr_pb.ListDatasetsRequest(tenant_id=stack.tenant, name="again"))).datasets
+    assert [d.id for d in listed] == [ds.id]
+    assert "already exists" in await _fails(stack.stub.UpdateDataset(_update_dataset(stack, ds.id, name="other")),
+                                            grpc.StatusCode.ALREADY_EXISTS)
+    await _fails(stack.stub.UpdateDataset(_update_dataset(stack, ds.id, name="other", tenant="someone-else")),
+                 grpc.StatusCode.NOT_FOUND)
+    await _fails(stack.stub.UpdateDataset(_update_dataset(stack, "f" * 32, name="x")), grpc.StatusCode.NOT_FOUND)
+    assert "name" in await _fails(stack.stub.UpdateDataset(_update_dataset(stack, ds.id, name="  ")),
+                                  grpc.StatusCode.INVALID_ARGUMENT)
+    assert "settings_json" in await _fails(stack.stub.UpdateDataset(_update_dataset(stack, ds.id, settings_json="[1]")),
+                                           grpc.StatusCode.INVALID_ARGUMENT)
+
+
+async def test_embedding_model_changes_only_while_the_dataset_holds_no_chunks(stack):
+    ds = await stack.dataset("models")  # bow@Scripted: 256 dimensions
+    await stack.stub.UpdateDataset(_update_dataset(stack, ds.id, embedding_model="tiny@Scripted"))  # 8 dimensions
+    doc = await stack.ingest(ds.id, "a.txt", "The lighthouse keeper polishes the lens.")
+    assert doc.status == rr_pb.DOCUMENT_STATUS_DONE
+    assert (await stack.search("lighthouse lens", [ds.id])).chunks[0].document_id == doc.id
+    details = await _fails(stack.stub.UpdateDataset(_update_dataset(stack, ds.id, embedding_model="bow@Scripted")),
+                           grpc.StatusCode.FAILED_PRECONDITION)
+    assert "tiny@Scripted" in details and "holds 1 chunks" in details
+    await stack.stub.DeleteDocument(rr_pb.DeleteDocumentRequest(tenant_id=stack.tenant, dataset_id=ds.id, document_id=doc.id))
+    # Empty again: the model may change, and the next ingest stores vectors of the new size.
+    await stack.stub.UpdateDataset(_update_dataset(stack, ds.id, embedding_model="bow@Scripted"))
+    again = await stack.ingest(ds.id, "b.txt", "Zebras graze on the savanna.")
+    assert again.status == rr_pb.DOCUMENT_STATUS_DONE, again.error
+    hit = (await stack.search("zebras savanna", [ds.id], keywords_similarity_weight=0.0)).chunks[0]
+    assert hit.document_id == again.id and hit.vector_similarity > 0.5
+
+
+async def test_list_datasets_by_creation_or_update_time_either_way(stack):
+    a, b, c = [await stack.dataset(name) for name in ("a", "b", "c")]
+    await stack.stub.UpdateDataset(_update_dataset(stack, a.id, description="touched"))
+
+    async def names(**order) -> list[str]:
+        req = rr_pb.ListDatasetsRequest(tenant_id=stack.tenant, **order)
+        return [d.name for d in (await stack.stub.ListDatasets(req)).datasets]
+
+    assert await names() == ["c", "b", "a"]
+    assert await names(ascending=True) == ["a", "b", "c"]
+    assert await names(order_by=rr_pb.DATASET_ORDER_UPDATE_TIME) == ["a", "c", "b"]
+    assert await names(order_by=rr_pb.DATASET_ORDER_UPDATE_TIME, ascending=True) == ["b", "c", "a"]
+    page = rr_pb.ListDatasetsRequest(tenant_id=stack.tenant, order_by=rr_pb.DATASET_ORDER_CREATE_TIME, ascending=True,
+                                     page=2, page_size=2)
+    assert [d.id for d in (await stack.stub.ListDatasets(page)).datasets] == [c.id]
+
+
+async def test_update_document_renames_replaces_metadata_and_disables(stack):
+    ds = await stack.dataset()
+    doc = await stack.ingest(ds.id, "notes.txt", "The weather station reports rainfall in millimetres.")
+    await stack.ingest(ds.id, "taken.txt", "Penguins cannot fly.")
+    got = (await stack.stub.UpdateDocument(_update_document(stack, ds.id, doc.id, name="station.txt",
+                                                            metadata_json='{"lang": "en"}',
+                                                            settings_json='{"chunk_method": "qa"}'))).document
+    assert (got.name, json.loads(got.metadata_json), got.settings_json, got.disabled) == \
+        ("station.txt", {"lang": "en"}, '{"chunk_method": "qa"}', False)
+    assert got.chunk_count == doc.chunk_count and got.status == rr_pb.DOCUMENT_STATUS_DONE
+    hit = (await stack.search("rainfall", [ds.id])).chunks[0]
+    assert (hit.document_name, json.loads(hit.metadata_json)) == ("station.txt", {"lang": "en"})
+    assert "already exists" in await _fails(
+        stack.stub.UpdateDocument(_update_document(stack, ds.id, doc.id, name="taken.txt")), grpc.StatusCode.ALREADY_EXISTS)
+    await _fails(stack.stub.UpdateDocument(_update_document(stack, ds.id, "0" * 32, name="x.txt")), grpc.StatusCode.NOT_FOUND)
+    assert "metadata_json" in await _fails(
+        stack.stub.UpdateDocument(_update_document(stack, ds.id, doc.id, metadata_json="{nope")),
+        grpc.StatusCode.INVALID_ARGUMENT)
+
+    await stack.stub.UpdateDocument(_update_document(stack, ds.id, doc.id, disabled=True))
+    listed = (await stack.stub.ListDocuments(rr_pb.ListDocumentsRequest(tenant_id=stack.tenant, dataset_id=ds.id))).documents
+    assert {d.name: d.disabled for d in listed} == {"station.txt": True, "taken.txt": False}
+    found = (await stack.search("rainfall weather station", [ds.id])).chunks
+    assert doc.id not in [h.document_id for h in found] and found  # a disabled document is never found, the other is
+    await stack.stub.UpdateDocument(_update_document(stack, ds.id, doc.id, disabled=False))
+    assert (await stack.search("rainfall weather station", [ds.id])).chunks[0].document_id == doc.id
+
+
+async def test_a_chunk_switched_off_is_never_returned(stack):
+    ds = await stack.dataset()
+    doc = await stack.ingest(ds.id, "base.txt", "Zebras graze on the savanna.")
+    off = await _chunk(stack, ds.id, doc.id, "The boiler warranty lasts five years.", available=False)
+    assert (await stack.search("boiler warranty", [ds.id], similarity_threshold=0.1)).chunks == []
+    update = rr_pb.UpdateChunkRequest(tenant_id=stack.tenant, dataset_id=ds.id, document_id=doc.id, chunk_id=off.id,
+                                      extra_json='{"available": true}')
+    await stack.stub.UpdateChunk(update, timeout=30)
+    assert [c.id for c in (await stack.search("boiler warranty", [ds.id], similarity_threshold=0.1)).chunks] == [off.id]
+
+
+async def test_important_keywords_are_searched_and_rank_their_chunk_first(stack):
+    ds = await stack.dataset()
+    doc = await stack.ingest(ds.id, "base.txt", "Zebras graze on the savanna.")
+    text = "Bleed the radiator valve every autumn."
+    plain = await _chunk(stack, ds.id, doc.id, text)
+    keyed = await _chunk(stack, ds.id, doc.id, text, important_keywords=["heating"], questions=["How to bleed?"])
+    # A term only in the keywords is found by the keyword search and counts as a found term.
+    only_keywords = (await stack.search("heating", [ds.id], keywords_similarity_weight=1.0)).chunks
+    assert [c.id for c in only_keywords] == [keyed.id] and only_keywords[0].term_similarity > 0.99
+    assert json.loads(only_keywords[0].extra_json)["important_keywords"] == ["heating"]
+    both = (await stack.search("radiator heating", [ds.id])).chunks
+    assert [c.id for c in both[:2]] == [keyed.id, plain.id] and both[0].similarity > both[1].similarity
+    # Equal scores (the term is in both texts): the chunk whose keywords hold it comes first.
+    tie = (await stack.search("bleed", [ds.id], keywords_similarity_weight=1.0)).chunks
+    assert [c.id for c in tie] == [keyed.id, plain.id]
+    assert tie[0].similarity == pytest.approx(tie[1].similarity)
