@@ -45,7 +45,8 @@ class GatewayConfig:
     api_keys: dict[str, str] = field(default_factory=dict)
     api_key_file: str = ""  # "" and no api_keys: every request is refused (fail closed)
     max_body_bytes: int = 16 * 1024 * 1024  # TRELLIS_MAX_BODY_BYTES: larger request bodies get 413
-    rpc_timeout_s: float = 10.0  # TRELLIS_RPC_TIMEOUT_S: every unary call to the orchestrator
+    rpc_timeout_s: float = 10.0  # TRELLIS_RPC_TIMEOUT_S: every unary call to the orchestrator and retrieval
+    ingest_timeout_s: float = 900.0  # TRELLIS_INGEST_TIMEOUT_S: one upload, parsed, chunked and embedded
     run_timeout_s: float = 900.0  # TRELLIS_RUN_TIMEOUT_S: the longest a run stream may last
     # TRELLIS_HTTP_REUSE_PORT=1 (set by `trellis up` when it starts several gateways): share the port with
     # SO_REUSEPORT, the kernel spreading connections over the processes.
@@ -63,6 +64,7 @@ class GatewayConfig:
             api_key_file="" if api_keys else str(data_dir() / API_KEY_FILE),
             max_body_bytes=env_int("TRELLIS_MAX_BODY_BYTES", cls.max_body_bytes),
             rpc_timeout_s=env_float("TRELLIS_RPC_TIMEOUT_S", cls.rpc_timeout_s),
+            ingest_timeout_s=env_float("TRELLIS_INGEST_TIMEOUT_S", cls.ingest_timeout_s),
             run_timeout_s=env_float("TRELLIS_RUN_TIMEOUT_S", cls.run_timeout_s),
             reuse_port=env_bool("TRELLIS_HTTP_REUSE_PORT", cls.reuse_port),
         )

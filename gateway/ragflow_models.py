@@ -67,6 +67,15 @@ def _duplicates(ids: list[str]) -> None:
         raise PydanticCustomError("duplicate_uuids", "Duplicate ids: '{duplicate_ids}'", {"duplicate_ids": ", ".join(dups)})
 
 
+def unique_uuids(v: list[str] | None) -> list[str] | None:
+    """RAGFlow's ids check: each a UUID (normalized to hex), none twice; None stays None."""
+    if v is None:
+        return None
+    ids = [uuid_hex(x) for x in v]
+    _duplicates(ids)
+    return ids
+
+
 class StrictBody(BaseModel):
     """A RAGFlow dataset-route body: read with RAGFlow's checks and messages (see module doc)."""
 
@@ -168,16 +177,17 @@ def default_parser_config(chunk_method: str) -> dict[str, Any]:
     return base
 
 
+def deep_merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """`b` over `a`, nested objects merged key by key (RAGFlow's deep_merge)."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 def merged_parser_config(chunk_method: str, given: dict[str, Any] | None) -> dict[str, Any]:
     """The defaults of `chunk_method` deep-merged with what the request gave (RAGFlow's get_parser_config)."""
-
-    def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-        out = dict(a)
-        for k, v in b.items():
-            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-        return out
-
-    config = merge(default_parser_config(chunk_method), given or {})
+    config = deep_merge(default_parser_config(chunk_method), given or {})
     pc = config.get("parent_child") or {}
     if pc.get("use_parent_child"):
         config["children_delimiter"] = pc.get("children_delimiter", "\n")
@@ -257,6 +267,34 @@ class CreateDatasetBody(StrictBody):
         return self.parser_config.model_dump(exclude_unset=True) if self.parser_config else None
 
 
+def updated_parser_config(current: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """What a dataset update stores (RAGFlow's update_dataset): the given keys, `parent_child` flattened into
+    `children_delimiter`/`enable_children` (and cleared when not in use) and `ext` lifted, over the current."""
+    given = dict(given)
+    pc = given.get("parent_child") or {}
+    if pc.get("use_parent_child"):
+        given["children_delimiter"] = pc.get("children_delimiter", "\n")
+        given["enable_children"] = pc.get("use_parent_child", True)
+    else:
+        given.update(children_delimiter="", enable_children=False, parent_child={})
+    given.update(given.pop("ext", None) or {})
+    return deep_merge(current, given)
+
+
+class UpdateDatasetBody(CreateDatasetBody):
+    """RAGFlow's UpdateDatasetReq: every field optional (only those given change), plus pagerank, language
+    and connectors (accepted; Trellis has no connectors)."""
+
+    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=DATASET_NAME_LIMIT)] = ""
+    pagerank: Annotated[int, Field(ge=0, le=100)] = 0
+    language: Annotated[str | None, Field(max_length=32)] = None
+    connectors: list[dict[str, Any]] = Field(default_factory=list)
+
+    def given(self) -> dict[str, Any]:
+        """The fields the request set, as RAGFlow dumps them (exclude_unset)."""
+        return self.model_dump(exclude_unset=True)
+
+
 class DeleteDatasetsBody(StrictBody):
     """`ids: null` (or absent) deletes nothing unless `delete_all` is true; `[]` deletes nothing."""
 
@@ -266,11 +304,45 @@ class DeleteDatasetsBody(StrictBody):
     @field_validator("ids")
     @classmethod
     def _ids(cls, v: list[str] | None) -> list[str] | None:
-        if v is None:
-            return None
-        ids = [uuid_hex(x) for x in v]
-        _duplicates(ids)
-        return ids
+        return unique_uuids(v)
+
+
+DOCUMENT_CHUNK_METHODS = ("naive", "manual", "qa", "table", "paper", "book", "laws", "presentation", "picture", "one",
+                          "knowledge_graph", "email", "audio", "tag")
+
+
+class UpdateDocumentBody(BaseModel):
+    """RAGFlow's UpdateDocumentReq: strict types, unknown fields ignored; its route reports problems with
+    code 102 (after checking the dataset and document). Counts and progress may be sent but not changed."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+    name: Annotated[str | None, Field(max_length=65535)] = None
+    chunk_method: Annotated[str | None, Field(max_length=65535)] = None
+    pipeline_id: Annotated[str | None, Field(max_length=65535)] = None
+    enabled: Annotated[int | None, Field(ge=0, le=1)] = None
+    chunk_count: Annotated[int | None, Field(ge=0)] = None
+    token_count: Annotated[int | None, Field(ge=0)] = None
+    progress: Annotated[float | None, Field(ge=0.0, le=1.0)] = None
+    parser_config: ParserConfig | None = None
+    meta_fields: dict[str, Any] | None = Field(default_factory=dict)
+
+    @field_validator("chunk_method")
+    @classmethod
+    def _chunk_method(cls, v: str | None) -> str | None:
+        if v and v not in DOCUMENT_CHUNK_METHODS:
+            raise PydanticCustomError("format_invalid", "`chunk_method` {chunk_method} doesn't exist", {"chunk_method": v})
+        return v
+
+    @field_validator("meta_fields")
+    @classmethod
+    def _meta_fields(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        for value in (v or {}).values():
+            if isinstance(value, list):
+                if not all(isinstance(i, (str, int, float)) for i in value):
+                    raise PydanticCustomError("format_invalid", "The type is not supported in list: {v}", {"v": value})
+            elif not isinstance(value, (str, int, float)):
+                raise PydanticCustomError("format_invalid", "The type is not supported: {v}", {"v": value})
+        return v
 
 
 class DeleteDocumentsBody(StrictBody):
@@ -313,6 +385,21 @@ def _lenient_desc(v: Any) -> bool:
     return str(v).strip().lower() != "false"
 
 
+def _split(v: Any) -> Any:
+    """A query parameter that may repeat: one value may also hold several, comma-separated."""
+    values = v if isinstance(v, list) else [v]
+    return [part for item in values if isinstance(item, str) for part in item.split(",") if part.strip()]
+
+
+def _lenient_int(v: Any) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return 0
+
+
+Multi = Annotated[list[str], BeforeValidator(_split)]
+Millis = Annotated[int, BeforeValidator(_lenient_int)]
 Page = Annotated[int, BeforeValidator(_lenient_page)]
 PageSize = Annotated[int, BeforeValidator(_lenient_page_size)]
 Desc = Annotated[bool, BeforeValidator(_lenient_desc)]
@@ -346,10 +433,11 @@ class ListSessionsQuery(PageQuery):
 
 
 class ListDatasetsQuery(PageQuery):
-    """RAGFlow's ListDatasetReq. Datasets come newest first whatever `orderby` and `desc` say."""
+    """RAGFlow's ListDatasetReq: ordered by `orderby`, newest first unless `desc` is false."""
 
     ragflow_errors: ClassVar[bool] = True
     id: str | None = None
+    ids: Multi | None = None
     name: str | None = None
     orderby: Literal["create_time", "update_time"] = "create_time"
 
@@ -358,11 +446,24 @@ class ListDatasetsQuery(PageQuery):
     def _id(cls, v: Any) -> Any:
         return None if v is None else uuid_hex(v)
 
+    @field_validator("ids")
+    @classmethod
+    def _ids(cls, v: list[str] | None) -> list[str] | None:
+        return unique_uuids(v)
+
 
 class ListDocumentsQuery(PageQuery):
+    """RAGFlow's document list filters; `ids`, `suffix` and `run` may repeat (or be comma-separated)."""
+
     id: str | None = None
     name: str | None = None
     keywords: str | None = None
+    orderby: str = "create_time"  # create_time, update_time or name; another is code 101
+    ids: Multi = Field(default_factory=list)
+    suffix: Multi = Field(default_factory=list)
+    run: Multi = Field(default_factory=list)  # UNSTART, RUNNING, CANCEL, DONE, FAIL or 0-4
+    create_time_from: Millis = 0
+    create_time_to: Millis = 0
 
 
 class ListChunksQuery(Query):

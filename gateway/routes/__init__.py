@@ -11,7 +11,9 @@ from gateway.endpoint import KEYS, Dialect, endpoint
 from gateway.errors import GatewayError
 from gateway.openapi import routes as openapi_routes
 from gateway.orchestrator import ORCHESTRATOR, Orchestrator
-from gateway.routes import agents, attachments, completions, datasets, envelope, mcp, openai, runs, sessions, ui
+from gateway.retrieval import RETRIEVAL, Retrieval
+from gateway.routes import (agents, attachments, chunks, completions, datasets, documents, envelope, mcp, openai, retrieve,
+                            runs, sessions, ui)
 from gateway.upstreams import Upstreams
 
 
@@ -23,6 +25,8 @@ def setup(app: web.Application, cfg: GatewayConfig, upstreams: web.AppKey[Upstre
         app[KEYS] = KeyRing(load_keys(cfg))
         app[ORCHESTRATOR] = Orchestrator(app[upstreams].channels["orchestrator"], rpc_timeout_s=cfg.rpc_timeout_s,
                                          run_timeout_s=cfg.run_timeout_s)
+        app[RETRIEVAL] = Retrieval(app[upstreams].channels["retrieval"], rpc_timeout_s=cfg.rpc_timeout_s,
+                                   ingest_timeout_s=cfg.ingest_timeout_s)
         yield
 
     app.cleanup_ctx.append(context)
@@ -34,6 +38,9 @@ def setup(app: web.Application, cfg: GatewayConfig, upstreams: web.AppKey[Upstre
     envelope.add_routes(app)
     openai.add_routes(app)
     datasets.add_routes(app)
+    documents.add_routes(app)
+    chunks.add_routes(app)
+    retrieve.add_routes(app)
     mcp.add_routes(app)
     ui.add_routes(app)  # the run viewer at /ui/
     openapi_routes.add_routes(app)  # /openapi.json (built from every route registered here) and /docs

@@ -38,14 +38,22 @@ def _common(out: dict) -> None:
     assert out["sessions_after_delete"] == 0
     assert out["delete_again_error"] == "Exception: Only the owner of the agent is authorized for this operation."
     assert (out["chunk_method"], out["chunk_token_num"]) == ("naive", 512)
+    assert out["dataset_update"] == ["sdk-kb-renamed", "radiators", 3, "qa"]
+    assert out["listed_after_update"] == ["sdk-kb-renamed"]
+    assert out["dataset_update_error"] == ("Exception: Field: <pagerank> - Message: <Input should be less than or equal "
+                                           "to 100> - Value: <101>")
     assert out["uploaded"] == ["boiler.md", "boiler(1).md"]
     assert out["parsed"] == ["DONE", "DONE"]
     assert out["listed_documents"] == ["boiler(1).md", "boiler.md"]
     assert out["chunks"] == ["Boiler\nBleed the radiator valve every autumn."]  # the markdown parser's text
     assert out["chunks_after_add"] == 2 and out["chunks_after_delete"] == 1
     assert out["chunk_after_update"] == "The warranty lasts ten years."
+    assert "The warranty lasts ten years." not in out["retrieved_unavailable"]  # switched off: never retrieved
     assert out["retrieved_first"] == "The warranty lasts five years." and out["retrieved_document"] == "boiler.md"
     assert out["documents_after_delete"] == ["boiler.md"]
+    assert out["document_update"] == ["boiler-guide.md", "en"]
+    assert out["retrieved_disabled"] == 0
+    assert out["document_update_error"] == "Exception: The extension of file can't be changed"
     assert out["datasets_after_delete"] == 0
     assert out["bad_key_error"] == "Exception: <Unauthorized '401: Unauthorized'>"
 

@@ -68,6 +68,10 @@ def datasets(rag: RAGFlow) -> dict:
     out: dict = {}
     ds = rag.create_dataset(name="sdk-kb", embedding_model="bow@Scripted")
     out["chunk_method"], out["chunk_token_num"] = ds.chunk_method, ds.parser_config.chunk_token_num
+    ds.update({"name": "sdk-kb-renamed", "description": "radiators", "pagerank": 3, "chunk_method": "qa"})
+    out["dataset_update"] = [ds.name, ds.description, ds.pagerank, ds.chunk_method]
+    out["listed_after_update"] = [d.name for d in rag.list_datasets(id=ds.id)]
+    out["dataset_update_error"] = _error(lambda: ds.update({"pagerank": 101}))
     docs = ds.upload_documents([{"display_name": "boiler.md", "blob": b"# Boiler\n\nBleed the radiator valve every autumn."},
                                 {"display_name": "boiler.md", "blob": b"# Boiler\n\nA second copy."}])
     out["uploaded"] = [d.name for d in docs]
@@ -82,10 +86,18 @@ def datasets(rag: RAGFlow) -> dict:
     out["retrieved_document"] = hits[0].document_name
     added.update({"content": "The warranty lasts ten years."})
     out["chunk_after_update"] = doc.list_chunks(id=added.id)[0].content
+    added.update({"available": False})
+    out["retrieved_unavailable"] = [h.content for h in rag.retrieve(dataset_ids=[ds.id], question="warranty ten years",
+                                                                     similarity_threshold=0.0)]
     doc.delete_chunks(ids=[added.id])
     out["chunks_after_delete"] = len(doc.list_chunks())
     ds.delete_documents(ids=[docs[1].id])
     out["documents_after_delete"] = [d.name for d in ds.list_documents()]
+    doc.update({"name": "boiler-guide.md", "meta_fields": {"lang": "en"}})
+    out["document_update"] = [doc.name, getattr(doc.meta_fields, "lang", None)]
+    doc.update({"enabled": 0})
+    out["retrieved_disabled"] = len(rag.retrieve(dataset_ids=[ds.id], question="radiator valve", similarity_threshold=0.0))
+    out["document_update_error"] = _error(lambda: doc.update({"name": "boiler-guide.pdf"}))
     rag.delete_datasets(ids=[ds.id])
     out["datasets_after_delete"] = len(rag.list_datasets())
     return out

@@ -1,0 +1,100 @@
+"""RAGFlow's retrieval endpoint, backed by the retrieval service's hybrid search:
+
+    POST /api/v1/retrieval
+
+Validation, defaults, codes and messages follow RAGFlow's chunk_api.py retrieval route. Chunks a client switched off
+(`available: false`) and the chunks of disabled documents are never returned; a chunk's important
+keywords count as found terms (services/retrieval/scoring.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
+
+from gateway.contract import Contract, body
+from gateway.endpoint import TENANT, Dialect, endpoint
+from gateway.errors import GatewayError
+from gateway.protocol import _Body, read_json
+from gateway.ragflow_models import INT32_MAX, MAX_PAGE_SIZE
+from gateway.responses import RetrievalOut
+from gateway.routes._datasets import TAGS, chunk_view, data_error, documents, owned_datasets, retrieval
+from gateway.routes._views import ok
+
+
+class RetrievalBody(_Body):
+    question: str | None = None
+    dataset_ids: list[str] | None = None
+    document_ids: list[str] | None = None
+    page: int = 1
+    page_size: int = 30
+    similarity_threshold: float = 0.2
+    vector_similarity_weight: float = 0.3  # RAGFlow's API weighs the vector side (1 - keywords weight)
+    top_k: int = 1024
+    rerank_id: str | None = None
+    keyword: bool | None = None
+    highlight: bool | str | None = None
+    metadata_condition: dict[str, Any] | None = None
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("Retrieve chunks from datasets", body=RetrievalBody, response=RetrievalOut,
+                                             tags=TAGS))
+async def retrieve(request: web.Request) -> web.Response:
+    raw = await read_json(request)
+    if not raw.get("dataset_ids"):
+        raise data_error("`dataset_ids` is required.")
+    if not isinstance(raw["dataset_ids"], list):
+        raise data_error("`dataset_ids` should be a list")
+    if "question" not in raw:
+        raise data_error("`question` is required.")
+    if "document_ids" in raw and raw["document_ids"] is not None and not isinstance(raw["document_ids"], list):
+        raise data_error("`documents` should be a list")
+    req_body: RetrievalBody = await body(request)
+    owned = {d.id for d in await owned_datasets(request)}
+    for dataset_id in req_body.dataset_ids or []:
+        if dataset_id not in owned:
+            raise data_error(f"You don't own the dataset {dataset_id}.")
+    if req_body.top_k <= 0:
+        raise data_error("`top_k` must be greater than 0")
+    if not 0.0 <= req_body.vector_similarity_weight <= 1.0:
+        raise GatewayError("`vector_similarity_weight` must be between 0 and 1", param="vector_similarity_weight")
+    question = (req_body.question or "").strip()
+    if not question:
+        return ok({"total": 0, "chunks": [], "doc_aggs": []})
+    size = req_body.page_size if 1 <= req_body.page_size <= MAX_PAGE_SIZE else 30
+    page = min(req_body.page, INT32_MAX // size) if req_body.page >= 1 else 1  # page * size goes in an int32
+    doc_ids = list(req_body.document_ids or [])
+    if doc_ids:
+        listed = set()
+        for dataset_id in req_body.dataset_ids or []:
+            listed |= {d.id for d in await documents(request, dataset_id)}
+        for doc_id in doc_ids:
+            if doc_id not in listed:
+                raise data_error(f"The datasets don't own the document {doc_id}")
+    conditions = []
+    meta = req_body.metadata_condition or {}
+    for c in meta.get("conditions") or []:
+        if isinstance(c, dict) and c.get("name", c.get("key")):
+            conditions.append(rr_pb.MetadataCondition(key=str(c.get("name", c.get("key"))),
+                                                      operator=str(c.get("comparison_operator", c.get("op", "="))),
+                                                      value=str(c.get("value", ""))))
+    req = rr_pb.SearchRequest(
+        tenant_id=request[TENANT], query=question, dataset_ids=req_body.dataset_ids, document_ids=doc_ids,
+        top_n=page * size, top_k=min(req_body.top_k, INT32_MAX), similarity_threshold=req_body.similarity_threshold,
+        keywords_similarity_weight=1.0 - req_body.vector_similarity_weight, rerank_model=req_body.rerank_id or "",
+        metadata_filter=conditions, metadata_logic=str(meta.get("logic") or "and"))
+    rv = retrieval(request)
+    resp = await rv.call(rv.stub.Search, req)
+    chunks = list(resp.chunks)[(page - 1) * size:]
+    aggs: dict[str, dict[str, Any]] = {}
+    for c in chunks:
+        agg = aggs.setdefault(c.document_id, {"doc_name": c.document_name, "doc_id": c.document_id, "count": 0})
+        agg["count"] += 1
+    return ok({"chunks": [chunk_view(c) for c in chunks], "doc_aggs": sorted(aggs.values(), key=lambda a: -a["count"]),
+               "total": resp.total})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/api/v1/retrieval", retrieve)
