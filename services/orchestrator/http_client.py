@@ -281,6 +281,18 @@ class OutboundHttp:
             self._session = aiohttp.ClientSession(connector=connector, trust_env=False)
         return self._session
 
+    async def resolve(self, host: str, port: int = 0) -> list[str]:
+        """The addresses ``host`` may be reached at, all checked; raises :class:`EgressBlocked`.
+
+        For clients that connect by themselves (the MCP transports): connecting only to these, never
+        to the name again, leaves a DNS rebind nothing to slip through."""
+        ip = _as_ip(host)
+        if ip is not None:
+            self.policy.check(host, host, ip)
+            return [str(ip)]
+        answers = await self._resolver.resolve(host, port, socket.AF_UNSPEC)
+        return list(dict.fromkeys(a["host"] for a in answers))
+
     async def check_url(self, url: str) -> None:
         """Resolve and check ``url``'s host now; raises :class:`EgressBlocked`."""
         parsed = URL(url)

@@ -8,7 +8,8 @@ initializes it, does its one request and closes: no connection outlives a tool c
 Headers are RAGFlow's: each header name and value may use `$name` / `${name}` from the server's
 `variables` (string.Template), a header whose value is empty (or only "Bearer") is left out, and an
 Agent's `custom_header` is added on top. The URL's host goes through the SSRF guard of
-`http_client.OutboundHttp` (TRELLIS_SSRF_ALLOWLIST lets private addresses through).
+`http_client.OutboundHttp` (TRELLIS_SSRF_ALLOWLIST lets private addresses through), and every connection
+the HTTP transports open goes to an address the guard checked then (_guarded_httpx.py).
 
 Every failure is an `McpError` whose message names the server and says what went wrong (refused,
 401, timed out...); a tool that answers with `isError` is an observation, not an error (RAGFlow:
@@ -17,6 +18,7 @@ Every failure is an `McpError` whose message names the server and says what went
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import shlex
@@ -33,6 +35,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError as ProtocolError
 
+from ._guarded_httpx import guarded_transport
 from .http_client import EgressBlocked, OutboundHttp
 
 log = logging.getLogger(__name__)
@@ -141,10 +144,11 @@ async def open_session(server: McpServer, access: McpAccess, timeout_s: float,
         read_s = timeout_s + 1
         if kind == "sse":
             streams = sse_client(server.url.strip(), headers=headers, timeout=timeout_s, sse_read_timeout=read_s,
-                                 httpx_client_factory=_http_client)
+                                 httpx_client_factory=functools.partial(_http_client, access.http))
         else:
             streams = _streamable(server.url.strip(),
-                                  _http_client(headers=headers, timeout=httpx.Timeout(timeout_s, read=read_s)))
+                                  _http_client(access.http, headers=headers,
+                                               timeout=httpx.Timeout(timeout_s, read=read_s)))
     async with streams as (read, write, *_):
         async with ClientSession(read, write, read_timeout_seconds=timedelta(seconds=timeout_s)) as session:
             await session.initialize()
@@ -157,10 +161,12 @@ async def _streamable(url: str, client: httpx.AsyncClient) -> AsyncIterator[Any]
         yield streams
 
 
-def _http_client(headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
+def _http_client(http: OutboundHttp, headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
                  auth: httpx.Auth | None = None) -> httpx.AsyncClient:
-    # trust_env=False: a proxy from the environment must not route around the SSRF guard.
-    return httpx.AsyncClient(headers=headers, timeout=timeout, auth=auth, trust_env=False, follow_redirects=False)
+    # trust_env=False: a proxy from the environment must not route around the SSRF guard. Every connection
+    # goes to an address the guard checked then (_guarded_httpx.py): a DNS rebind after _check_url gets nowhere.
+    return httpx.AsyncClient(headers=headers, timeout=timeout, auth=auth, trust_env=False, follow_redirects=False,
+                             transport=guarded_transport(http))
 
 
 def _stdio(server: McpServer, access: McpAccess) -> Any:
