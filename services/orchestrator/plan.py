@@ -7,7 +7,8 @@ child back to its container's start child (RAGFlow's way of ending a pass) is no
 repeats the body. Only edges inside one scope are scheduled; a container (`Component.is_container`) runs its
 body itself. Nodes not reachable from the scope's root (`begin`, or the container's `child_start` child)
 never run, as in RAGFlow, and are left out of the plan. The planner asks each component's class; it never
-compares component names.
+compares component names. Each component's params are parsed into its class's `params_model` once, by the
+validator (`parsed`), and the plan's components are built from those models.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .components import base as cbase
+from .components.params import Params, parse_params
 from .dsl.model import CanvasV2
 
 
@@ -27,8 +29,18 @@ def component_class(name: str) -> type[cbase.Component]:
         return cbase.Component
 
 
-def goto_targets(params: dict[str, Any]) -> list[Any]:
-    return cbase.id_list(params.get("exception_goto"))
+def goto_targets(params: Params) -> list[Any]:
+    return cbase.id_list(params.exception_goto)
+
+
+def parse_all(canvas: CanvasV2) -> dict[str, Params]:
+    """Every component's params model, for a canvas that passed validation (a component whose params do
+    not parse gets the bare `Params` of its extra keys)."""
+    out = {}
+    for cid, c in canvas.components.items():
+        parsed, _ = parse_params(component_class(c.name), cid, c.params, require_available=False)
+        out[cid] = parsed if parsed is not None else Params.model_construct(**c.params)
+    return out
 
 
 @dataclass(slots=True)
@@ -41,7 +53,8 @@ class Graph:
     goto_only: dict[str, set[str]]
 
 
-def build_graph(canvas: CanvasV2) -> Graph:
+def build_graph(canvas: CanvasV2, parsed: dict[str, Params]) -> Graph:
+    """`parsed`: the params models by component id (the validator's)."""
     comps = canvas.components
     scope_of = {cid: (c.parent_id or "") for cid, c in comps.items()}
     out: dict[str, list[str]] = {cid: [] for cid in comps}
@@ -64,10 +77,10 @@ def build_graph(canvas: CanvasV2) -> Graph:
     for cid, c in comps.items():
         for t in c.downstream:
             add(cid, t)
-        for _, t in component_class(c.name).routes(c.params):
+        for _, t in component_class(c.name).routes(parsed[cid]):
             add(cid, t)
         normal = set(out[cid])
-        for t in goto_targets(c.params):
+        for t in goto_targets(parsed[cid]):
             if t not in normal:
                 goto_only[cid].add(t)
             add(cid, t)
@@ -125,9 +138,12 @@ class Plan:
         return cpn.params if cpn is not None else {}
 
 
-def build_plan(canvas: CanvasV2) -> Plan:
-    """Compile a canvas that passed validation (all classes registered)."""
-    g = build_graph(canvas)
+def build_plan(canvas: CanvasV2, parsed: dict[str, Params] | None = None) -> Plan:
+    """Compile a canvas that passed validation (all classes registered). `parsed`: the params models the
+    validator made (parsed here when not given)."""
+    if parsed is None:
+        parsed = parse_all(canvas)
+    g = build_graph(canvas, parsed)
     comps = canvas.components
     display = canvas.display_names()
     bodies: dict[str, BodyPlan] = {}
@@ -158,7 +174,7 @@ def build_plan(canvas: CanvasV2) -> Plan:
                     n_in[t] += 1
         nodes: dict[str, NodePlan] = {}
         for n in (c for c in by_scope.get(owner, ()) if c in seen):  # canvas order, deterministic
-            nodes[n] = _node(n, comps[n].name, comps[n].params, display.get(n, ""),
+            nodes[n] = _node(n, comps[n].name, comps[n].params, parsed[n], display.get(n, ""),
                              tuple(t for t in g.out[n] if t in seen),
                              frozenset(g.goto_only[n] & seen), n_in[n])
             if nodes[n].component.is_container:
@@ -172,18 +188,18 @@ def build_plan(canvas: CanvasV2) -> Plan:
                 display=display, bodies=bodies)
 
 
-def _node(cid: str, name: str, params: dict[str, Any], display: str, succ: tuple[str, ...],
+def _node(cid: str, name: str, params: dict[str, Any], model: Params, display: str, succ: tuple[str, ...],
           goto_only: frozenset[str], n_in: int) -> NodePlan:
     cls = cbase.get_class(name)
-    method = params.get("exception_method") or ""
+    method = model.exception_method or ""
     return NodePlan(
-        id=cid, name=name, display=display, params=params, component=cls(cid, params),
+        id=cid, name=name, display=display, params=params, component=cls(cid, model),
         succ=succ, goto_only=goto_only,
-        goto=tuple(t for t in goto_targets(params) if t in succ), n_in=n_in,
-        max_retries=max(0, _int(params.get("max_retries"), 0)),
-        delay_s=max(0.0, _float(params.get("delay_after_error"), 2.0)),
+        goto=tuple(t for t in goto_targets(model) if t in succ), n_in=n_in,
+        max_retries=max(0, _int(model.max_retries, 0)),
+        delay_s=max(0.0, _float(model.delay_after_error, 2.0)),
         on_error=method if method in ("comment", "goto") else "",
-        default_value=params.get("exception_default_value"),
+        default_value=model.exception_default_value,
         exception_output=getattr(cls, "exception_output", "result"),
         has_thoughts=cls.thoughts is not cbase.Component.thoughts,
     )

@@ -1,7 +1,9 @@
 """Check a canvas before anything runs; every issue names the component id and the field.
 
-What a component's type adds to the checks comes from its class (`check`, `routes`, `is_container`,
-`child_start`, `parent_container`: components/base.py); no check compares component names.
+What a component's type adds to the checks comes from its class (`params_model`, `routes`, `is_container`,
+`child_start`, `parent_container`: components/base.py); no check compares component names. Each
+component's params are parsed into its `params_model` here, once; `compile_plan` builds the plan from those
+models, and a pydantic error is an issue naming the component, its type and the field path.
 
     issues = validate(canvas)                          # [] when the canvas can run here
     issues = validate(canvas, require_available=False) # structure only: components in
@@ -11,6 +13,7 @@ What a component's type adds to the checks comes from its class (`check`, `route
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -20,7 +23,8 @@ from . import components as registry
 from .dsl import DslError, load_canvas
 from .dsl.issues import ValidationIssue
 from .dsl.model import CanvasV2
-from .components.base import Component, checked_params
+from .components.base import Component
+from .components.params import Params, lenient_params, parse_params
 from .plan import Plan, build_graph, build_plan, component_class, goto_targets
 from .variables import find_refs, parse_ref
 
@@ -38,10 +42,11 @@ class ValidationFailed(Exception):
 
 
 def compile_plan(canvas: CanvasV2, *, require_available: bool = True) -> Plan:
-    issues = validate(canvas, require_available=require_available)
+    parsed: dict[str, Params] = {}
+    issues = validate(canvas, require_available=require_available, parsed=parsed)
     if issues:
         raise ValidationFailed(issues)
-    return build_plan(canvas)
+    return build_plan(canvas, parsed)
 
 
 def validate_file(path: str | Path, *, require_available: bool = True) -> list[ValidationIssue]:
@@ -56,8 +61,11 @@ def validate_file(path: str | Path, *, require_available: bool = True) -> list[V
     return validate(canvas, require_available=require_available)
 
 
-def validate(canvas: CanvasV2, *, require_available: bool = True) -> list[ValidationIssue]:
+def validate(canvas: CanvasV2, *, require_available: bool = True,
+             parsed: dict[str, Params] | None = None) -> list[ValidationIssue]:
+    """The canvas's issues; `parsed` (when given) receives each component's params model."""
     comps = canvas.components
+    parsed = {} if parsed is None else parsed
     issues: list[ValidationIssue] = []
     add = issues.append
     if not comps:
@@ -71,17 +79,23 @@ def validate(canvas: CanvasV2, *, require_available: bool = True) -> list[Valida
         add(ValidationIssue("begin", "obj.component_name", f"'begin' must be a Begin, not {begin.name}"))
 
     for cid, c in comps.items():
-        issues.extend(_check_component(canvas, cid, require_available))
+        issues.extend(i if i.component_name else dataclasses.replace(i, component_name=c.name)
+                      for i in _check_component(canvas, cid, require_available, parsed))
     if not issues:  # cycle detection needs sane edges
-        issues.extend(_check_cycles(canvas))
+        issues.extend(_check_cycles(canvas, parsed))
     return issues
 
 
-def _check_component(canvas: CanvasV2, cid: str, require_available: bool) -> Iterator[ValidationIssue]:
+def _check_component(canvas: CanvasV2, cid: str, require_available: bool,
+                     parsed: dict[str, Params]) -> Iterator[ValidationIssue]:
     comps = canvas.components
     c = comps[cid]
     name = c.name
     cls = component_class(name)
+    model, problems = parse_params(cls, cid, c.params, require_available=require_available)
+    yield from problems
+    if model is not None:
+        parsed[cid] = model
     if cls is Component:
         if name in registry.PENDING:
             if require_available:
@@ -90,9 +104,6 @@ def _check_component(canvas: CanvasV2, cid: str, require_available: bool) -> Ite
             known = sorted(set(registry.registered()) | registry.PENDING)
             yield ValidationIssue(cid, "obj.component_name",
                                   f"unknown component_name '{name}' (known: {', '.join(known)})")
-    else:
-        yield from checked_params(cls, cid, c.params)
-    yield from _check_tools(cid, c.params, "params.tools", require_available)
 
     scope = c.parent_id or ""
     if c.parent_id is not None:
@@ -113,8 +124,10 @@ def _check_component(canvas: CanvasV2, cid: str, require_available: bool) -> Ite
         yield ValidationIssue(cid, "parent_id", f"{name} must be the child of a {cls.parent_container}")
 
     targets = [(f"downstream[{i}]", t) for i, t in enumerate(c.downstream)]
-    targets += _live_routes(cid, cls, c.params, comps)
-    targets += [(f"params.exception_goto[{i}]", t) for i, t in enumerate(goto_targets(c.params))]
+    readable = model if model is not None else lenient_params(cls, c.params)  # bad values: reported above
+    if readable is not None:
+        targets += _live_routes(cid, cls, readable, comps)
+        targets += [(f"params.exception_goto[{i}]", t) for i, t in enumerate(goto_targets(readable))]
     for fld, t in targets:
         if not isinstance(t, str) or t not in comps:
             yield ValidationIssue(cid, fld, f"unknown component '{t}'")
@@ -125,17 +138,6 @@ def _check_component(canvas: CanvasV2, cid: str, require_available: bool) -> Ite
     for i, u in enumerate(c.upstream):
         if u not in comps:
             yield ValidationIssue(cid, f"upstream[{i}]", f"unknown component '{u}'")
-
-    method = c.params.get("exception_method")
-    if method not in (None, "", "comment", "goto"):
-        yield ValidationIssue(cid, "params.exception_method",
-                              f"must be 'comment', 'goto' or empty, not {method!r}")
-    elif method == "goto" and not goto_targets(c.params):
-        yield ValidationIssue(cid, "params.exception_goto", "exception_method 'goto' needs targets")
-    for key in ("max_retries", "delay_after_error"):
-        v = c.params.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
-            yield ValidationIssue(cid, f"params.{key}", f"must be a number >= 0, not {v!r}")
 
     for fld, ref in _refs_in(c.params, "params"):
         parsed = parse_ref(ref)
@@ -152,7 +154,7 @@ def _containers() -> str:
     return f"an {text}" if text[0] in "AEIOU" else f"a {text}"
 
 
-def _live_routes(cid: str, cls: type[Component], params: dict[str, Any],
+def _live_routes(cid: str, cls: type[Component], params: Params,
                  comps: dict[str, Any]) -> list[tuple[str, Any]]:
     """Branch targets to check. A stale id next to live ones in the same branch is dropped with a
     warning (RAGFlow's own Go fixture has one); a branch whose targets are all missing is an error."""
@@ -171,23 +173,6 @@ def _live_routes(cid: str, cls: type[Component], params: dict[str, Any],
         else:
             out.extend(items)
     return out
-
-
-def _check_tools(cid: str, params: dict[str, Any], where: str, require_available: bool) -> Iterator[ValidationIssue]:
-    """An Agent's tools are components too: a pending one (components.PENDING) must fail validation, not
-    vanish from the model's tool list. Sub-agents' tools are checked the same way. (Their structure, unknown names
-    included, is Agent.check's job.)"""
-    tools = params.get("tools")
-    if not require_available or not isinstance(tools, list):
-        return
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, dict):
-            continue
-        name = tool.get("component_name")
-        if isinstance(name, str) and name in registry.PENDING and not registry.is_available(name):
-            yield ValidationIssue(cid, f"{where}[{i}].component_name", f"tool {name} is not available yet")
-        elif isinstance(tool.get("params"), dict):
-            yield from _check_tools(cid, tool["params"], f"{where}[{i}].params.tools", require_available)
 
 
 def _scope(comps: dict[str, Any], cid: str) -> str | None:
@@ -222,9 +207,9 @@ def _refs_in(value: Any, where: str) -> Iterator[tuple[str, str]]:
             yield from _refs_in(v, f"{where}[{i}]")
 
 
-def _check_cycles(canvas: CanvasV2) -> list[ValidationIssue]:
+def _check_cycles(canvas: CanvasV2, parsed: dict[str, Params]) -> list[ValidationIssue]:
     """Kahn's algorithm per scope; report each cycle once, naming its path."""
-    g = build_graph(canvas)
+    g = build_graph(canvas, parsed)
     issues: list[ValidationIssue] = []
     scopes: dict[str, list[str]] = {}
     for cid, s in g.scope_of.items():

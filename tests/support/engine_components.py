@@ -23,7 +23,7 @@ class TestNoop(Component):
 
     async def run(self, ctx: NodeContext) -> None:
         TRACE.append(("run", ctx.component_id, time.monotonic()))
-        ctx.set_output("result", self.params.get("value", ctx.component_id))
+        ctx.set_output("result", self.params.given("value", ctx.component_id))
 
 
 @register
@@ -35,12 +35,12 @@ class TestSleep(Component):
     async def run(self, ctx: NodeContext) -> None:
         TRACE.append(("start", ctx.component_id, time.monotonic()))
         try:
-            await asyncio.sleep(float(self.params.get("seconds", 0.05)))
+            await asyncio.sleep(float(self.params.given("seconds", 0.05)))
         except asyncio.CancelledError:
             TRACE.append(("cancelled", ctx.component_id, time.monotonic()))
             raise
         TRACE.append(("end", ctx.component_id, time.monotonic()))
-        ctx.set_output("result", self.params.get("value", ctx.component_id))
+        ctx.set_output("result", self.params.given("value", ctx.component_id))
 
 
 @register
@@ -50,12 +50,12 @@ class TestFail(Component):
     component_name = "TestFail"
 
     async def run(self, ctx: NodeContext) -> None:
-        key = self.params.get("key", ctx.component_id)
+        key = self.params.given("key", ctx.component_id)
         n = _FAILS.get(key, 0)
         _FAILS[key] = n + 1
         TRACE.append(("attempt", ctx.component_id, time.monotonic()))
-        if n < int(self.params.get("fail_times", 10**9)):
-            raise RuntimeError(self.params.get("message", "boom"))
+        if n < int(self.params.given("fail_times", 10**9)):
+            raise RuntimeError(self.params.given("message", "boom"))
         ctx.set_output("result", "ok")
 
 
@@ -67,8 +67,8 @@ class TestEcho(Component):
 
     async def run(self, ctx: NodeContext) -> None:
         if "seconds" in self.params:
-            await asyncio.sleep(float(self.params["seconds"]))
-        ctx.set_output("result", await ctx.render(self.params.get("text", "")))
+            await asyncio.sleep(float(self.params.given("seconds")))
+        ctx.set_output("result", await ctx.render(self.params.given("text", "")))
 
 
 @register
@@ -78,15 +78,15 @@ class TestStream(Component):
     component_name = "TestStream"
 
     async def run(self, ctx: NodeContext) -> None:
-        tokens = list(self.params.get("tokens", []))
-        gap = float(self.params.get("gap", 0.01))
+        tokens = list(self.params.given("tokens", []))
+        gap = float(self.params.given("gap", 0.01))
 
         async def gen():
             for t in tokens:
                 await asyncio.sleep(gap)
                 TRACE.append(("token", ctx.component_id, time.monotonic()))
                 yield t
-            if self.params.get("fail_at_end"):
+            if self.params.given("fail_at_end"):
                 raise RuntimeError("stream broke")
         ctx.set_output("content", ctx.stream(gen()))
 
@@ -98,8 +98,8 @@ class TestIncr(Component):
     component_name = "TestIncr"
 
     async def run(self, ctx: NodeContext) -> None:
-        target = self.params["target"]
-        ctx.assign(target, (await ctx.value(target) or 0) + self.params.get("by", 1))
+        target = self.params.given("target")
+        ctx.assign(target, (await ctx.value(target) or 0) + self.params.given("by", 1))
         TRACE.append(("incr", ctx.component_id, time.monotonic()))
 
 

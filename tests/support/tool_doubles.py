@@ -17,9 +17,9 @@ class SlowTool(Component):
     component_name = "TestSlowTool"
 
     async def run(self, ctx: NodeContext) -> None:
-        label = str(self.params.get("query", ""))
+        label = str(self.params.given("query", ""))
         t0 = time.monotonic()
-        await asyncio.sleep(float(self.params.get("seconds", 0.3)))
+        await asyncio.sleep(float(self.params.given("seconds", 0.3)))
         SPANS.append((label, t0, time.monotonic()))
         ctx.set_output("result", f"slept {label}")
 
@@ -28,7 +28,7 @@ class FailTool(Component):
     component_name = "TestFailTool"
 
     async def run(self, ctx: NodeContext) -> None:
-        raise RuntimeError(str(self.params.get("message", "disk on fire")))
+        raise RuntimeError(str(self.params.given("message", "disk on fire")))
 
 
 class EchoTool(Component):
@@ -42,7 +42,7 @@ class EchoTool(Component):
                 "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}
 
     async def run(self, ctx: NodeContext) -> None:
-        ctx.set_output("formalized_content", f"echo: {self.params.get('query', '')}")
+        ctx.set_output("formalized_content", f"echo: {self.params.given('query', '')}")
 
 
 class WeatherTool(Component):
@@ -56,4 +56,4 @@ class WeatherTool(Component):
                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
 
     async def run(self, ctx: NodeContext) -> None:
-        ctx.set_output("result", f"Sunny, 21 degrees in {self.params.get('city', '?')}")
+        ctx.set_output("result", f"Sunny, 21 degrees in {self.params.given('city', '?')}")

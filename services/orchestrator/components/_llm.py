@@ -1,5 +1,6 @@
 """What the components that call a chat model share (LLM, Agent, Categorize).
 
+- Params: `LlmParams` (`_llm_params.py`), which every helper here reads.
 - `ModelConf.of(ctx, params)`: the model id (run override first) and RAGFlow's `gen_conf()` sampling:
   a value is sent only when its UI flag (`temperatureEnabled`...) is on and the value is > 0.
 - `Prompt` (`_memory.py`): the messages in parts, trimmed to the model's context.
@@ -21,8 +22,9 @@ from services.llm_gateway.models import ChatDelta, Message, ResponseFormat, Samp
 
 from ..variables import StreamValue, to_text
 from ._fields import as_bool
+from ._llm_params import LlmParams
 from ._memory import Prompt, message_tokens, prompt_budget
-from .base import NodeContext, ValidationIssue
+from .base import NodeContext
 
 log = logging.getLogger(__name__)
 
@@ -81,16 +83,16 @@ class ModelConf:
     timeout_s: float | None
 
     @classmethod
-    def of(cls, ctx: NodeContext, params: dict[str, Any]) -> ModelConf:
-        model = overrides(ctx).get("llm_id") or params.get("llm_id") or ""
+    def of(cls, ctx: NodeContext, params: LlmParams) -> ModelConf:
+        model = overrides(ctx).get("llm_id") or params.llm_id or ""
         values: dict[str, float] = {}
         for key, flag in _SAMPLING:
-            v = _positive(params.get(key)) if as_bool(params.get(flag)) else None
+            v = _positive(getattr(params, key)) if as_bool(getattr(params, flag)) else None
             if v is not None:
                 values[key] = v
         max_tokens = 0
-        if as_bool(params.get("maxTokensEnabled")):
-            max_tokens = int(_positive(params.get("max_tokens")) or 0)
+        if as_bool(params.maxTokensEnabled):
+            max_tokens = int(_positive(params.max_tokens) or 0)
         return cls(str(model), Sampling(**values), max_tokens, ctx.settings.timeout_for(ctx.component_name))
 
 
@@ -102,52 +104,12 @@ def _positive(v: Any) -> float | None:
     return f if f > 0 else None
 
 
-def window_size(params: dict[str, Any], default: int = DEFAULT_WINDOW) -> int:
+def window_size(params: LlmParams, default: int = DEFAULT_WINDOW) -> int:
+    size = params.message_history_window_size
     try:
-        return max(0, int(params.get("message_history_window_size", default)))
+        return default if size is None else max(0, int(size))
     except (TypeError, ValueError):
         return default
-
-
-def check_llm_params(cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-    """Checks shared by LLM, Agent and Categorize (types only: RAGFlow fills defaults)."""
-    issues = []
-    prompts = params.get("prompts")
-    if prompts is not None and not isinstance(prompts, (str, list)):
-        issues.append(ValidationIssue(cpn_id, "params.prompts", "must be a list of {role, content} or a string"))
-    elif isinstance(prompts, list):
-        for i, p in enumerate(prompts):
-            if not isinstance(p, dict) or not isinstance(p.get("content", ""), str):
-                issues.append(ValidationIssue(cpn_id, f"params.prompts[{i}]", "must be {\"role\", \"content\": str}"))
-            elif p.get("role", "user") not in _ROLES:
-                issues.append(ValidationIssue(cpn_id, f"params.prompts[{i}].role",
-                                              f"must be one of {', '.join(_ROLES)}, got {p.get('role')!r}"))
-    for key in ("max_tokens", "message_history_window_size"):
-        v = params.get(key)
-        if v is not None and (isinstance(v, bool) or not _is_int(v) or int(v) < 0):
-            issues.append(ValidationIssue(cpn_id, f"params.{key}", f"must be a non-negative integer, got {v!r}"))
-    for key, _ in _SAMPLING:
-        v = params.get(key)
-        if v not in (None, "") and _positive(v) is None and not _is_zero(v):
-            issues.append(ValidationIssue(cpn_id, f"params.{key}", f"must be a number, got {v!r}"))
-    if not isinstance(params.get("sys_prompt", ""), str):
-        issues.append(ValidationIssue(cpn_id, "params.sys_prompt", "must be a string"))
-    return issues
-
-
-def _is_int(v: Any) -> bool:
-    try:
-        int(v)
-        return True
-    except (TypeError, ValueError, OverflowError):
-        return False
-
-
-def _is_zero(v: Any) -> bool:
-    try:
-        return float(v) == 0
-    except (TypeError, ValueError):
-        return False
 
 
 # ------------------------------------------------------------------------------------ prompt parts
@@ -160,13 +122,13 @@ async def render_recorded(ctx: NodeContext, text: str) -> str:
     return out
 
 
-def prompt_list(params: dict[str, Any]) -> list[dict[str, str]]:
-    prompts = params.get("prompts")
+def prompt_list(params: LlmParams) -> list[dict[str, str]]:
+    prompts = params.prompts
     if prompts is None:
-        prompts = [{"role": "user", "content": "{sys.query}"}]
+        return [{"role": "user", "content": "{sys.query}"}]
     if isinstance(prompts, str):
-        prompts = [{"role": "user", "content": prompts}]
-    return [p for p in prompts if isinstance(p, dict) and isinstance(p.get("content", ""), str)]
+        return [{"role": "user", "content": prompts}]
+    return [{"role": p.role, "content": p.content} for p in prompts]
 
 
 async def render_prompts(ctx: NodeContext, prompts: list[dict[str, str]], *, literal: bool = False) -> list[Message]:
@@ -263,9 +225,9 @@ def cited_ids(text: str) -> list[str]:
     return list(dict.fromkeys(CITATION_MARK.findall(text)))
 
 
-def needs_citation(ctx: NodeContext, params: dict[str, Any]) -> bool:
+def needs_citation(ctx: NodeContext, params: LlmParams) -> bool:
     """RAGFlow: `cite` on and chunks retrieved in this run (never for a sub-agent)."""
-    if not as_bool(params.get("cite", True)) or "-->" in ctx.component_id:
+    if not as_bool(params.cite) or "-->" in ctx.component_id:
         return False
     retrieval = getattr(ctx.env.state, "retrieval", None)
     return bool(isinstance(retrieval, list) and retrieval and isinstance(retrieval[-1], dict)
@@ -283,7 +245,7 @@ def sync_preview(ctx: NodeContext, text: str) -> str:
     return "".join(out)
 
 
-def thinking_text(ctx: NodeContext, params: dict[str, Any]) -> str:
+def thinking_text(ctx: NodeContext, params: LlmParams) -> str:
     prompts = prompt_list(params)
     start = sync_preview(ctx, prompts[-1].get("content", "")) if prompts else ""
     start = re.sub(r"(User's query:|[\\]+)", "", start)
@@ -291,9 +253,9 @@ def thinking_text(ctx: NodeContext, params: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------------------------ structured output
-def output_schema(params: dict[str, Any]) -> dict[str, Any] | None:
+def output_schema(params: LlmParams) -> dict[str, Any] | None:
     """The JSON schema declared in `outputs.structured` (RAGFlow `_get_output_schema`), or None."""
-    outputs = params.get("outputs")
+    outputs = params.outputs
     cand = outputs.get("structured") if isinstance(outputs, dict) else None
     if isinstance(cand, dict):
         if isinstance(cand.get("properties"), dict) and cand["properties"]:
@@ -331,6 +293,16 @@ def client(ctx: NodeContext) -> Any:
     return llm
 
 
+def note_fallback(ctx: NodeContext, notice: str) -> None:
+    """Adds a fallback notice to the node's `model_fallback` input (once each: a node may run several models,
+    and an Agent's sub-agents pass theirs up, see _tools.call_tool)."""
+    seen = str(ctx.inputs.get("model_fallback") or "")
+    for line in notice.splitlines():
+        if line and line not in seen.splitlines():
+            seen = f"{seen}\n{line}" if seen else line
+    ctx.set_input("model_fallback", seen)
+
+
 async def stream(ctx: NodeContext, conf: ModelConf, messages: Sequence[Message], *,
                  tools: Sequence[Tool] = (), tool_choice: ToolChoice | None = None,
                  response_format: ResponseFormat | None = None) -> AsyncIterator[ChatDelta]:
@@ -346,7 +318,7 @@ async def stream(ctx: NodeContext, conf: ModelConf, messages: Sequence[Message],
             if d.usage is not None:
                 usage = d.usage
             if d.notice:
-                ctx.set_input("model_fallback", d.notice)
+                note_fallback(ctx, d.notice)
             yield d
     finally:
         await deltas.aclose()
@@ -382,7 +354,7 @@ async def primed(chunks: AsyncIterator[str]) -> AsyncIterator[str] | None:
     return rest()
 
 
-def should_stream(params: dict[str, Any], schema: dict[str, Any] | None) -> bool:
+def should_stream(params: LlmParams, schema: dict[str, Any] | None) -> bool:
     """RAGFlow streams into a downstream Message unless an exception policy or a schema needs the whole
     answer first (here `comment` too: its default value must replace a failed answer, not follow it)."""
-    return schema is None and (params.get("exception_method") or "") not in ("comment", "goto")
+    return schema is None and (params.exception_method or "") not in ("comment", "goto")

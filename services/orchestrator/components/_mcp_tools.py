@@ -10,26 +10,35 @@ refuses the call or runs past its timeout gives an "Error: ..." observation; the
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from services.llm_gateway.models import Tool
 
 from .. import mcp_client
 from ..http_client import EgressPolicy, OutboundHttp
 from ._tools import ToolSpec
-from .base import Component, NodeContext, ValidationIssue
+from .base import Component, NodeContext
+from .params import Entry, OrEmpty, Params, Required, validator
 
 EMPTY_SCHEMA = {"type": "object", "properties": {}}
+
+
+class McpToolParams(Params):
+    mcp_id: str = ""
+    tool: str = ""
+    custom_header: Any = None  # the Agent's
 
 
 class McpTool(Component):
     """One tool of one MCP server, as an Agent tool (never a canvas node: not registered)."""
 
     component_name = "MCP"
+    params_model = McpToolParams
+    params: McpToolParams
 
     async def call_tool(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         store = ctx.services.mcp_servers
-        mcp_id, tool = self.params["mcp_id"], self.params["tool"]
+        mcp_id, tool = self.params.mcp_id, self.params.tool
         if store is None:
             raise RuntimeError(f"MCP server {mcp_id}: MCP servers are not available in this deployment")
         tenant = ctx.request.tenant_id if ctx.request is not None else ""
@@ -46,39 +55,44 @@ class McpTool(Component):
     async def _call(self, ctx: NodeContext, server: mcp_client.McpServer, tool: str, args: dict[str, Any],
                     http: OutboundHttp) -> str:
         access = mcp_client.McpAccess(http, ctx.settings.mcp_timeout_s, ctx.settings.mcp_allow_stdio)
-        header = self.params.get("custom_header")
+        header = self.params.custom_header
         header = dict(header) if isinstance(header, dict) else {}
         if ctx.request is not None and ctx.request.custom_header:  # the run request's win, as in RAGFlow
             header.update(ctx.request.custom_header)
         return await mcp_client.call_tool(server, tool, args, access, custom_header=header)
 
 
-def check(cpn_id: str, entries: Any) -> list[ValidationIssue]:
-    if entries in (None, ""):
-        return []
-    if not isinstance(entries, list):
-        return [ValidationIssue(cpn_id, "params.mcp", "must be a list of {\"mcp_id\", \"tools\"}")]
-    issues = []
-    for i, entry in enumerate(entries):
-        where = f"params.mcp[{i}]"
-        if not isinstance(entry, dict) or not isinstance(entry.get("mcp_id"), str) or not entry["mcp_id"]:
-            issues.append(ValidationIssue(cpn_id, f"{where}.mcp_id", "must name an MCP server (its id)"))
-        elif not isinstance(entry.get("tools", {}), dict):
-            issues.append(ValidationIssue(cpn_id, f"{where}.tools", "must be an object {tool name: tool}"))
-    return issues
+def _server_id(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must name an MCP server (its id)")
+    return value
 
 
-def build(agent_id: str, entries: Any, first_index: int, custom_header: Any = None) -> list[ToolSpec]:
+def _tool_map(value: Any) -> Any:
+    if value is not None and not isinstance(value, dict):
+        raise ValueError("must be an object {tool name: tool}")
+    return value
+
+
+class McpEntry(Entry):
+    mcp_id: Required(Annotated[Any, validator(_server_id)], "must name an MCP server (its id)") = None  # type: ignore[valid-type]
+    tools: Annotated[Any, validator(_tool_map)] = None  # {tool name: what the server listed}
+
+
+# RAGFlow's `mcp` param; "" = none.
+McpEntries = OrEmpty(list[McpEntry] | None)
+
+
+def build(agent_id: str, entries: list[McpEntry] | str | None, first_index: int,
+          custom_header: Any = None) -> list[ToolSpec]:
     specs = []
     index = first_index
-    for entry in entries if isinstance(entries, list) else []:
-        if not isinstance(entry, dict) or not isinstance(entry.get("tools"), dict):
-            continue
-        for name, meta in entry["tools"].items():
+    for entry in entries or ():
+        for name, meta in (entry.tools or {}).items():
             meta = meta if isinstance(meta, dict) else {}
             function = f"{name}_{index}"
             index += 1
-            params = {"mcp_id": entry.get("mcp_id", ""), "tool": name, "custom_header": custom_header}
+            params = {"mcp_id": entry.mcp_id, "tool": name, "custom_header": custom_header}
             instance_id = f"{agent_id}-->{name}"
             schema = meta.get("inputSchema")
             specs.append(ToolSpec(function, name, name, McpTool.component_name, instance_id, params,

@@ -36,6 +36,7 @@ from services.llm_gateway.models import Message, ToolCall, ToolCallAssembler
 
 from ..events import ToolCallFinished, ToolCallStarted
 from . import _llm, _tools
+from ._llm_params import LlmParams
 from .base import NodeContext
 
 log = logging.getLogger(__name__)
@@ -145,8 +146,9 @@ class _Gate:
 
 class React:
     def __init__(self, ctx: NodeContext, conf: _llm.ModelConf, tools: list[_tools.ToolSpec], prompt: _llm.Prompt,
-                 *, max_rounds: int, text_mode: bool) -> None:
+                 *, max_rounds: int, text_mode: bool, params: LlmParams) -> None:
         self.ctx = ctx
+        self.params = params  # the Agent's
         self.conf = conf
         self.tools = tools
         self.prompt = prompt
@@ -156,7 +158,7 @@ class React:
         self.steps: list[dict[str, Any]] = []  # agent thoughts
         self.use_tools: list[dict[str, Any]] = []  # RAGFlow's `use_tools` output
         # build_prompt added the citation prompt when chunks were there from the start.
-        self.cited = _llm.needs_citation(ctx, ctx.params)
+        self.cited = _llm.needs_citation(ctx, params)
         if text_mode and tools:
             self._to_text_mode()
 
@@ -174,8 +176,8 @@ class React:
     def _cite_when_chunks_arrive(self) -> None:
         """RAGFlow adds the citation prompt to the system prompt of the final answer once the run holds
         chunks; here they often come from this Agent's own Retrieval tool, so check before every turn."""
-        if not self.cited and _llm.needs_citation(self.ctx, self.ctx.params):
-            user_defined, _ = _llm.extract_prompts(str(self.ctx.params.get("sys_prompt") or ""))
+        if not self.cited and _llm.needs_citation(self.ctx, self.params):
+            user_defined, _ = _llm.extract_prompts(self.params.sys_prompt)
             self._add_system(_llm.citation_prompt(user_defined))
             self.cited = True
 

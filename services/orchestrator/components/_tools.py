@@ -5,6 +5,8 @@ RAGFlow names them: the OpenAI function is `f"{meta name}_{index}"` (`execute_co
 `search_my_dateset_1`, and for a sub-agent its name with spaces as underscores, `Web_Search_Specialist_0`),
 the instance id is `"<agent id>--><name with spaces as _>"`.
 
+An entry is checked by `ToolEntry` when the Agent's params are (its `params` parsed into the tool class's
+`params_model`, so a tool's bad params name the field as `params.tools[0].params.<field>`).
 Everything about one tool comes from its class (components/base.py, docs/adding-a-tool.md):
 `tool_meta(params)` is what the model sees (a JSON schema, or RAGFlow's ToolMeta parameters, converted
 here), `call_tool(ctx, arguments)` runs it and returns the observation; this module never asks which
@@ -21,12 +23,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import json_repair
+from pydantic import Field, ValidationInfo, field_validator
 
 from services.llm_gateway.models import Tool
 
 from ..tracing import traced_tool
 from ..variables import Scope, to_text
+from . import _llm
 from .base import Component, NodeContext, UnknownComponent, get_class
+from .params import Entry, Params, problem
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +56,41 @@ class ToolSpec:
         return bool({i.lower() for i in ids if i} & wanted)
 
 
-def meta_of(cls: type[Component], entry_name: str, params: dict[str, Any]) -> dict[str, Any]:
+class ToolEntry(Entry):
+    """An entry of an Agent's `tools`: the tool's class must be known (and available, unless the canvas is
+    only stored), its params fit the class's `params_model`."""
+
+    component_name: Any = Field(None, validate_default=True)
+    name: Any = None
+    params: Any = Field(None, validate_default=True)  # the tool's params model once parsed
+
+    @field_validator("component_name")
+    @classmethod
+    def _known(cls, name: Any, info: ValidationInfo) -> Any:
+        from . import PENDING, is_available  # the registry imports the components, which import this
+
+        if not isinstance(name, str) or not name:
+            raise problem("must name the tool's component")
+        if name in PENDING:
+            if (info.context or {}).get("require_available", True) and not is_available(name):
+                raise problem(f"tool {name} is not available yet")
+        elif not is_available(name):
+            raise problem(f"unknown tool component '{name}'")
+        return name
+
+    @field_validator("params")
+    @classmethod
+    def _tool_params(cls, params: Any, info: ValidationInfo) -> Any:
+        try:
+            tool = get_class(info.data.get("component_name") or "")
+        except UnknownComponent:  # reported on component_name (or pending: structure only)
+            return params
+        if not isinstance(params, dict):  # RAGFlow leaves it out for tools without settings
+            params = {}
+        return tool.params_model.model_validate(params, context=info.context)
+
+
+def meta_of(cls: type[Component], entry_name: str, params: Params) -> dict[str, Any]:
     """{"name", "description", "parameters": JSON schema} of a component used as a tool: its class's
     `tool_meta`, named after the entry when the meta has no name, described by `params.description` when
     that is set."""
@@ -59,7 +98,7 @@ def meta_of(cls: type[Component], entry_name: str, params: dict[str, Any]) -> di
     params_schema = meta.get("parameters") or {}
     if not (params_schema.get("type") == "object" and isinstance(params_schema.get("properties"), dict)):
         params_schema = json_schema(params_schema)  # RAGFlow ToolMeta parameters
-    desc = params.get("description")
+    desc = params.given("description")
     desc = desc if isinstance(desc, str) and desc.strip() else str(meta.get("description") or "")
     name = str(meta.get("name") or entry_name.replace(" ", "_"))
     return {"name": name, "description": desc.strip(), "parameters": params_schema}
@@ -76,24 +115,26 @@ def json_schema(parameters: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": [k for k, p in parameters.items() if p.get("required")]}
 
 
-def build_toolset(agent_id: str, entries: Any) -> list[ToolSpec]:
-    """The tools of an Agent, in DSL order. Entries whose component is not available are left out."""
+def build_toolset(agent_id: str, entries: list[ToolEntry] | list[dict[str, Any]] | None) -> list[ToolSpec]:
+    """The tools of an Agent, in DSL order: its parsed `tool_entries`, or the DSL's entries (their params
+    parsed here, raising ParamsInvalid when they do not fit). Entries whose component is not available are
+    left out."""
     specs = []
-    for idx, entry in enumerate(entries if isinstance(entries, list) else []):
-        if not isinstance(entry, dict):
-            continue
-        cname = entry.get("component_name") or ""
+    for idx, entry in enumerate(entries or ()):
+        if isinstance(entry, dict):
+            entry = ToolEntry.model_construct(**entry)
+        cname = str(entry.component_name or "")
         try:
             cls = get_class(cname)
         except UnknownComponent:
             log.warning("Agent %s: tool %s is not available here; the model will not see it", agent_id, cname)
             continue
-        params = entry.get("params") if isinstance(entry.get("params"), dict) else {}
-        name = str(entry.get("name") or cname)
+        name = str(entry.name or cname)
         instance_id = f"{agent_id}-->{name.replace(' ', '_')}"
-        meta = meta_of(cls, name, params)
+        comp = cls(instance_id, entry.params if isinstance(entry.params, (Params, dict)) else {})
+        meta = meta_of(cls, name, comp.params)
         function = f"{meta['name']}_{idx}"
-        specs.append(ToolSpec(function, meta["name"], name, cname, instance_id, params, cls(instance_id, params),
+        specs.append(ToolSpec(function, meta["name"], name, cname, instance_id, comp.params.as_dict(), comp,
                               Tool(function, meta["description"], meta["parameters"])))
     return specs
 
@@ -131,6 +172,8 @@ async def call_tool(parent: NodeContext, spec: ToolSpec, args: dict[str, Any]) -
     try:
         async with limit:
             observation = to_text(await comp.call_tool(ctx, args))
+            if ctx.inputs.get("model_fallback"):  # a sub-agent ran on the default model: its Agent's event says so
+                _llm.note_fallback(parent, str(ctx.inputs["model_fallback"]))
     except TimeoutError as exc:  # our limit, or the tool's own (an HTTP timeout...)
         _stop_streams(ctx)
         msg = f"{spec.function} timed out after {timeout:g} s" if limit.expired() else (str(exc) or "timed out")

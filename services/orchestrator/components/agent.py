@@ -21,24 +21,40 @@ component name), `attachments` (a system message for top-level Agents).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from services.llm_gateway.models import Message, ResponseFormat
 
 from . import _llm, _mcp_tools, _react, _tools
-from .base import Component, NodeContext, ValidationIssue, checked_params, register
+from ._llm_params import LlmParams
+from .base import Component, NodeContext, register
 from .llm import build_prompt
+from .params import Number
 
 log = logging.getLogger(__name__)
 
 MAX_ROUNDS_CAP = 50  # a DSL value above this is clamped: each round is a model call
 
 
-def _max_rounds(params: dict[str, Any]) -> int:
-    try:
-        return min(MAX_ROUNDS_CAP, max(0, int(params.get("max_rounds", 5))))
-    except (TypeError, ValueError):
-        return 5
+class AgentParams(LlmParams):
+    tools: list[_tools.ToolEntry] | None = None
+    llm_enabled_tools: list[_tools.ToolEntry] | None = None  # `tools` in pre-0.20 DSLs
+    mcp: _mcp_tools.McpEntries = None
+    max_rounds: Number(ge=0, integer=True) = 5  # type: ignore[valid-type]
+    tool_calling: Literal["native", "text"] = "native"
+    user_prompt: Any = None  # as a sub-agent: what its call argument is
+    custom_header: Any = None  # sent to the MCP servers
+    output_structure: Any = None  # pre-0.20: an example of the JSON answer (read as `structured_content`)
+
+    @property
+    def tool_entries(self) -> list[_tools.ToolEntry]:
+        """`tools`, or `llm_enabled_tools` as pre-0.20 DSLs (RAGFlow's DSL examples) name them."""
+        return self.tools or self.llm_enabled_tools or []
+
+
+def _max_rounds(params: AgentParams) -> int:
+    rounds = params.max_rounds
+    return min(MAX_ROUNDS_CAP, max(0, int(float(rounds)))) if rounds not in (None, "") else 5
 
 
 def _sub_agent_prompt(args: dict[str, Any]) -> str:
@@ -50,9 +66,9 @@ def _sub_agent_prompt(args: dict[str, Any]) -> str:
     return f"{text}\nQUERY:\n{args['user_prompt']}\n" if text else str(args["user_prompt"])
 
 
-def _tool_parameters(params: dict[str, Any]) -> dict[str, Any]:
+def _tool_parameters(params: AgentParams) -> dict[str, Any]:
     """A sub-agent's arguments (RAGFlow's AgentParam meta)."""
-    order = params.get("user_prompt")
+    order = params.user_prompt
     if not isinstance(order, str) or not order.strip():
         order = "This is the order you need to send to the agent."
     return {
@@ -64,62 +80,22 @@ def _tool_parameters(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _check_tools(cpn_id: str, field: str, tools: Any) -> list[ValidationIssue]:
-    from . import PENDING, registered  # the registry imports this module
-
-    if tools is None:
-        return []
-    if not isinstance(tools, list):
-        return [ValidationIssue(cpn_id, field, "must be a list of tool components")]
-    issues = []
-    for i, entry in enumerate(tools):
-        where = f"{field}[{i}]"
-        if not isinstance(entry, dict) or not isinstance(entry.get("component_name"), str):
-            issues.append(ValidationIssue(cpn_id, where, "must be {\"component_name\", \"name\", \"params\"}"))
-            continue
-        name = entry["component_name"]
-        cls = registered().get(name)
-        params = entry.get("params") if isinstance(entry.get("params"), dict) else {}
-        if cls is None and name not in PENDING:
-            issues.append(ValidationIssue(cpn_id, f"{where}.component_name", f"unknown tool component '{name}'"))
-        elif cls is not None:  # a tool's params must be sound, as a node's are
-            issues += [ValidationIssue(cpn_id, f"{where}.{i_.field}", i_.message) for i_ in checked_params(cls, cpn_id, params)]
-    return issues
-
-
-def _tool_entries(params: dict[str, Any]) -> Any:
-    """`tools`, or `llm_enabled_tools` as pre-0.20 DSLs (RAGFlow's DSL examples) name them."""
-    return params.get("tools") or params.get("llm_enabled_tools")
-
-
 @register
 class Agent(Component):
     component_name = "Agent"
     exception_output = "content"
+    params_model = AgentParams
+    params: AgentParams
     __slots__ = ("tools",)
 
     def setup(self) -> None:
-        entries = _tool_entries(self.params)
+        entries = self.params.tool_entries
         self.tools = _tools.build_toolset(self.id, entries)
         # MCP tools are numbered on after every `tools` entry, as RAGFlow numbers them.
-        self.tools += _mcp_tools.build(self.id, self.params.get("mcp"), len(entries) if isinstance(entries, list) else 0,
-                                       self.params.get("custom_header"))
+        self.tools += _mcp_tools.build(self.id, self.params.mcp, len(entries), self.params.custom_header)
 
     @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = _llm.check_llm_params(cpn_id, params)
-        rounds = params.get("max_rounds")
-        if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, (int, str))
-                                   or not str(rounds).strip().isdigit()):
-            issues.append(ValidationIssue(cpn_id, "params.max_rounds",
-                                          f"must be a non-negative integer, got {rounds!r}"))
-        if params.get("tool_calling", "native") not in ("native", "text"):
-            issues.append(ValidationIssue(cpn_id, "params.tool_calling", "must be 'native' or 'text'"))
-        field = "params.tools" if params.get("tools") or not params.get("llm_enabled_tools") else "params.llm_enabled_tools"
-        return issues + _check_tools(cpn_id, field, _tool_entries(params)) + _mcp_tools.check(cpn_id, params.get("mcp"))
-
-    @classmethod
-    def tool_meta(cls, params: dict[str, Any]) -> dict[str, Any]:
+    def tool_meta(cls, params: AgentParams) -> dict[str, Any]:
         """As a sub-agent: no name of its own (the tool entry's name is the function's, as in RAGFlow)."""
         return {"name": "", "description": "This is an agent for a specific task.",
                 "parameters": _tool_parameters(params)}
@@ -148,15 +124,16 @@ class Agent(Component):
             prompts=prompts, literal_prompts=prompts is not None, attachments=not as_tool,
             extra_system=(_llm.structured_prompt(schema),) if schema else ())
         tools = _tools.enabled(self.tools, ov.get("enabled_tools"))
-        text_mode = self.params.get("tool_calling") == "text" or conf.model_id in _react.TEXT_ONLY_MODELS
-        loop = _react.React(ctx, conf, tools, prompt, max_rounds=_max_rounds(self.params), text_mode=text_mode)
+        text_mode = self.params.tool_calling == "text" or conf.model_id in _react.TEXT_ONLY_MODELS
+        loop = _react.React(ctx, conf, tools, prompt, max_rounds=_max_rounds(self.params), text_mode=text_mode,
+                            params=self.params)
         if tools:
             ctx.set_output("use_tools", loop.use_tools)  # filled in as the tools run
             ctx.set_output("agent_thoughts", loop.steps)
         chunks = loop.answer()
         # Pre-0.20 DSLs (RAGFlow's iteration example) give `output_structure`, an example of the JSON the
         # answer must be, and read the parsed answer as `structured_content`.
-        legacy = bool(self.params.get("output_structure"))
+        legacy = bool(self.params.output_structure)
         if as_tool or legacy or not _llm.should_stream(self.params, schema):
             text = "".join([c async for c in chunks])
             ctx.set_output("content", text)

@@ -6,14 +6,15 @@ Writing a component
     class StringTransform(Component):
         component_name = "StringTransform"          # RAGFlow's component_name, the registry key
 
-        @classmethod
-        def check(cls, cpn_id, params):             # structural checks, before any run
-            return [] if params.get("method") in ("split", "merge", None) else [
-                ValidationIssue(cpn_id, "params.method", "must be 'split' or 'merge'")]
+        params_model = StringTransformParams       # a `Params` model (components/params.py)
+        params: StringTransformParams
 
-        async def run(self, ctx):                   # self.params: the DSL params (a dict)
-            text = await ctx.render(self.params.get("script", ""))
-            ctx.set_output("result", text)
+        async def run(self, ctx):                   # self.params: the parsed params, typed
+            ctx.set_output("result", await ctx.render(self.params.script))
+
+`params_model` is checked when the plan is compiled: a value that does not fit is a validation issue
+naming the component, its type and the field; extra keys are kept. `Cls.check(cpn_id, params)` gives
+those issues for a dict of params (a test, a tool entry).
 
 `run` returns None, or `Route(next=[ids])` for a branch (Switch, Categorize). Raise any exception to
 fail: the runner applies `max_retries`/`delay_after_error`, `exception_method` and the timeout.
@@ -21,6 +22,7 @@ One component instance serves every run of a compiled plan: keep per-run data in
 
 How the engine sees a class (the planner, the validator and the Agent ask these; none compares names)
 ----------------------------------------------------------------------------------------------------
+    params_model          the pydantic model of its params (components/params.py), parsed once per plan
     routes(params)        a branching component: (field, id) of every target `run` may return in a Route
     is_container          a container (Iteration, Loop): runs its children with `ctx.run_children(...)`
     child_start           ... and the component_name of its body's one start child (IterationItem)
@@ -32,7 +34,7 @@ docs/adding-a-component.md and docs/adding-a-tool.md walk through them.
 
 The ctx API (`NodeContext`)
 ---------------------------
-Identity:    ctx.component_id, ctx.component_name (type), ctx.params, ctx.path (Iteration/Loop
+Identity:    ctx.component_id, ctx.component_name (type), ctx.params (the DSL dict), ctx.path (Iteration/Loop
              nesting), ctx.run_id, ctx.session_id, ctx.request (RunRequest)
 References:  ctx.get(ref, default=None)   raw value of a bare ref ("cpn@var.a.0", "sys.query",
                                           "env.x", "{cpn@var}"); a streamed value stays a StreamValue;
@@ -74,6 +76,7 @@ from ..events import MessageDelta, MessageEnd
 from ..events import make as make_event
 from ..state import RunRequest
 from ..variables import Resolver, Scope, StreamValue, find_refs, is_ref, to_jsonable, to_text
+from .params import Params, ParamsInvalid, parse_params
 
 __all__ = ["Component", "NodeContext", "Pause", "Route", "RunEnv", "UnknownComponent", "ValidationIssue",
            "get_class", "id_list", "register", "registered"]
@@ -108,6 +111,8 @@ _OBSERVED = ("formalized_content", "content", "result")  # the outputs the defau
 
 class Component:
     component_name: ClassVar[str] = ""
+    # The params this component reads (components/params.py); extra keys are allowed and kept.
+    params_model: ClassVar[type[Params]] = Params
     # Output that receives `exception_default_value` with exception_method "comment"
     # (RAGFlow: "result"; LLM and Agent use "content").
     exception_output: ClassVar[str] = "result"
@@ -122,9 +127,16 @@ class Component:
 
     __slots__ = ("id", "params")
 
-    def __init__(self, cpn_id: str, params: dict[str, Any]) -> None:
+    def __init__(self, cpn_id: str, params: Params | dict[str, Any]) -> None:
+        """`params`: the model the validator parsed (a compiled plan), or a dict to parse (raises
+        ParamsInvalid naming the component and the fields)."""
         self.id = cpn_id
-        self.params = params
+        if not isinstance(params, Params):
+            parsed, issues = parse_params(type(self), cpn_id, params)
+            if parsed is None:
+                raise ParamsInvalid(issues)
+            params = parsed
+        self.params: Any = params
         self.setup()
 
     def setup(self) -> None:
@@ -136,15 +148,16 @@ class Component:
             raise TypeError(f"{cls.__name__} is a container: it needs `child_start` (its body's start component)")
 
     @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        """Structural problems in params, each naming the field (override)."""
-        return []
+    def check(cls, cpn_id: str, params: dict[str, Any], *, require_available: bool = True) -> list[ValidationIssue]:
+        """The problems `params_model` finds in `params`, each naming the component and the field."""
+        return parse_params(cls, cpn_id, params, require_available=require_available)[1]
 
     @classmethod
-    def routes(cls, params: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    def routes(cls, params: Any) -> Iterator[tuple[str, Any]]:
         """A branching component's targets: (field, component id) for every id its `run` may return in
         `Route(next=...)`. The planner makes them edges and the validator checks each id. A field ends in
-        `[index]`; the targets of one branch share the field before it ("params.conditions[0].to[1]")."""
+        `[index]`; the targets of one branch share the field before it ("params.conditions[0].to[1]").
+        `params` is this class's `params_model`."""
         return iter(())
 
     def thoughts(self, ctx: NodeContext) -> str:
@@ -170,8 +183,9 @@ class Component:
         model an "Error: ..." observation. Default: a fresh instance with `tool_params(arguments)` runs as a
         node, and the observation is its first non-empty `formalized_content`, `content` or `result`, else
         its outputs as JSON."""
-        comp = type(self)(self.id, self.tool_params(arguments))
-        ctx.params = comp.params
+        params = self.tool_params(arguments)
+        comp = type(self)(self.id, params)
+        ctx.params = params
         await comp.run(ctx)
         await ctx.finish_streams()
         outputs = ctx.outputs
@@ -185,16 +199,7 @@ class Component:
 
     def tool_params(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """The params the default `call_tool` runs with: the model's arguments win over the DSL's."""
-        return {**self.params, **arguments}
-
-
-def checked_params(cls: type[Component], cid: str, params: dict[str, Any]) -> list[ValidationIssue]:
-    """`cls.check`, and should a check itself trip over a value it did not expect (a list where a name goes,
-    an infinite number), one issue naming the component instead of a traceback."""
-    try:
-        return list(cls.check(cid, params))
-    except Exception as exc:  # any value a client sends must end as a clear issue
-        return [ValidationIssue(cid, "params", f"invalid params ({type(exc).__name__}: {exc})")]
+        return {**self.params.as_dict(), **arguments}
 
 
 # ------------------------------------------------------------------------------------ registry

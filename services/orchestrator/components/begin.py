@@ -3,37 +3,32 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, Literal
 
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
+from .params import Params
 
 log = logging.getLogger(__name__)
 
 MODES = ("conversational", "task", "Webhook", "webhook")
 
 
+class BeginParams(Params):
+    mode: Literal["conversational", "task", "Webhook", "webhook"] | None = None
+    inputs: dict[str, Any] | None = None  # {key: {name, type, optional, value}}
+
+
 @register
 class Begin(Component):
     component_name = "Begin"
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = []
-        mode = params.get("mode")
-        if mode is not None and mode not in MODES:
-            issues.append(ValidationIssue(cpn_id, "params.mode", f"must be one of {', '.join(MODES[:3])}"))
-        inputs = params.get("inputs")
-        if inputs is not None and not isinstance(inputs, dict):
-            issues.append(ValidationIssue(cpn_id, "params.inputs", "must be an object {key: field}"))
-        return issues
+    params_model = BeginParams
+    params: BeginParams
 
     async def run(self, ctx: NodeContext) -> None:
-        declared = self.params.get("inputs") or {}
-        if not isinstance(declared, dict):
-            declared = {}
+        declared = self.params.inputs or {}
         req = ctx.request
         given: dict[str, Any] = dict(req.inputs) if req is not None else {}
-        if str(self.params.get("mode", "")).lower() == "webhook" and req and req.webhook_payload:
+        if (self.params.mode or "").lower() == "webhook" and req and req.webhook_payload:
             payload = dict(req.webhook_payload)
             given.setdefault("request", payload.pop("input", None))
             for k, v in payload.items():

@@ -18,7 +18,9 @@ import json
 import mimetypes
 import secrets
 import time
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import model_validator
 
 from services.llm_gateway.models import Message, Tool, ToolCall, ToolCallAssembler
 
@@ -27,7 +29,9 @@ from ..events import ToolCallFinished, ToolCallStarted
 from . import _browser, _llm
 from ._fields import as_bool, decode_json_container
 from ._files import run_files
-from .base import Component, NodeContext, ValidationIssue, register
+from ._llm_params import LlmParams
+from .base import Component, NodeContext, register
+from .params import problem, validator
 
 DEFAULT_MAX_STEPS = 30
 SYSTEM_PROMPT = """You operate a web browser to complete the user's task. Use the tools: open pages, read
@@ -64,25 +68,39 @@ def _max_steps(value: Any) -> int | None:
     return steps if steps > 0 else None
 
 
+def _steps(value: Any) -> Any:
+    if _max_steps(value) is None:
+        raise ValueError(f"must be a positive integer, got {value!r}")
+    return value
+
+
+def _task(prompts: Any) -> Any:
+    if not isinstance(prompts, (str, list)) or not _prompt_text(prompts).strip():
+        raise ValueError("the Browser needs a task (text)")
+    return prompts
+
+
+class BrowserParams(LlmParams):
+    prompts: Annotated[Any, validator(_task)] = "{sys.query}"  # the task: text, or RAGFlow's prompt list
+    max_steps: Annotated[Any, validator(_steps)] = DEFAULT_MAX_STEPS
+    headless: Any = True
+    chromium_sandbox: Any = False
+    upload_sources: Any = None
+
+    @model_validator(mode="after")
+    def _runs_here(self) -> BrowserParams:
+        reason = _browser.unavailable_reason()
+        if reason:
+            raise problem(f"the Browser component cannot run in this deployment: {reason}")
+        return self
+
+
 @register
 class Browser(Component):
     component_name = "Browser"
     exception_output = "content"
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = _llm.check_llm_params(cpn_id, {k: v for k, v in params.items() if k != "prompts"})
-        reason = _browser.unavailable_reason()
-        if reason:
-            issues.append(ValidationIssue(cpn_id, "component_name",
-                                          f"the Browser component cannot run in this deployment: {reason}"))
-        if _max_steps(params.get("max_steps", DEFAULT_MAX_STEPS)) is None:
-            issues.append(ValidationIssue(cpn_id, "params.max_steps",
-                                          f"must be a positive integer, got {params.get('max_steps')!r}"))
-        prompts = params.get("prompts", "{sys.query}")
-        if not isinstance(prompts, (str, list)) or not _prompt_text(prompts).strip():
-            issues.append(ValidationIssue(cpn_id, "params.prompts", "the Browser needs a task (text)"))
-        return issues
+    params_model = BrowserParams
+    params: BrowserParams
 
     def thoughts(self, ctx: NodeContext) -> str:
         return "Operating the browser..."
@@ -90,15 +108,15 @@ class Browser(Component):
     async def run(self, ctx: NodeContext) -> None:
         p = self.params
         conf = _llm.ModelConf.of(ctx, p)
-        task = await _llm.render_recorded(ctx, _prompt_text(p.get("prompts", "{sys.query}")))
-        uploads = await _upload_files(ctx, p.get("upload_sources"))
+        task = await _llm.render_recorded(ctx, _prompt_text(p.prompts))
+        uploads = await _upload_files(ctx, p.upload_sources)
         if uploads:
             task += ("\n\nYou can upload these files with upload_file when operating web pages:\n"
                      + "\n".join(f"- {name}" for name in uploads))
         messages = [Message("system", SYSTEM_PROMPT), Message("user", task)]
-        steps = _max_steps(p.get("max_steps", DEFAULT_MAX_STEPS)) or DEFAULT_MAX_STEPS
-        session = _browser.BrowserSession(ctx.http, headless=as_bool(p.get("headless", True)),
-                                          chromium_sandbox=as_bool(p.get("chromium_sandbox", False)), uploads=uploads)
+        steps = _max_steps(p.max_steps) or DEFAULT_MAX_STEPS
+        session = _browser.BrowserSession(ctx.http, headless=as_bool(p.headless),
+                                          chromium_sandbox=as_bool(p.chromium_sandbox), uploads=uploads)
         answer = ""
         async with session:
             for step in range(steps):

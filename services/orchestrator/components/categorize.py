@@ -14,30 +14,56 @@ Outputs: `category_name`, `_next` (the ids routed to). Run override: `llm_id`.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from typing import Annotated, Any, Iterator
+
+from pydantic import AfterValidator
 
 from services.llm_gateway.models import Message
 
 from ..variables import StreamValue, to_text
 from . import _llm
-from .base import Component, NodeContext, Route, ValidationIssue, id_list, register
+from ._llm_params import LlmParams
+from .base import Component, NodeContext, Route, id_list, register
+from .params import Entry, IdList, Required, validator
 
 
-def _targets(spec: Any) -> list[str]:
-    to = spec.get("to") if isinstance(spec, dict) else None
-    if isinstance(to, str):
-        return [to] if to else []
-    return [t for t in to if isinstance(t, str) and t] if isinstance(to, list) else []
+class Category(Entry):
+    description: Any = None
+    examples: Any = None  # [str]
+    to: Required(IdList, "is empty: each category needs the components it routes to") = None  # type: ignore[valid-type]
 
 
-def system_prompt(categories: dict[str, Any]) -> str:
+def _names(categories: dict[str, Category]) -> dict[str, Category]:
+    if any(not name.strip() for name in categories):
+        raise ValueError("a category name is empty")
+    return categories
+
+
+def _query(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must be a reference such as sys.query")
+    return value
+
+
+class CategorizeParams(LlmParams):
+    category_description: Required(  # type: ignore[valid-type]
+        Annotated[dict[str, Category], AfterValidator(_names)],
+        "needs at least one category {name: {description, examples, to}}") = None
+    query: Annotated[Any, validator(_query)] = "sys.query"
+
+
+def _targets(spec: Category) -> list[str]:
+    return [t for t in id_list(spec.to) if t]
+
+
+def system_prompt(categories: dict[str, Category]) -> str:
     examples = []
     for name, spec in categories.items():
-        for line in (spec.get("examples") or []) if isinstance(spec, dict) else []:
+        for line in spec.examples if isinstance(spec.examples, list) else []:
             if isinstance(line, str) and line:
                 examples.append(f'USER: "{re.sub(chr(10), "    ", line)}" → {name}')
-    descriptions = [f"\n------\nCategory: {name}\nDescription: {spec['description']}"
-                    for name, spec in categories.items() if isinstance(spec, dict) and spec.get("description")]
+    descriptions = [f"\n------\nCategory: {name}\nDescription: {spec.description}"
+                    for name, spec in categories.items() if spec.description]
     names = "\n - ".join(categories)
     described = "\n".join(descriptions)
     prompt = f"""
@@ -59,7 +85,7 @@ Here's description of each category:
     return prompt
 
 
-def choose(answer: str, categories: dict[str, Any]) -> str:
+def choose(answer: str, categories: dict[str, Category]) -> str:
     low = answer.lower()
     counts = {name: low.count(name.strip().lower()) for name in categories if name.strip()}
     best = max(counts.values(), default=0)
@@ -71,41 +97,22 @@ def choose(answer: str, categories: dict[str, Any]) -> str:
 @register
 class Categorize(Component):
     component_name = "Categorize"
+    params_model = CategorizeParams
+    params: CategorizeParams
 
     @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = _llm.check_llm_params(cpn_id, params)
-        cats = params.get("category_description")
-        if not isinstance(cats, dict) or not cats:
-            return issues + [ValidationIssue(cpn_id, "params.category_description",
-                                             "needs at least one category {name: {description, examples, to}}")]
-        for name, spec in cats.items():
-            if not str(name).strip():
-                issues.append(ValidationIssue(cpn_id, "params.category_description", "a category name is empty"))
-            elif not _targets(spec):
-                issues.append(ValidationIssue(cpn_id, f"params.category_description.{name}.to",
-                                              "is empty: each category needs the components it routes to"))
-        query = params.get("query", "sys.query")
-        if not isinstance(query, str):
-            issues.append(ValidationIssue(cpn_id, "params.query", "must be a reference such as sys.query"))
-        return issues
-
-    @classmethod
-    def routes(cls, params: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-        cats = params.get("category_description")
-        if isinstance(cats, dict):
-            for cat, spec in cats.items():
-                if isinstance(spec, dict):
-                    for j, t in enumerate(id_list(spec.get("to"))):
-                        yield f"params.category_description.{cat}.to[{j}]", t
+    def routes(cls, params: CategorizeParams) -> Iterator[tuple[str, Any]]:
+        for cat, spec in (params.category_description or {}).items():
+            for j, t in enumerate(id_list(spec.to)):
+                yield f"params.category_description.{cat}.to[{j}]", t
 
     def thoughts(self, ctx: NodeContext) -> str:
-        names = ",".join(f"`{c}`" for c in (self.params.get("category_description") or {}))
+        names = ",".join(f"`{c}`" for c in self.params.category_description)
         return f"Which should it falls into {names}? ..."
 
     async def run(self, ctx: NodeContext) -> Route:
-        categories: dict[str, Any] = self.params["category_description"]
-        key = self.params.get("query") or "sys.query"
+        categories = self.params.category_description
+        key = self.params.query or "sys.query"
         value = await ctx.value(key) if ctx.is_ref(key) else await ctx.render(key)
         query = value.text if isinstance(value, StreamValue) else to_text(value)
         ctx.set_input(key, query)

@@ -14,12 +14,13 @@ output, or the error (exception with the user-code traceback, timeout, limit) so
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from ..variables import StreamValue, to_text
 from . import _sandbox
 from ._fields import resolve_operand
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
+from .params import Params, validator
 
 SYSTEM_OUTPUTS = frozenset({"content", "actual_type", "attachments", "_ERROR", "_ARTIFACTS",
                             "_ATTACHMENT_CONTENT", "raw_result", "_created_time", "_elapsed_time", "stdout"})
@@ -98,9 +99,42 @@ def _tail(text: str, limit: int = _MAX_OBSERVED_OUTPUT) -> str:
     return text if len(text) <= limit else "…" + text[-limit:]
 
 
+def _lang(lang: Any) -> Any:
+    if not isinstance(lang, str) or lang.lower() not in _sandbox.LANGUAGES:
+        raise ValueError(f"must be 'python' or 'javascript', got {lang!r}")
+    return lang
+
+
+def _script(script: Any) -> Any:
+    if not isinstance(script, str) or not script.strip():
+        raise ValueError("must be non-empty code defining main")
+    return script
+
+
+def _arguments(arguments: Any) -> Any:
+    if arguments is not None and not isinstance(arguments, dict):
+        raise ValueError("must be an object {name: reference}")
+    return arguments
+
+
+def _outputs(outputs: Any) -> Any:
+    business_output(outputs)  # raises ValueError naming the problem
+    return outputs
+
+
+class CodeExecParams(Params):
+    lang: Annotated[Any, validator(_lang)] = "python"
+    script: Annotated[Any, validator(_script)] = None  # default: DEFAULT_SCRIPT
+    arguments: Annotated[Any, validator(_arguments)] = None  # {name: reference}
+    outputs: Annotated[Any, validator(_outputs)] = None  # one business output {name: {type}}
+
+
 @register
 class CodeExec(Component):
     component_name = "CodeExec"
+    params_model = CodeExecParams
+    params: CodeExecParams
+
     @classmethod
     def tool_meta(cls, params: dict[str, Any]) -> dict[str, Any]:
         """`execute_code(lang, script)`, as RAGFlow's CodeExecParam.meta."""
@@ -114,22 +148,6 @@ class CodeExec(Component):
             },
             "required": ["lang", "script"],
         }}
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = []
-        lang = params.get("lang", "python")
-        if not isinstance(lang, str) or lang.lower() not in _sandbox.LANGUAGES:
-            issues.append(ValidationIssue(cpn_id, "params.lang", f"must be 'python' or 'javascript', got {lang!r}"))
-        if "script" in params and (not isinstance(params["script"], str) or not params["script"].strip()):
-            issues.append(ValidationIssue(cpn_id, "params.script", "must be non-empty code defining main"))
-        if params.get("arguments") is not None and not isinstance(params["arguments"], dict):
-            issues.append(ValidationIssue(cpn_id, "params.arguments", "must be an object {name: reference}"))
-        try:
-            business_output(params.get("outputs"))
-        except ValueError as exc:
-            issues.append(ValidationIssue(cpn_id, "params.outputs", str(exc)))
-        return issues
 
     def thoughts(self, ctx: NodeContext) -> str:
         return "Running a short script to process data."
@@ -147,10 +165,10 @@ class CodeExec(Component):
         return text or "null"
 
     async def _execute(self, ctx: NodeContext, args: dict[str, Any]) -> None:
-        lang = str(args.get("lang") or self.params.get("lang") or "python")
-        script = args.get("script") or self.params.get("script") or DEFAULT_SCRIPT
+        lang = str(args.get("lang") or self.params.lang or "python")
+        script = args.get("script") or self.params.script or DEFAULT_SCRIPT
         arguments: dict[str, Any] = {}
-        for name, ref in (self.params.get("arguments") or {}).items():
+        for name, ref in (self.params.arguments or {}).items():
             if args.get(name):
                 arguments[name] = args[name]
             else:
@@ -165,7 +183,7 @@ class CodeExec(Component):
         ctx.set_output("_ARTIFACTS", None)
         if not run.ok:
             raise CodeExecFailed(self._failure(run))
-        name, expected = business_output(self.params.get("outputs"))
+        name, expected = business_output(self.params.outputs)
         value = run.value
         ctx.set_output("raw_result", value)
         ctx.set_output("actual_type", actual_type(value))

@@ -24,11 +24,14 @@ import ast
 import asyncio
 import copy
 import json
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, TypeAdapter, ValidationInfo, field_validator
 
 from ..variables import StreamValue, parse_ref
 from ._fields import FieldError, decode_json_container
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
+from .params import Entry, Params, validator
 
 OPERATIONS = ("select_keys", "literal_eval", "combine", "filter_values", "append_or_update",
               "remove_keys", "rename_keys")
@@ -148,38 +151,63 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+# ------------------------------------------------------------------------------------ params
+def _operation(name: Any) -> Any:
+    if normalize_operation(name) not in OPERATIONS:
+        raise ValueError(f"unsupported operation '{name}' (supported: {', '.join(OPERATIONS)})")
+    return name
+
+
+def _filter_operator(op: Any) -> Any:
+    if str(op or "=").strip().lower() not in FILTER_OPERATORS:
+        raise ValueError(f"unsupported operator '{op}' (supported: =, ≠, contains, start with, end with)")
+    return op
+
+
+class Rule(Entry):
+    key: Any = None
+    operator: Annotated[Any, validator(_filter_operator)] = "="
+    value: Any = None
+
+
+_RULES = TypeAdapter(list[Rule])
+
+
+class DataOperationsParams(Params):
+    operations: Annotated[Any, validator(_operation)] = None
+    query: Any = None  # a reference or a list of them
+    select_keys: Any = None
+    remove_keys: Any = None
+    rename_keys: Any = None  # [{old_key, new_key}]
+    updates: Any = None  # [{key, value}]
+    filter_values: Any = Field(None, validate_default=True)  # a rule {key, operator, value} or a list of them
+
+    @field_validator("filter_values")
+    @classmethod
+    def _rules(cls, value: Any, info: ValidationInfo) -> Any:
+        """For `filter_values`, the rules parsed (a list stays a list, one rule stays one)."""
+        if normalize_operation(info.data.get("operations")) != "filter_values":
+            return value
+        rules = _RULES.validate_python(_as_list(value))
+        return rules if isinstance(value, list) or not rules else rules[0]
+
+
 # ------------------------------------------------------------------------------------ component
 @register
 class DataOperations(Component):
     component_name = "DataOperations"
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = []
-        op = normalize_operation(params.get("operations"))
-        if op not in OPERATIONS:
-            issues.append(ValidationIssue(cpn_id, "params.operations",
-                                          f"unsupported operation '{params.get('operations')}' "
-                                          f"(supported: {', '.join(OPERATIONS)})"))
-        for i, rule in enumerate(_as_list(params.get("filter_values")) if op == "filter_values" else []):
-            if isinstance(rule, dict) and str(rule.get("operator") or "=").lower() not in FILTER_OPERATORS:
-                issues.append(ValidationIssue(cpn_id, f"params.filter_values[{i}].operator",
-                                              f"unsupported operator '{rule.get('operator')}'"))
-        return issues
+    params_model = DataOperationsParams
+    params: DataOperationsParams
 
     def thoughts(self, ctx: NodeContext) -> str:
         return "DataOperation in progress"
 
     async def run(self, ctx: NodeContext) -> None:
-        op = normalize_operation(self.params.get("operations"))
-        if op not in OPERATIONS:
-            raise FieldError(ctx.component_id, "params.operations",
-                             f"unsupported operation '{self.params.get('operations')}' "
-                             f"(supported: {', '.join(OPERATIONS)})")
+        op = normalize_operation(self.params.operations)
         objects = await self._collect(ctx)
         p = self.params
         if op == "select_keys":
-            result: Any = select_keys(objects, [str(k) for k in _as_list(p.get("select_keys"))])
+            result: Any = select_keys(objects, [str(k) for k in _as_list(p.select_keys)])
         elif op == "literal_eval":
             # Large inputs make ast parsing CPU-heavy: keep it off the event loop.
             result = await asyncio.to_thread(literal_eval, objects)
@@ -190,14 +218,14 @@ class DataOperations(Component):
         elif op == "append_or_update":
             result = await self._append_or_update(ctx, objects)
         elif op == "remove_keys":
-            result = remove_keys(objects, _as_list(p.get("remove_keys")))
+            result = remove_keys(objects, _as_list(p.remove_keys))
         else:
-            result = rename_keys(objects, _as_list(p.get("rename_keys")))
+            result = rename_keys(objects, _as_list(p.rename_keys))
         ctx.set_output("result", result)
 
     async def _collect(self, ctx: NodeContext) -> list[dict[str, Any]]:
         objects: list[dict[str, Any]] = []
-        for ref in _as_list(self.params.get("query")):
+        for ref in _as_list(self.params.query):
             if not isinstance(ref, str) or not ctx.is_ref(ref):
                 raise FieldError(ctx.component_id, "params.query", f"{ref!r} is not a variable reference")
             value = decode_json_container(await ctx.value(ref))
@@ -210,23 +238,15 @@ class DataOperations(Component):
 
     async def _filter(self, ctx: NodeContext, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rules = []
-        for i, rule in enumerate(_as_list(self.params.get("filter_values"))):
-            if not isinstance(rule, dict):
-                raise FieldError(ctx.component_id, f"params.filter_values[{i}]",
-                                 "must be an object with key, operator and value")
-            op_name = str(rule.get("operator") or "=").strip().lower()
-            if op_name not in FILTER_OPERATORS:
-                raise FieldError(ctx.component_id, f"params.filter_values[{i}].operator",
-                                 f"unsupported operator '{rule.get('operator')}' "
-                                 "(supported: =, ≠, contains, start with, end with)")
-            target = _norm(rule.get("value"))
+        for rule in _as_list(self.params.filter_values):  # Rule models (DataOperationsParams._rules)
+            target = _norm(rule.value)
             target = await ctx.render(target) or target
-            rules.append((rule.get("key"), FILTER_OPERATORS[op_name], target))
+            rules.append((rule.key, FILTER_OPERATORS[str(rule.operator or "=").strip().lower()], target))
         return [obj for obj in objects if all(match_rule(obj, *r) for r in rules)]
 
     async def _append_or_update(self, ctx: NodeContext, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
         updates: list[tuple[str, Any]] = []
-        for item in _as_list(self.params.get("updates")):
+        for item in _as_list(self.params.updates):
             if not isinstance(item, dict):
                 continue
             key = str(item.get("key") or "").strip()

@@ -17,12 +17,15 @@ import re
 import time
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from .. import attachments
 from ._documents import Decorations, docx, html_page, markdown_file, pdf, plain_text
 from ._fields import as_bool
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
+from .params import Params, validator
 
 # format -> (extension, mime type, writer)
 FORMATS: dict[str, tuple[str, str, Any]] = {
@@ -51,47 +54,65 @@ def _font_size(value: Any) -> int | None:
     return size if size >= 12 else None
 
 
+def _content(content: Any) -> Any:
+    if not isinstance(content, str) or not content.strip():
+        raise ValueError("a DocGenerator needs content (markdown text)")
+    return content
+
+
+def _format(fmt: Any) -> Any:
+    if fmt and (not isinstance(fmt, str) or fmt not in FORMATS):
+        raise ValueError(f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    return fmt
+
+
+def _size(value: Any) -> Any:
+    if _font_size(value) is None:
+        raise ValueError(f"must be a number of at least 12, got {value!r}")
+    return value
+
+
+class DocGeneratorParams(Params):
+    content: Annotated[Any, validator(_content), Field(validate_default=True)] = None  # markdown, {refs} expanded
+    output_format: Annotated[Any, validator(_format)] = "pdf"
+    font_size: Annotated[Any, validator(_size)] = 12
+    filename: Any = None
+    header_text: Any = None
+    footer_text: Any = None
+    watermark_text: Any = None
+    add_page_numbers: Any = True
+    add_timestamp: Any = True
+    include_download_info_in_content: Any = False
+
+
 @register
 class DocGenerator(Component):
     component_name = "DocGenerator"
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = []
-        content = params.get("content")
-        if not isinstance(content, str) or not content.strip():
-            issues.append(ValidationIssue(cpn_id, "params.content", "a DocGenerator needs content (markdown text)"))
-        fmt = params.get("output_format") or "pdf"
-        if not isinstance(fmt, str) or fmt not in FORMATS:
-            issues.append(ValidationIssue(cpn_id, "params.output_format",
-                                          f"must be one of {', '.join(FORMATS)}, got {fmt!r}"))
-        if _font_size(params.get("font_size", 12)) is None:
-            issues.append(ValidationIssue(cpn_id, "params.font_size",
-                                          f"must be a number of at least 12, got {params.get('font_size')!r}"))
-        return issues
+    params_model = DocGeneratorParams
+    params: DocGeneratorParams
 
     def thoughts(self, ctx: NodeContext) -> str:
-        return f"Generating {(self.params.get('output_format') or 'pdf').upper()} document with markdown conversion..."
+        return f"Generating {(self.params.output_format or 'pdf').upper()} document with markdown conversion..."
 
     async def run(self, ctx: NodeContext) -> None:
         p = self.params
-        fmt = p.get("output_format") or "pdf"
+        fmt = p.output_format or "pdf"
         extension, mime, writer = FORMATS[fmt]
-        content = _THINK.sub("", await ctx.render(p.get("content") or "")).strip()
-        for ref in ctx.refs(p.get("content") or ""):
+        content = _THINK.sub("", await ctx.render(p.content)).strip()
+        for ref in ctx.refs(p.content):
             ctx.set_input(ref, str(await ctx.value(ref))[:200])
-        if p.get("filename"):
-            filename = sanitize_filename(await ctx.render(str(p["filename"])), extension)
+        if p.filename:
+            filename = sanitize_filename(await ctx.render(str(p.filename)), extension)
         else:
             filename = f"document_{datetime.now().strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:8]}.{extension}"
         deco = Decorations(
-            font_size=_font_size(p.get("font_size", 12)) or 12,
-            header_text=await ctx.render(str(p.get("header_text") or "")),
-            footer_text=await ctx.render(str(p.get("footer_text") or "")),
-            watermark_text=await ctx.render(str(p.get("watermark_text") or "")),
-            add_page_numbers=as_bool(p.get("add_page_numbers", True)),
+            font_size=_font_size(p.font_size) or 12,
+            header_text=await ctx.render(str(p.header_text or "")),
+            footer_text=await ctx.render(str(p.footer_text or "")),
+            watermark_text=await ctx.render(str(p.watermark_text or "")),
+            add_page_numbers=as_bool(p.add_page_numbers),
             timestamp=(f"Generated: {time.strftime('%Y-%m-%d %H:%M:%S')}"
-                       if as_bool(p.get("add_timestamp", True)) else ""),
+                       if as_bool(p.add_timestamp) else ""),
         )
         try:
             if writer is None:
@@ -101,7 +122,7 @@ class DocGenerator(Component):
         except Exception as exc:  # a library's failure on odd content: say which component and format
             raise RuntimeError(f"{ctx.component_id}: {fmt.upper()} generation failed: {exc}") from exc
         info = await attachments.save(ctx, filename, mime, data)
-        info["include_download_info_in_content"] = as_bool(p.get("include_download_info_in_content", False))
+        info["include_download_info_in_content"] = as_bool(p.include_download_info_in_content)
         ctx.set_output("doc_id", info["doc_id"])
         ctx.set_output("filename", filename)
         ctx.set_output("mime_type", mime)

@@ -15,13 +15,14 @@ component naming it, instead of being skipped.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from .. import attachments
 from . import _sheets
 from ._files import run_files
 from ._fields import FieldError, decode_json_container
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
+from .params import Params, validator
 
 OPERATIONS = ("read", "merge", "transform", "output")
 FORMATS = {"xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", "csv": "text/csv"}
@@ -29,39 +30,55 @@ _THOUGHTS = {"read": "Reading Excel files...", "merge": "Merging Excel data...",
              "transform": "Transforming data...", "output": "Generating Excel output..."}
 
 
+def _operation(op: Any) -> Any:
+    if str(op or "read").lower() not in OPERATIONS:
+        raise ValueError(f"must be one of {', '.join(OPERATIONS)}, got {op!r}")
+    return op
+
+
+def _format(fmt: Any) -> Any:
+    if fmt and (not isinstance(fmt, str) or fmt not in FORMATS):
+        raise ValueError(f"must be xlsx or csv, got {fmt!r}")
+    return fmt
+
+
+def _files(files: Any) -> Any:
+    if not isinstance(files, (list, str)):
+        raise ValueError("must be a list of references")
+    return files
+
+
+class ExcelProcessorParams(Params):
+    operation: Annotated[Any, validator(_operation)] = "read"
+    input_files: Annotated[Any, validator(_files)] = []  # references to files (or one)
+    sheet_selection: Any = "all"
+    merge_strategy: Literal["concat", "join", ""] | None = "concat"
+    join_on: Any = None
+    transform_instructions: Any = None
+    transform_data: Any = None
+    output_format: Annotated[Any, validator(_format)] = "xlsx"
+    output_filename: Any = None
+
+
 @register
 class ExcelProcessor(Component):
     component_name = "ExcelProcessor"
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = []
-        op = str(params.get("operation") or "read").lower()
-        if op not in OPERATIONS:
-            issues.append(ValidationIssue(cpn_id, "params.operation", f"must be one of {', '.join(OPERATIONS)}, got {op!r}"))
-        fmt = params.get("output_format") or "xlsx"
-        if not isinstance(fmt, str) or fmt not in FORMATS:
-            issues.append(ValidationIssue(cpn_id, "params.output_format", f"must be xlsx or csv, got {fmt!r}"))
-        files = params.get("input_files", [])
-        if not isinstance(files, (list, str)):
-            issues.append(ValidationIssue(cpn_id, "params.input_files", "must be a list of references"))
-        if params.get("merge_strategy", "concat") not in ("concat", "join", None, ""):
-            issues.append(ValidationIssue(cpn_id, "params.merge_strategy", "must be 'concat' or 'join'"))
-        return issues
+    params_model = ExcelProcessorParams
+    params: ExcelProcessorParams
 
     def thoughts(self, ctx: NodeContext) -> str:
-        return _THOUGHTS.get(str(self.params.get("operation") or "read").lower(), "Processing Excel...")
+        return _THOUGHTS.get(str(self.params.operation or "read").lower(), "Processing Excel...")
 
     async def run(self, ctx: NodeContext) -> None:
-        op = str(self.params.get("operation") or "read").lower()
+        op = str(self.params.operation or "read").lower()
         await {"read": self._read, "merge": self._merge, "transform": self._transform, "output": self._output}[op](ctx)
 
     # -- read / merge
     async def _sheets_of_inputs(self, ctx: NodeContext) -> list[tuple[str, dict[str, _sheets.Table]]]:
-        refs = self.params.get("input_files") or []
+        refs = self.params.input_files or []
         refs = [refs] if isinstance(refs, str) else refs
         out = []
-        selection = str(self.params.get("sheet_selection") or "all")
+        selection = str(self.params.sheet_selection or "all")
         for ref in refs:
             ref = str(ref).strip().strip("{}")
             value = await ctx.value(ref)
@@ -100,8 +117,8 @@ class ExcelProcessor(Component):
             ctx.set_output("data", {})
             ctx.set_output("summary", "No data to merge")
             return
-        key = str(self.params.get("join_on") or "")
-        merged = (_sheets.outer_join(tables, key) if self.params.get("merge_strategy") == "join" and key
+        key = str(self.params.join_on or "")
+        merged = (_sheets.outer_join(tables, key) if self.params.merge_strategy == "join" and key
                   else _sheets.concat(tables))
         ctx.set_output("data", {"merged": merged})
         ctx.set_output("summary", f"Merged {len(tables)} sources into {len(merged)} rows, "
@@ -110,7 +127,7 @@ class ExcelProcessor(Component):
 
     # -- transform / output
     async def _data(self, ctx: NodeContext) -> Any:
-        ref = str(self.params.get("transform_data") or "").strip().strip("{}")
+        ref = str(self.params.transform_data or "").strip().strip("{}")
         if not ref:
             return None
         data = decode_json_container(await ctx.value(ref))
@@ -118,7 +135,7 @@ class ExcelProcessor(Component):
         return data
 
     async def _transform(self, ctx: NodeContext) -> None:
-        if not self.params.get("transform_data"):
+        if not self.params.transform_data:
             ctx.set_output("summary", "No transform data reference provided")
             return
         data = await self._data(ctx)
@@ -138,7 +155,7 @@ class ExcelProcessor(Component):
         ctx.set_output("summary", "Transformed data ready for processing")
 
     async def _output(self, ctx: NodeContext) -> None:
-        if not self.params.get("transform_data"):
+        if not self.params.transform_data:
             ctx.set_output("summary", "No data reference for output")
             return
         data = await self._data(ctx)
@@ -149,8 +166,8 @@ class ExcelProcessor(Component):
         if sheets is None:
             raise FieldError(ctx.component_id, "params.transform_data",
                              f"needs rows (a list of objects) or {{sheet: rows}} to write, got {type(data).__name__}")
-        fmt = self.params.get("output_format") or "xlsx"
-        filename = f"{self.params.get('output_filename') or 'output'}.{fmt}"
+        fmt = self.params.output_format or "xlsx"
+        filename = f"{self.params.output_filename or 'output'}.{fmt}"
         if fmt == "csv":  # one sheet only, as RAGFlow
             content = _sheets.write_csv(next(iter(sheets.values())))
         else:

@@ -19,11 +19,12 @@ Drivers and statement handling: `_sql.py`.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
 from ..http_client import EgressPolicy
 from . import _sql
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
+from .params import Params, validator
 
 ALL_TYPES = (*_sql.DB_TYPES, *_sql.UNSUPPORTED_TYPES)
 
@@ -38,44 +39,55 @@ def _positive_int(value: Any) -> int | None:
     return n if n > 0 else None
 
 
+def _db_type(db_type: Any) -> Any:
+    if db_type not in ALL_TYPES:
+        raise ValueError(f"must be one of {', '.join(ALL_TYPES)}; got {db_type!r}")
+    if db_type in _sql.UNSUPPORTED_TYPES:
+        raise ValueError(f"{db_type!r} is not supported here (supported: {', '.join(_sql.DB_TYPES)})")
+    return db_type
+
+
+def _count(value: Any) -> Any:
+    if value not in (None, "") and _positive_int(value) is None:
+        raise ValueError(f"must be a positive integer, got {value!r}")
+    return value
+
+
+class ExeSQLParams(Params):
+    sql: Any = None  # {refs} expanded; ';' separates statements
+    db_type: Annotated[Any, validator(_db_type)] = "mysql"
+    database: Any = None  # connection fields may be empty in a shared template: checked when the node runs
+    username: Any = None
+    host: Any = None
+    password: Any = None
+    port: Annotated[Any, validator(_count)] = None
+    max_records: Annotated[Any, validator(_count)] = None
+
+
 @register
 class ExeSQL(Component):
     component_name = "ExeSQL"
+    params_model = ExeSQLParams
+    params: ExeSQLParams
 
     @classmethod
-    def tool_meta(cls, params: dict[str, Any]) -> dict[str, Any]:
+    def tool_meta(cls, params: ExeSQLParams) -> dict[str, Any]:
         return {"name": "execute_sql", "description": "This is a tool that can execute SQL.",
                 "parameters": {"sql": {"type": "string", "description": "The SQL needs to be executed.",
                                        "default": "{sys.query}", "required": True}}}
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = []
-        db_type = params.get("db_type", "mysql")
-        if db_type not in ALL_TYPES:
-            issues.append(ValidationIssue(cpn_id, "params.db_type", f"must be one of {', '.join(ALL_TYPES)}; "
-                                          f"got {db_type!r}"))
-        elif db_type in _sql.UNSUPPORTED_TYPES:
-            issues.append(ValidationIssue(cpn_id, "params.db_type", f"{db_type!r} is not supported here "
-                                          f"(supported: {', '.join(_sql.DB_TYPES)})"))
-        for name in ("port", "max_records"):
-            if params.get(name) not in (None, "") and _positive_int(params[name]) is None:
-                issues.append(ValidationIssue(cpn_id, f"params.{name}",
-                                              f"must be a positive integer, got {params[name]!r}"))
-        return issues
 
     def thoughts(self, ctx: NodeContext) -> str:
         return "Query sent—waiting for the data."
 
     async def run(self, ctx: NodeContext) -> None:
         cid, p = ctx.component_id, self.params
-        sql = await ctx.render(str(p.get("sql") or ""))
+        sql = await ctx.render(str(p.sql or ""))
         ctx.set_input("sql", sql)
         statements = _sql.split_statements(sql)
         if not statements:
             raise ValueError(f"{cid}: params.sql: SQL for `ExeSQL` MUST not be empty.")
         target = await self._target(ctx)
-        max_records = _positive_int(p.get("max_records")) or 1024
+        max_records = _positive_int(p.max_records) or 1024
         try:
             results = await asyncio.to_thread(_sql.run_statements, target, statements, max_records, cid)
         except _sql.SqlConnectionError as exc:
@@ -85,11 +97,8 @@ class ExeSQL(Component):
 
     async def _target(self, ctx: NodeContext) -> _sql.Target:
         cid, p = ctx.component_id, self.params
-        db_type = p.get("db_type") or "mysql"
-        if db_type not in _sql.DB_TYPES:
-            raise ValueError(f"{cid}: params.db_type: {db_type!r} is not supported (supported: "
-                             f"{', '.join(_sql.DB_TYPES)})")
-        fields = {k: str(p.get(k) or "").strip() for k in ("database", "username", "host", "password")}
+        db_type = p.db_type or "mysql"  # one of _sql.DB_TYPES (ExeSQLParams)
+        fields = {k: str(getattr(p, k) or "").strip() for k in ("database", "username", "host", "password")}
         timeout = ctx.settings.sql_timeout_s
         if db_type == "sqlite":
             if not fields["database"]:
@@ -102,7 +111,7 @@ class ExeSQL(Component):
         for name, label in (("database", "Database name"), ("username", "database username"), ("host", "IP Address")):
             if not fields[name]:
                 raise ValueError(f"{cid}: params.{name}: {label} is required")
-        port = _positive_int(p.get("port")) or _sql.DEFAULT_PORTS[db_type]
+        port = _positive_int(p.port) or _sql.DEFAULT_PORTS[db_type]
         try:
             host = await _sql.checked_address(fields["host"], port, self._policy(ctx))
         except _sql.SqlConnectionError as exc:

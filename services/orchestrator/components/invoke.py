@@ -20,15 +20,17 @@ import asyncio
 import json
 import re
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Annotated, Any
 
 import aiohttp
 import html_text
+from pydantic import Field
 
 from ..http_client import EgressBlocked, EgressPolicy, HttpResponse, OutboundHttp, ResponseTooLarge
 from ..variables import StreamValue, to_jsonable, to_text
 from ._fields import FieldError, as_bool, type_name
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
+from .params import Entry, Params, validator
 
 METHODS = ("get", "post", "put")
 DATATYPES = ("json", "formdata")
@@ -37,8 +39,7 @@ HEADER_PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_.@-]*)\}")
 _EMPTY_PROXY = re.compile(r"https?:?/?/?")
 
 
-def _timeout(params: dict[str, Any]) -> float | None:
-    raw = params.get("timeout", 60)
+def _timeout(raw: Any) -> float | None:
     if isinstance(raw, bool):
         return None
     try:
@@ -48,37 +49,65 @@ def _timeout(params: dict[str, Any]) -> float | None:
     return value if value > 0 else None
 
 
-def _static_problems(params: dict[str, Any]) -> list[tuple[str, str]]:
-    problems = []
-    url = params.get("url")
+def _url(url: Any) -> Any:
     if not isinstance(url, str) or not url.strip():
-        problems.append(("params.url", "is required (the endpoint URL)"))
-    method = str(params.get("method") or "get").lower()
-    if method not in METHODS:
-        problems.append(("params.method", f"must be one of {', '.join(METHODS)}, got {params.get('method')!r}"))
-    datatype = str(params.get("datatype") or "json").lower()
-    if datatype not in DATATYPES:
-        problems.append(("params.datatype", f"must be 'json' or 'formdata', got {params.get('datatype')!r}"))
-    if _timeout(params) is None:
-        problems.append(("params.timeout", f"must be a positive number of seconds, got {params.get('timeout')!r}"))
-    headers = params.get("headers")
-    if headers and not isinstance(headers, dict):
-        if not isinstance(headers, str):
-            problems.append(("params.headers", "must be a JSON object (as a string)"))
-        else:
-            try:
-                if not isinstance(json.loads(headers), dict):
-                    problems.append(("params.headers", "must be a JSON object"))
-            except ValueError as exc:
-                problems.append(("params.headers", f"is not valid JSON: {exc}"))
-    variables = params.get("variables") or []
-    if not isinstance(variables, list):
-        problems.append(("params.variables", "must be a list of {key, ref|value}"))
-    else:
-        for i, para in enumerate(variables):
-            if not isinstance(para, dict) or not str(para.get("key") or "").strip():
-                problems.append((f"params.variables[{i}].key", "is required"))
-    return problems
+        raise ValueError("is required (the endpoint URL)")
+    return url
+
+
+def _method(method: Any) -> Any:
+    if str(method or "get").lower() not in METHODS:
+        raise ValueError(f"must be one of {', '.join(METHODS)}, got {method!r}")
+    return method
+
+
+def _datatype(datatype: Any) -> Any:
+    if str(datatype or "json").lower() not in DATATYPES:
+        raise ValueError(f"must be 'json' or 'formdata', got {datatype!r}")
+    return datatype
+
+
+def _seconds(raw: Any) -> Any:
+    if _timeout(raw) is None:
+        raise ValueError(f"must be a positive number of seconds, got {raw!r}")
+    return raw
+
+
+def _headers(headers: Any) -> Any:
+    if not headers or isinstance(headers, dict):
+        return headers
+    if not isinstance(headers, str):
+        raise ValueError("must be a JSON object (as a string)")
+    try:
+        parsed = json.loads(headers)
+    except ValueError as exc:
+        raise ValueError(f"is not valid JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise ValueError("must be a JSON object")
+    return headers
+
+
+def _key(key: Any) -> Any:
+    if not str(key or "").strip():
+        raise ValueError("is required")
+    return key
+
+
+class Argument(Entry):
+    key: Annotated[Any, validator(_key), Field(validate_default=True)] = None
+    ref: Any = None  # a reference whose value is sent
+    value: Any = None  # else this text ({refs} expanded)
+
+
+class InvokeParams(Params):
+    url: Annotated[Any, validator(_url), Field(validate_default=True)] = None
+    method: Annotated[Any, validator(_method)] = "get"
+    datatype: Annotated[Any, validator(_datatype)] = "json"
+    timeout: Annotated[Any, validator(_seconds)] = 60
+    headers: Annotated[Any, validator(_headers)] = None  # a JSON object, as text or not
+    variables: list[Argument] | None = None
+    proxy: Any = None
+    clean_html: Any = False
 
 
 def _form_pairs(args: dict[str, Any]) -> list[tuple[str, str]]:
@@ -116,39 +145,33 @@ def html_to_text(html: str) -> str:
 @register
 class Invoke(Component):
     component_name = "Invoke"
+    params_model = InvokeParams
+    params: InvokeParams
 
     @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        return [ValidationIssue(cpn_id, f, m) for f, m in _static_problems(params)]
-
-    @classmethod
-    def tool_meta(cls, params: dict[str, Any]) -> dict[str, Any]:
+    def tool_meta(cls, params: InvokeParams) -> dict[str, Any]:
         """As an Agent tool, the model fills the keys of `variables`."""
-        keys = [v.get("key") for v in params.get("variables") or [] if isinstance(v, dict) and v.get("key")]
+        keys = [v.key for v in params.variables or ()]
         return {"name": "invoke", "description": "Calls an HTTP endpoint and returns the response.",
                 "parameters": {k: {"type": "string", "required": False, "description": k} for k in keys}}
 
     def tool_params(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """The model's arguments become the values of the `variables` with their keys."""
-        variables = [{"key": v["key"], "value": arguments[v["key"]]}
-                     if isinstance(v, dict) and v.get("key") in arguments else v
-                     for v in self.params.get("variables") or []]
-        return {**self.params, "variables": variables}
+        variables = [{"key": v.key, "value": arguments[v.key]} if v.key in arguments else v.as_dict()
+                     for v in self.params.variables or ()]
+        return {**self.params.as_dict(), "variables": variables}
 
     def thoughts(self, ctx: NodeContext) -> str:
         return "Waiting for the server respond..."
 
     async def run(self, ctx: NodeContext) -> None:
         cid, p = ctx.component_id, self.params
-        problems = _static_problems(p)
-        if problems:
-            raise FieldError(cid, *problems[0])
-        method = str(p.get("method") or "get").lower()
-        json_mode = str(p.get("datatype") or "json").lower() == "json"
-        timeout_s = _timeout(p) or 60.0
+        method = str(p.method or "get").lower()
+        json_mode = str(p.datatype or "json").lower() == "json"
+        timeout_s = _timeout(p.timeout) or 60.0
 
         args = await self._arguments(ctx, json_mode)
-        url = (await ctx.render(p["url"].strip())).strip()
+        url = (await ctx.render(p.url.strip())).strip()
         if "://" not in url:
             url = "http://" + url
         headers = await self._headers(ctx, args)
@@ -174,7 +197,7 @@ class Invoke(Component):
                 http = await stack.enter_async_context(OutboundHttp(policy))
             response = await self._send(ctx, http, method, url, headers, proxy, timeout_s, kwargs)
         text = response.text
-        if as_bool(p.get("clean_html", False)):
+        if as_bool(p.clean_html):
             text = await asyncio.to_thread(html_to_text, text)  # lxml parsing: off the event loop
         ctx.set_output("result", text)
 
@@ -200,16 +223,16 @@ class Invoke(Component):
 
     async def _arguments(self, ctx: NodeContext, json_mode: bool) -> dict[str, Any]:
         args: dict[str, Any] = {}
-        for para in self.params.get("variables") or []:
-            key = str(para["key"]).strip()
-            ref = str(para.get("ref") or "").strip()
+        for para in self.params.variables or ():
+            key = str(para.key).strip()
+            ref = str(para.ref or "").strip()
             raw = ctx.get(ref) if ref and ctx.is_ref(ref) else None
             if isinstance(raw, StreamValue):
                 raw = await raw.wait()
             if raw is not None:
                 value = raw
-            elif para.get("value") is not None:
-                value = para["value"]
+            elif para.value is not None:
+                value = para.value
                 if isinstance(value, str):
                     value = await ctx.render(value)
             else:
@@ -222,7 +245,7 @@ class Invoke(Component):
         return args
 
     async def _headers(self, ctx: NodeContext, args: dict[str, Any]) -> dict[str, str]:
-        raw = self.params.get("headers")
+        raw = self.params.headers
         if not raw:
             return {}
         parsed = raw if isinstance(raw, dict) else json.loads(raw)
@@ -258,7 +281,7 @@ class Invoke(Component):
         return "".join(out)
 
     def _proxy(self) -> str | None:
-        proxy = self.params.get("proxy")
+        proxy = self.params.proxy
         if not isinstance(proxy, str) or not _EMPTY_PROXY.sub("", proxy).strip():
             return None
         proxy = proxy.strip()

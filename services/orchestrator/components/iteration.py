@@ -8,17 +8,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Annotated, Any
 
-from ..variables import Resolver, Scope, is_ref
-from .base import Component, NodeContext, ValidationIssue, register
+from pydantic import Field
+
+from ..variables import Resolver, Scope
+from .base import Component, NodeContext, register
+from .params import Entry, OptionalRef, Params, Ref
 
 
-def _collected(params: dict[str, Any]) -> dict[str, str]:
-    outs = params.get("outputs")
-    if not isinstance(outs, dict):
-        return {}
-    return {k: v["ref"] for k, v in outs.items() if isinstance(v, dict) and isinstance(v.get("ref"), str) and v["ref"]}
+class Collected(Entry):
+    ref: OptionalRef = None  # "Child:X@var": its value in each pass, collected into a list
+
+
+class IterationParams(Params):
+    items_ref: Annotated[Ref, Field(validate_default=True)] = None  # type: ignore[assignment]
+    outputs: dict[str, Collected] | None = None
+
+
+def _collected(params: IterationParams) -> dict[str, str]:
+    return {k: v.ref for k, v in (params.outputs or {}).items() if v.ref}
 
 
 @register
@@ -26,26 +35,15 @@ class Iteration(Component):
     component_name = "Iteration"
     is_container = True
     child_start = "IterationItem"
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = []
-        ref = params.get("items_ref")
-        if not is_ref(ref):
-            issues.append(ValidationIssue(cpn_id, "params.items_ref",
-                                          f"must be a variable reference like 'cpn@var', not {ref!r}"))
-        for name, spec in (params.get("outputs") or {}).items():
-            if isinstance(spec, dict) and spec.get("ref") and not is_ref(spec["ref"]):
-                issues.append(ValidationIssue(cpn_id, f"params.outputs.{name}.ref",
-                                              f"must be a variable reference, not {spec['ref']!r}"))
-        return issues
+    params_model = IterationParams
+    params: IterationParams
 
     def thoughts(self, ctx: NodeContext) -> str:
-        items = ctx.get(self.params.get("items_ref", ""))
+        items = ctx.get(self.params.items_ref)
         return f"Need to process {len(items)} items." if isinstance(items, list) else ""
 
     async def run(self, ctx: NodeContext) -> None:
-        ref = self.params.get("items_ref", "")
+        ref = self.params.items_ref
         items = await ctx.value(ref)
         if isinstance(items, str):
             try:

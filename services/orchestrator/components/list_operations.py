@@ -17,10 +17,13 @@ that did not run) is an empty list; a value that is not a list fails the node.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationInfo, field_validator
 
 from ._fields import FieldError, as_bool, decode_json_container, type_name
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
+from .params import Entry, Params, Required, validator
 
 OPERATIONS = ("nth", "head", "tail", "filter", "sort", "drop_duplicates")
 FILTER_OPERATORS = ("=", "≠", "contains", "start with", "end with")
@@ -41,6 +44,40 @@ def _coerce_n(value: Any) -> int:
             return int(float(value))
         except (TypeError, ValueError):
             return 0
+
+
+def _operation(name: Any) -> Any:
+    if normalize_operation(name) not in OPERATIONS:
+        raise ValueError(f"unsupported operation '{name}' (supported: {', '.join(OPERATIONS)}, topN)")
+    return name
+
+
+def _filter_operator(op: Any) -> Any:
+    if op not in FILTER_OPERATORS:
+        raise ValueError(f"must be one of {', '.join(FILTER_OPERATORS)}")
+    return op
+
+
+class Filter(Entry):
+    operator: Annotated[Any, validator(_filter_operator)] = "="
+    value: Any = ""  # {refs} in it are expanded
+
+
+class ListOperationsParams(Params):
+    query: Required(Any, "is required (a reference to an array)") = None  # type: ignore[valid-type]
+    operations: Annotated[Any, validator(_operation)] = "nth"
+    n: Any = 0
+    strict: Any = False
+    sort_method: Any = "asc"
+    sort_by: Any = None
+    filter: Filter | None = Field(None, validate_default=True)
+
+    @field_validator("filter")
+    @classmethod
+    def _filter_given(cls, spec: Filter | None, info: ValidationInfo) -> Filter | None:
+        if spec is None and normalize_operation(info.data.get("operations")) == "filter":
+            raise ValueError("must be an object {operator, value}")
+        return spec
 
 
 class StrictRangeError(ValueError):
@@ -165,23 +202,8 @@ def drop_duplicates(items: list[Any]) -> list[Any]:
 @register
 class ListOperations(Component):
     component_name = "ListOperations"
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = []
-        if not params.get("query"):
-            issues.append(ValidationIssue(cpn_id, "params.query", "is required (a reference to an array)"))
-        op = normalize_operation(params.get("operations"))
-        if op not in OPERATIONS:
-            issues.append(ValidationIssue(cpn_id, "params.operations",
-                                          f"unsupported operation '{params.get('operations')}' "
-                                          f"(supported: {', '.join(OPERATIONS)}, topN)"))
-        if op == "filter":
-            f = params.get("filter")
-            if not isinstance(f, dict) or f.get("operator", "=") not in FILTER_OPERATORS:
-                issues.append(ValidationIssue(cpn_id, "params.filter.operator",
-                                              f"must be one of {', '.join(FILTER_OPERATORS)}"))
-        return issues
+    params_model = ListOperationsParams
+    params: ListOperationsParams
 
     def thoughts(self, ctx: NodeContext) -> str:
         return "ListOperation in progress"
@@ -189,11 +211,8 @@ class ListOperations(Component):
     async def run(self, ctx: NodeContext) -> None:
         p = self.params
         cid = ctx.component_id
-        op = normalize_operation(p.get("operations"))
-        if op not in OPERATIONS:
-            raise FieldError(cid, "params.operations", f"unsupported operation '{p.get('operations')}' "
-                                                       f"(supported: {', '.join(OPERATIONS)}, topN)")
-        ref = p.get("query")
+        op = normalize_operation(p.operations)
+        ref = p.query
         if not isinstance(ref, str) or not ctx.is_ref(ref):
             raise FieldError(cid, "params.query", f"{ref!r} is not a reference to an array")
         items = decode_json_container(await ctx.value(ref))
@@ -202,7 +221,7 @@ class ListOperations(Component):
         if not isinstance(items, list):
             raise FieldError(cid, "params.query", f"'{ref}' must be an array, got a {type_name(items)}")
         ctx.set_input(ref, items)
-        n, strict = _coerce_n(p.get("n", 0)), as_bool(p.get("strict", False))
+        n, strict = _coerce_n(p.n), as_bool(p.strict)
         try:
             if op == "nth":
                 result = nth(items, n, strict)
@@ -213,8 +232,8 @@ class ListOperations(Component):
             elif op == "filter":
                 result = await self._filter(ctx, items)
             elif op == "sort":
-                descending = str(p.get("sort_method") or "asc").strip().lower() == "desc"
-                result = sort_items(items, descending, parse_sort_by(p.get("sort_by")))
+                descending = str(p.sort_method or "asc").strip().lower() == "desc"
+                result = sort_items(items, descending, parse_sort_by(p.sort_by))
             else:
                 result = drop_duplicates(items)
         except StrictRangeError as exc:
@@ -224,14 +243,9 @@ class ListOperations(Component):
         ctx.set_output("last", result[-1] if result else None)
 
     async def _filter(self, ctx: NodeContext, items: list[Any]) -> list[Any]:
-        spec = self.params.get("filter")
-        if not isinstance(spec, dict):
-            raise FieldError(ctx.component_id, "params.filter", "must be an object {operator, value}")
-        operator = spec.get("operator", "=")
-        if operator not in FILTER_OPERATORS:
-            raise FieldError(ctx.component_id, "params.filter.operator",
-                             f"unsupported operator '{operator}' (supported: {', '.join(FILTER_OPERATORS)})")
-        value = spec.get("value", "")
+        spec = self.params.filter or Filter()  # the model requires it for "filter"
+        operator = spec.operator
+        value = spec.value
         # {refs} in the value are expanded (RAGFlow compares the raw text).
         value = await ctx.render(value) if isinstance(value, str) else _norm(value)
         return filter_items(items, operator, value)

@@ -20,16 +20,17 @@ from typing import Any
 from services.llm_gateway.models import Message, ResponseFormat
 
 from . import _llm
-from .base import Component, NodeContext, ValidationIssue, register
+from ._llm_params import LlmParams
+from .base import Component, NodeContext, register
 
 log = logging.getLogger(__name__)
 
 
-async def build_prompt(ctx: NodeContext, params: dict[str, Any], *, sys_prompt: str | None = None,
+async def build_prompt(ctx: NodeContext, params: LlmParams, *, sys_prompt: str | None = None,
                        prompts: list[dict[str, str]] | None = None, literal_prompts: bool = False,
                        extra_system: tuple[str, ...] = (), attachments: bool = True) -> _llm.Prompt:
     """System prompt (+ citation, schema and `extra_system` instructions), attachments, history, prompts."""
-    system = await _llm.render_recorded(ctx, (params.get("sys_prompt") or "") if sys_prompt is None else sys_prompt)
+    system = await _llm.render_recorded(ctx, params.sys_prompt if sys_prompt is None else sys_prompt)
     user_defined, system = _llm.extract_prompts(system)
     if _llm.needs_citation(ctx, params):  # RAGFlow: cite on and chunks already in the run's references
         system += "\n" + _llm.citation_prompt(user_defined)
@@ -52,10 +53,8 @@ async def build_prompt(ctx: NodeContext, params: dict[str, Any], *, sys_prompt: 
 class LLM(Component):
     component_name = "LLM"
     exception_output = "content"
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        return _llm.check_llm_params(cpn_id, params)
+    params_model = LlmParams
+    params: LlmParams
 
     def thoughts(self, ctx: NodeContext) -> str:
         return _llm.thinking_text(ctx, self.params)

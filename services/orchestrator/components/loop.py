@@ -9,14 +9,43 @@ list contains / not contains / is / is not / empty / not empty. No condition = n
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from ..state import default_for_type
 from ..variables import Resolver, Scope, is_ref, to_text
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
+from .params import Entry, Number, Params, validator
 
 OPERATORS = ("contains", "not contains", "start with", "end with", "is", "is not", "empty",
              "not empty", "=", "≠", ">", "<", "≥", "≤")
+
+
+def _variable(value: Any) -> str:
+    if not is_ref(value):
+        raise ValueError("must be a variable reference")
+    return value
+
+
+def _operator(op: Any) -> str:
+    if op not in OPERATORS:
+        raise ValueError(f"unknown operator {op!r}")
+    return op
+
+
+class Termination(Entry):
+    variable: Annotated[Any, validator(_variable), Field(validate_default=True)] = None
+    operator: Annotated[Any, validator(_operator), Field(validate_default=True)] = None
+    value: Any = ""
+    input_mode: Literal["constant", "variable"] = "constant"
+
+
+class LoopParams(Params):
+    maximum_loop_count: Number(ge=0, text=False) = 0  # type: ignore[valid-type]
+    logical_operator: Literal["and", "or"] = "and"
+    loop_termination_condition: list[Termination] | None = None
+    loop_variables: Any = None  # [{variable, input_mode, value, type}]; incomplete rows are skipped
 
 
 def _truthy(v: Any) -> bool:
@@ -61,35 +90,17 @@ class Loop(Component):
     component_name = "Loop"
     is_container = True
     child_start = "LoopItem"
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = []
-        mlc = params.get("maximum_loop_count", 0)
-        if isinstance(mlc, bool) or not isinstance(mlc, (int, float)) or mlc < 0:
-            issues.append(ValidationIssue(cpn_id, "params.maximum_loop_count", f"must be an integer >= 0, not {mlc!r}"))
-        lo = params.get("logical_operator", "and")
-        if lo not in ("and", "or"):
-            issues.append(ValidationIssue(cpn_id, "params.logical_operator", f"must be 'and' or 'or', not {lo!r}"))
-        for i, cond in enumerate(params.get("loop_termination_condition") or []):
-            where = f"params.loop_termination_condition[{i}]"
-            if not isinstance(cond, dict) or not is_ref(cond.get("variable")):
-                issues.append(ValidationIssue(cpn_id, f"{where}.variable", "must be a variable reference"))
-                continue
-            if cond.get("operator") not in OPERATORS:
-                issues.append(ValidationIssue(cpn_id, f"{where}.operator", f"unknown operator {cond.get('operator')!r}"))
-            if cond.get("input_mode", "constant") not in ("constant", "variable"):
-                issues.append(ValidationIssue(cpn_id, f"{where}.input_mode", "must be 'constant' or 'variable'"))
-        return issues
+    params_model = LoopParams
+    params: LoopParams
 
     def thoughts(self, ctx: NodeContext) -> str:
         return "Loop from canvas."
 
     async def run(self, ctx: NodeContext) -> None:
         await self._init_variables(ctx)
-        limit = min(int(self.params.get("maximum_loop_count") or 0), ctx.settings.max_loop_count)
+        limit = min(int(self.params.maximum_loop_count or 0), ctx.settings.max_loop_count)
         scope = Scope(parent=ctx.scope, aliases={"index": 0})
-        conditions = [c for c in self.params.get("loop_termination_condition") or [] if isinstance(c, dict)]
+        conditions = self.params.loop_termination_condition or []
         passes = 0
         while passes < limit:
             if conditions and await self._should_end(ctx, scope, conditions):
@@ -102,7 +113,7 @@ class Loop(Component):
         ctx.set_input("passes", passes)
 
     async def _init_variables(self, ctx: NodeContext) -> None:
-        for item in self.params.get("loop_variables") or []:
+        for item in self.params.loop_variables or []:
             if not isinstance(item, dict) or not item.get("variable"):
                 continue  # incomplete rows are UI leftovers (RAGFlow would refuse to run)
             mode = item.get("input_mode", "constant")
@@ -114,13 +125,13 @@ class Loop(Component):
                 value = default_for_type(item.get("type"))
             ctx.set_output(item["variable"], value)
 
-    async def _should_end(self, ctx: NodeContext, scope: Scope, conditions: list[dict[str, Any]]) -> bool:
+    async def _should_end(self, ctx: NodeContext, scope: Scope, conditions: list[Termination]) -> bool:
         r = Resolver(scope, ctx.env.globals, ctx.env.known)
         results = []
         for cond in conditions:
-            var = await r.value(cond["variable"])
-            value = cond.get("value", "")
-            if cond.get("input_mode", "constant") == "variable":
+            var = await r.value(cond.variable)
+            value = cond.value
+            if cond.input_mode == "variable":
                 value = await r.value(value)
-            results.append(evaluate(var, cond.get("operator", ""), value))
-        return any(results) if self.params.get("logical_operator", "and") == "or" else all(results)
+            results.append(evaluate(var, cond.operator, value))
+        return any(results) if self.params.logical_operator == "or" else all(results)

@@ -15,13 +15,15 @@ import asyncio
 import logging
 import random
 import re
-from typing import Any
+from typing import Annotated, Any
 
 from jinja2.sandbox import SandboxedEnvironment
+from pydantic import AfterValidator, Field
 
 from ..attachments import download_infos
 from ..variables import REF_PATTERN, StreamValue, to_text
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
+from .params import Params
 
 log = logging.getLogger(__name__)
 
@@ -37,19 +39,26 @@ def _templates(content: Any) -> list[str]:
     return [c for c in content if isinstance(c, str) and c.strip()]
 
 
+def _some_template(content: Any) -> Any:
+    if not _templates(content):
+        raise ValueError("a Message needs at least one non-empty content template")
+    return content
+
+
+class MessageParams(Params):
+    content: Annotated[Any, AfterValidator(_some_template), Field(validate_default=True)] = None  # str | [str]
+    stream: Any = True  # False: render the whole text first, then send it
+
+
 @register
 class Message(Component):
     component_name = "Message"
+    params_model = MessageParams
+    params: MessageParams
     __slots__ = ("_templates",)
 
     def setup(self) -> None:
-        self._templates = _templates(self.params.get("content"))
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        if not _templates(params.get("content")):
-            return [ValidationIssue(cpn_id, "params.content", "a Message needs at least one non-empty content template")]
-        return []
+        self._templates = _templates(self.params.content)
 
     async def run(self, ctx: NodeContext) -> None:
         template = random.choice(self._templates) if len(self._templates) > 1 else self._templates[0]
@@ -58,7 +67,7 @@ class Message(Component):
             text = await self._render_jinja(ctx, template)
             if text:
                 ctx.emit_delta(text)
-        elif self.params.get("stream", True) is False:
+        elif self.params.stream is False:
             text = await ctx.render(template)
             self._record_inputs(ctx, template)
             if text:

@@ -19,14 +19,15 @@ import hashlib
 import json
 import logging
 import re
-from typing import Any
+from typing import Annotated, Any
 
 import grpc
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 
 from ..tracing import traced_retrieval
 from ._fields import FieldError
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
+from .params import Params, validator
 
 log = logging.getLogger(__name__)
 
@@ -49,17 +50,44 @@ def hash_str2int(text: str, mod: int = 500) -> int:
     return int(hashlib.sha1(text.encode("utf-8")).hexdigest(), 16) % mod
 
 
-def _number(cid: str, params: dict[str, Any], name: str, kind: type) -> Any:
-    raw = params.get(name, DEFAULTS[name])
+def _number(raw: Any, kind: type, default: Any, maximum: float | None = None) -> Any:
+    """`raw` as a `kind` (an int or a float; numeric text too), `default` when empty; ValueError otherwise."""
     if raw is None or raw == "":
-        return DEFAULTS[name]
+        return default
     try:
         value = kind(raw)
     except (TypeError, ValueError):
-        raise FieldError(cid, f"params.{name}", f"must be a number, got {raw!r}") from None
-    if value < 0 or (name == "keywords_similarity_weight" and value > 1):
-        raise FieldError(cid, f"params.{name}", f"is out of range: {raw!r}")
+        raise ValueError(f"must be a number, got {raw!r}") from None
+    if value < 0 or (maximum is not None and value > maximum):
+        raise ValueError(f"is out of range: {raw!r}")
     return value
+
+
+def _setting(kind: type, maximum: float | None = None) -> Any:
+    def check(raw: Any) -> Any:
+        _number(raw, kind, None, maximum)
+        return raw
+    return Annotated[Any, validator(check)]
+
+
+def _datasets(value: Any) -> Any:
+    if value is not None and not isinstance(value, (list, str)):
+        raise ValueError("must be a list of dataset ids or references")
+    return value
+
+
+class RetrievalParams(Params):
+    kb_ids: Annotated[Any, validator(_datasets)] = None  # ids, or references to names or ids
+    dataset_ids: Annotated[Any, validator(_datasets)] = None  # the same, RAGFlow's other name
+    query: Any = None  # a bare ref, a template with {refs}; absent: sys.query
+    top_n: _setting(int) = DEFAULTS["top_n"]  # type: ignore[valid-type]
+    top_k: _setting(int) = DEFAULTS["top_k"]  # type: ignore[valid-type]
+    similarity_threshold: _setting(float) = DEFAULTS["similarity_threshold"]  # type: ignore[valid-type]
+    keywords_similarity_weight: _setting(float, 1) = DEFAULTS["keywords_similarity_weight"]  # type: ignore[valid-type]
+    rerank_id: Any = None
+    empty_response: Any = None
+    meta_data_filter: Any = None  # {"method": "manual", "manual": [{key, op, value}], "logic"}
+    description: Any = None  # as an Agent tool: what the model reads about it
 
 
 def _draw(key: str, value: Any) -> str:
@@ -110,32 +138,20 @@ def add_reference(ctx: NodeContext, chunks: list[dict[str, Any]]) -> None:
 class Retrieval(Component):
     component_name = "Retrieval"
     exception_output = "formalized_content"
+    params_model = RetrievalParams
+    params: RetrievalParams
 
     @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = []
-        for key in ("kb_ids", "dataset_ids"):
-            value = params.get(key)
-            if value is not None and not isinstance(value, (list, str)):
-                issues.append(ValidationIssue(cpn_id, f"params.{key}", "must be a list of dataset ids or references"))
-        for name, kind in (("top_n", int), ("top_k", int), ("similarity_threshold", float), ("keywords_similarity_weight", float)):
-            try:
-                _number(cpn_id, params, name, kind)
-            except FieldError as exc:
-                issues.append(ValidationIssue(cpn_id, exc.field, str(exc).split(": ", 2)[-1]))
-        return issues
-
-    @classmethod
-    def tool_meta(cls, params: dict[str, Any]) -> dict[str, Any]:
+    def tool_meta(cls, params: RetrievalParams) -> dict[str, Any]:
         """The function an Agent offers its model for this tool (OpenAI `function` shape)."""
-        return {"name": TOOL_NAME, "description": str(params.get("description") or TOOL_DESCRIPTION),
+        return {"name": TOOL_NAME, "description": str(params.description or TOOL_DESCRIPTION),
                 "parameters": TOOL_PARAMETERS}
 
     def thoughts(self, ctx: NodeContext) -> str:
         return "Searching the datasets..."
 
     async def run(self, ctx: NodeContext) -> None:
-        raw = self.params.get("query")
+        raw = self.params.query
         if not isinstance(raw, str) or not raw.strip():
             raw = "sys.query"
         query = await ctx.value(raw) if ctx.is_ref(raw) else await ctx.render(raw)
@@ -149,7 +165,7 @@ class Retrieval(Component):
     @traced_retrieval
     async def retrieve(self, ctx: NodeContext, query: str) -> None:
         cid, p = ctx.component_id, self.params
-        empty = str(p.get("empty_response") or "")
+        empty = str(p.empty_response or "")
         query = _USER_PREFIX.sub("", query.strip())
         ctx.set_input("query", query)
         ctx.set_output("json", [])
@@ -164,10 +180,11 @@ class Retrieval(Component):
         conditions, logic = await self._metadata_filter(ctx)
         req = rr_pb.SearchRequest(
             tenant_id=tenant, query=query, dataset_ids=dataset_ids,
-            top_n=_number(cid, p, "top_n", int), top_k=_number(cid, p, "top_k", int),
-            similarity_threshold=_number(cid, p, "similarity_threshold", float),
-            keywords_similarity_weight=_number(cid, p, "keywords_similarity_weight", float),
-            rerank_model=str(p.get("rerank_id") or ""), metadata_filter=conditions, metadata_logic=logic)
+            top_n=_number(p.top_n, int, DEFAULTS["top_n"]), top_k=_number(p.top_k, int, DEFAULTS["top_k"]),
+            similarity_threshold=_number(p.similarity_threshold, float, DEFAULTS["similarity_threshold"]),
+            keywords_similarity_weight=_number(p.keywords_similarity_weight, float,
+                                               DEFAULTS["keywords_similarity_weight"]),
+            rerank_model=str(p.rerank_id or ""), metadata_filter=conditions, metadata_logic=logic)
         resp = await self._call(cid, stub.Search, req)
         chunks = [chunk_view(c) for c in resp.chunks]
         if not chunks:
@@ -179,7 +196,7 @@ class Retrieval(Component):
 
     async def _dataset_ids(self, ctx: NodeContext, stub: Any, tenant: str) -> list[str]:
         cid = ctx.component_id
-        raw = self.params.get("kb_ids") or self.params.get("dataset_ids") or []
+        raw = self.params.kb_ids or self.params.dataset_ids or []
         out: list[str] = []
         for item in [raw] if isinstance(raw, str) else raw:
             item = str(item).strip()
@@ -200,7 +217,7 @@ class Retrieval(Component):
         return out
 
     async def _metadata_filter(self, ctx: NodeContext) -> tuple[list[rr_pb.MetadataCondition], str]:
-        spec = self.params.get("meta_data_filter") or {}
+        spec = self.params.meta_data_filter or {}
         if not isinstance(spec, dict) or not spec:
             return [], "and"
         method = spec.get("method")

@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from jinja2 import StrictUndefined, meta
 from jinja2.sandbox import SandboxedEnvironment
+from pydantic import AfterValidator
 
 from ..variables import ALIAS_PATTERN, REF_PATTERN, Scope, StreamValue, to_text
 from ._fields import FieldError, type_name
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
+from .params import Params
 
-METHODS = ("split", "merge")
 _JINJA_MARKERS = ("{{", "{%", "{#")
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 
@@ -49,8 +50,7 @@ def jinja_name(ref: str) -> str:
     return name if not name[:1].isdigit() else f"_{name}"
 
 
-def _delimiters(params: dict[str, Any]) -> list[str] | None:
-    raw = params.get("delimiters", [","])
+def _delimiters(raw: Any) -> list[str] | None:
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list):
@@ -58,6 +58,19 @@ def _delimiters(params: dict[str, Any]) -> list[str] | None:
     # An empty delimiter would split between every character: drop it.
     found = [d for d in raw if isinstance(d, str) and d]
     return found or None
+
+
+def _some_delimiter(raw: Any) -> Any:
+    if _delimiters(raw) is None:
+        raise ValueError("must be a non-empty list of strings")
+    return raw
+
+
+class StringTransformParams(Params):
+    method: Literal["split", "merge"] = "split"
+    delimiters: Annotated[Any, AfterValidator(_some_delimiter)] = [","]  # str | [str]
+    split_ref: str | None = None  # split: a reference to the text (or the text itself)
+    script: str | None = None  # merge: the template
 
 
 def _brace_span(m: re.Match[str]) -> tuple[int, int]:
@@ -99,36 +112,21 @@ def _ref_for_name(ctx: NodeContext, name: str) -> str | None:
 @register
 class StringTransform(Component):
     component_name = "StringTransform"
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = []
-        method = params.get("method", "split")
-        if method not in METHODS:
-            issues.append(ValidationIssue(cpn_id, "params.method", f"must be 'split' or 'merge', got {method!r}"))
-        if _delimiters(params) is None:
-            issues.append(ValidationIssue(cpn_id, "params.delimiters", "must be a non-empty list of strings"))
-        return issues
+    params_model = StringTransformParams
+    params: StringTransformParams
 
     def thoughts(self, ctx: NodeContext) -> str:
         return "Transforming strings."
 
     async def run(self, ctx: NodeContext) -> None:
-        method = self.params.get("method", "split")
-        delimiters = _delimiters(self.params)
-        if delimiters is None:
-            raise FieldError(ctx.component_id, "params.delimiters", "must be a non-empty list of strings")
-        if method == "split":
+        delimiters = _delimiters(self.params.delimiters) or [","]
+        if self.params.method == "split":
             ctx.set_output("result", await self._split(ctx, delimiters))
-        elif method == "merge":
-            ctx.set_output("result", await self._merge(ctx, delimiters))
         else:
-            raise FieldError(ctx.component_id, "params.method", f"must be 'split' or 'merge', got {method!r}")
+            ctx.set_output("result", await self._merge(ctx, delimiters))
 
     async def _split(self, ctx: NodeContext, delimiters: list[str]) -> list[str]:
-        ref = self.params.get("split_ref") or ""
-        if not isinstance(ref, str):
-            raise FieldError(ctx.component_id, "params.split_ref", "must be a variable reference")
+        ref = self.params.split_ref or ""
         # A non-reference is the text itself (RAGFlow would look it up as a global and find nothing).
         value = await ctx.value(ref) if ctx.is_ref(ref) else ref
         if value is None:
@@ -141,9 +139,7 @@ class StringTransform(Component):
         return split_text(text, delimiters)
 
     async def _merge(self, ctx: NodeContext, delimiters: list[str]) -> str:
-        script = self.params.get("script") or ""
-        if not isinstance(script, str):
-            raise FieldError(ctx.component_id, "params.script", "must be a string")
+        script = self.params.script or ""
         matches = list(REF_PATTERN.finditer(script))
         if ctx.scope.alias("item")[0]:  # {item}/{index}/{result} inside an Iteration body
             matches += ALIAS_PATTERN.finditer(script)

@@ -7,15 +7,39 @@ items with `logical_operator` "and" (default) or "or". Untaken branches are prun
 from __future__ import annotations
 
 import numbers
-from typing import Any, Iterator
+from typing import Annotated, Any, Iterator, Literal
 
-from ..variables import is_ref, to_text
-from .base import Component, NodeContext, Route, ValidationIssue, id_list, register
+from ..variables import to_text
+from .base import Component, NodeContext, Route, id_list, register
+from .params import Entry, IdList, OptionalRef, Params, Required, validator
 
 OPERATORS = ("contains", "not contains", "start with", "end with", "empty", "not empty",
              "=", "≠", ">", "<", "≥", "≤")
 # ASCII spellings some clients send.
 _ALIASES = {"!=": "≠", ">=": "≥", "<=": "≤", "==": "="}
+
+
+def _operator(op: Any) -> str:
+    if _ALIASES.get(op, op) not in OPERATORS:
+        raise ValueError(f"unknown operator {op!r}")
+    return op
+
+
+class Item(Entry):
+    cpn_id: OptionalRef = None  # the value compared; an item without one is skipped
+    operator: Required(Annotated[Any, validator(_operator)], "unknown operator None") = None  # type: ignore[valid-type]
+    value: Any = ""
+
+
+class Condition(Entry):
+    items: list[Item] | None = None
+    logical_operator: Literal["and", "or", ""] | None = "and"
+    to: Required(IdList, "condition has no 'to' target") = None  # type: ignore[valid-type]
+
+
+class SwitchParams(Params):
+    conditions: Required(list[Condition], "a Switch needs at least one condition") = None  # type: ignore[valid-type]
+    end_cpn_ids: Required(IdList, "a Switch needs an ELSE target (end_cpn_ids)") = None  # type: ignore[valid-type]
 
 
 def _num(v: Any) -> float:
@@ -57,71 +81,40 @@ def compare(value: Any, operator: str, operand: Any) -> bool:
 @register
 class Switch(Component):
     component_name = "Switch"
+    params_model = SwitchParams
+    params: SwitchParams
 
     @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues: list[ValidationIssue] = []
-        conds = params.get("conditions")
-        if not isinstance(conds, list) or not conds:
-            issues.append(ValidationIssue(cpn_id, "params.conditions", "a Switch needs at least one condition"))
-            conds = []
-        for i, cond in enumerate(conds):
-            where = f"params.conditions[{i}]"
-            if not isinstance(cond, dict):
-                issues.append(ValidationIssue(cpn_id, where, "must be an object"))
-                continue
-            if not cond.get("to"):
-                issues.append(ValidationIssue(cpn_id, f"{where}.to", "condition has no 'to' target"))
-            lo = cond.get("logical_operator", "and")
-            if lo not in ("and", "or", None, ""):
-                issues.append(ValidationIssue(cpn_id, f"{where}.logical_operator", f"must be 'and' or 'or', not {lo!r}"))
-            for j, item in enumerate(cond.get("items") or []):
-                w = f"{where}.items[{j}]"
-                if not isinstance(item, dict):
-                    issues.append(ValidationIssue(cpn_id, w, "must be an object"))
-                    continue
-                op = item.get("operator")
-                if _ALIASES.get(op, op) not in OPERATORS:
-                    issues.append(ValidationIssue(cpn_id, f"{w}.operator", f"unknown operator {op!r}"))
-                ref = item.get("cpn_id")
-                if ref and not is_ref(ref):
-                    issues.append(ValidationIssue(cpn_id, f"{w}.cpn_id", f"{ref!r} is not a variable reference"))
-        if not params.get("end_cpn_ids"):
-            issues.append(ValidationIssue(cpn_id, "params.end_cpn_ids", "a Switch needs an ELSE target (end_cpn_ids)"))
-        return issues
-
-    @classmethod
-    def routes(cls, params: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-        for i, cond in enumerate(params.get("conditions") or []):
-            if isinstance(cond, dict):
-                for j, t in enumerate(id_list(cond.get("to"))):
-                    yield f"params.conditions[{i}].to[{j}]", t
-        for j, t in enumerate(id_list(params.get("end_cpn_ids"))):
+    def routes(cls, params: SwitchParams) -> Iterator[tuple[str, Any]]:
+        for i, cond in enumerate(params.conditions or ()):
+            for j, t in enumerate(id_list(cond.to)):
+                yield f"params.conditions[{i}].to[{j}]", t
+        for j, t in enumerate(id_list(params.end_cpn_ids)):
             yield f"params.end_cpn_ids[{j}]", t
 
     async def run(self, ctx: NodeContext) -> Route:
-        for cond in self.params.get("conditions") or []:
+        for cond in self.params.conditions:
             res: list[bool] = []
-            any_mode = cond.get("logical_operator", "and") == "or"
-            for item in cond.get("items") or []:
-                ref = item.get("cpn_id")
+            any_mode = cond.logical_operator == "or"
+            for item in cond.items or ():
+                ref = item.cpn_id
                 if not ref:
                     continue
                 value = await ctx.value(ref)
                 ctx.set_input(ref, value)
-                operand = item.get("value", "")
+                operand = item.value
                 if isinstance(value, numbers.Number) and not isinstance(value, bool):
                     try:
                         operand = float(operand)
                     except (TypeError, ValueError):
                         pass
-                ok = compare(value, item.get("operator", ""), operand)
+                ok = compare(value, item.operator, operand)
                 res.append(ok)
                 if any_mode and ok:
-                    return self._route(ctx, cond.get("to"))
+                    return self._route(ctx, cond.to)
             if all(res):
-                return self._route(ctx, cond.get("to"))
-        return self._route(ctx, self.params.get("end_cpn_ids"))
+                return self._route(ctx, cond.to)
+        return self._route(ctx, self.params.end_cpn_ids)
 
     @staticmethod
     def _route(ctx: NodeContext, to: Any) -> Route:

@@ -12,21 +12,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from ..events import UserInputRequired
-from .base import Component, NodeContext, Pause, ValidationIssue, register
+from .base import Component, NodeContext, Pause, register
+from .params import Params
 
 DEFAULT_TIPS = "Please fill up the form"
 
 
-def _form(params: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    inputs = params.get("inputs")
+class UserFillUpParams(Params):
+    inputs: dict[str, dict[str, Any]] = Field(default_factory=dict)  # {field: {name, type, optional, options}}
+    tips: str = DEFAULT_TIPS
+    enable_tips: Any = True
+
+
+def _form(inputs: Any) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in inputs.items() if isinstance(v, dict)} if isinstance(inputs, dict) else {}
 
 
 def missing_fields(params: dict[str, Any], answer: dict[str, Any]) -> list[str]:
-    """Required fields of the form that the answer leaves empty."""
+    """Required fields of the form (in the DSL's params) that the answer leaves empty."""
     out = []
-    for name, spec in _form(params).items():
+    for name, spec in _form(params.get("inputs")).items():
         if spec.get("optional"):
             continue
         value = answer.get(name)
@@ -40,32 +48,20 @@ def missing_fields(params: dict[str, Any], answer: dict[str, Any]) -> list[str]:
 @register
 class UserFillUp(Component):
     component_name = "UserFillUp"
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = []
-        inputs = params.get("inputs", {})
-        if not isinstance(inputs, dict):
-            return [ValidationIssue(cpn_id, "params.inputs", f"must be an object of form fields, not {inputs!r}")]
-        for name, spec in inputs.items():
-            if not isinstance(spec, dict):
-                issues.append(ValidationIssue(cpn_id, f"params.inputs.{name}",
-                                              "must be an object {name, type, optional, options}"))
-        if not isinstance(params.get("tips", DEFAULT_TIPS), str):
-            issues.append(ValidationIssue(cpn_id, "params.tips", "must be a string"))
-        return issues
+    params_model = UserFillUpParams
+    params: UserFillUpParams
 
     def thoughts(self, ctx: NodeContext) -> str:
         return "Waiting for your input."
 
     async def run(self, ctx: NodeContext) -> Pause | None:
-        tips = await ctx.render(self.params.get("tips", DEFAULT_TIPS)) if self.params.get("enable_tips", True) else ""
+        tips = await ctx.render(self.params.tips) if self.params.enable_tips else ""
         answer = ctx.take_resume_inputs()
         if answer is None:
-            ctx.emit(UserInputRequired, inputs=_form(self.params), tips=tips)
+            ctx.emit(UserInputRequired, inputs=self.params.inputs, tips=tips)
             return Pause()
         ctx.set_output("tips", tips)
-        for name, spec in _form(self.params).items():
+        for name, spec in self.params.inputs.items():
             value = answer.get(name)
             if isinstance(value, dict) and "value" in value:  # RAGFlow's {"type", "value"} shape
                 value = value["value"]

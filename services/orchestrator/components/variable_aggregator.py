@@ -9,65 +9,57 @@ a downstream Message keeps streaming it. When no variable of a group has a value
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, WrapValidator
 
 from ..variables import StreamValue
-from ._fields import FieldError
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
+from .params import Entry, Params, Required, validator
 
 
-def _group_problems(groups: Any) -> list[tuple[str, str]]:
-    """(field, message) for every malformed part of `groups` (RAGFlow's check())."""
-    if not groups:
-        return [("params.groups", "must not be empty")]
-    if not isinstance(groups, list):
-        return [("params.groups", "must be a list of groups")]
-    problems = []
-    for i, group in enumerate(groups):
-        where = f"params.groups[{i}]"
-        if not isinstance(group, dict):
-            problems.append((where, "must be an object with group_name and variables"))
-            continue
-        if not group.get("group_name"):
-            problems.append((f"{where}.group_name", "must not be empty"))
-        variables = group.get("variables")
-        if not variables:
-            problems.append((f"{where}.variables", "must not be empty"))
-        elif not isinstance(variables, list):
-            problems.append((f"{where}.variables", "must be a list of {\"value\": \"<ref>\"}"))
-        else:
-            for j, selector in enumerate(variables):
-                if not _selector_ref(selector):
-                    problems.append((f"{where}.variables[{j}].value", "must be a variable reference"))
-    return problems
+def _ref(value: Any) -> Any:
+    if not value or not isinstance(value, str):
+        raise ValueError("must be a variable reference")
+    return value
 
 
-def _selector_ref(selector: Any) -> str:
+class Selector(Entry):
+    value: Annotated[Any, validator(_ref), Field(validate_default=True)] = None
+
+
+def _bare_ref(selector: Any, handler: Any) -> Any:
     # RAGFlow stores {"value": ref}; a bare ref string is accepted too.
-    if isinstance(selector, dict):
-        selector = selector.get("value")
-    return selector if isinstance(selector, str) else ""
+    return _ref(selector) if isinstance(selector, str) else handler(selector)
+
+
+def _selector_ref(selector: Selector | str) -> str:
+    return selector.value if isinstance(selector, Selector) else selector
+
+
+class Group(Entry):
+    group_name: Required(Any, "must not be empty") = None  # type: ignore[valid-type]
+    variables: Required(  # type: ignore[valid-type]
+        list[Annotated[Selector, WrapValidator(_bare_ref)]], "must not be empty") = None
+
+
+class VariableAggregatorParams(Params):
+    groups: Required(list[Group], "must not be empty") = None  # type: ignore[valid-type]
 
 
 @register
 class VariableAggregator(Component):
     component_name = "VariableAggregator"
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        return [ValidationIssue(cpn_id, f, m) for f, m in _group_problems(params.get("groups"))]
+    params_model = VariableAggregatorParams
+    params: VariableAggregatorParams
 
     def thoughts(self, ctx: NodeContext) -> str:
         return "Aggregating variables from canvas and grouping as configured."
 
     async def run(self, ctx: NodeContext) -> None:
-        groups = self.params.get("groups")
-        problems = _group_problems(groups)
-        if problems:
-            raise FieldError(ctx.component_id, *problems[0])
-        for group in groups:
-            name = group["group_name"]
-            refs = [_selector_ref(s) for s in group["variables"]]
+        for group in self.params.groups:
+            name = group.group_name
+            refs = [_selector_ref(s) for s in group.variables]
             ctx.set_input(f"{name}.variables", refs)
             picked: Any = None
             for ref in refs:

@@ -23,11 +23,14 @@ from __future__ import annotations
 import copy
 import logging
 import numbers
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationInfo, field_validator
 
 from ..variables import VariableError, parse_ref, to_jsonable
 from ._fields import FieldError, decode_json_container, resolve_operand
-from .base import Component, NodeContext, ValidationIssue, register
+from .base import Component, NodeContext, register
+from .params import Entry, OrEmpty, Params, validator
 
 log = logging.getLogger(__name__)
 
@@ -133,46 +136,65 @@ def _set_in(container: Any, path: tuple[str, ...], value: Any) -> Any:
     return container
 
 
+# ------------------------------------------------------------------------------------ params
+def _variable(variable: Any) -> str:
+    if not variable or not isinstance(variable, str):
+        raise ValueError("is required")
+    if parse_ref(variable) is None:
+        raise ValueError(f"'{variable}' is not a variable reference (env.x, sys.x or cpn@var)")
+    return variable
+
+
+def _operator(operator: Any) -> str:
+    if not operator:
+        raise ValueError("is required")
+    if operator not in OPERATORS:
+        raise ValueError(f"unsupported operator '{operator}' (supported: {', '.join(OPERATORS)})")
+    return operator
+
+
+class Assignment(Entry):
+    variable: Annotated[Any, validator(_variable), Field(validate_default=True)] = None
+    operator: Annotated[Any, validator(_operator), Field(validate_default=True)] = None
+    parameter: Any = Field(None, validate_default=True)
+
+    @field_validator("parameter")
+    @classmethod
+    def _given(cls, parameter: Any, info: ValidationInfo) -> Any:
+        # 0, "" and False are valid parameters: only a missing one is an error.
+        operator = info.data.get("operator")
+        if parameter is None and operator and operator not in PARAMETERLESS:
+            raise ValueError(f"is required by operator '{operator}'")
+        return parameter
+
+
+class VariableAssignerParams(Params):
+    # applied in order; "" = none
+    variables: OrEmpty(list[Assignment] | None) = None  # type: ignore[valid-type]
+
+
 # ------------------------------------------------------------------------------------ component
 @register
 class VariableAssigner(Component):
     component_name = "VariableAssigner"
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        variables = params.get("variables", [])
-        if variables in (None, ""):
-            return []
-        if not isinstance(variables, list):
-            return [ValidationIssue(cpn_id, "params.variables", "must be a list")]
-        issues = []
-        for i, item in enumerate(variables):
-            problem = _item_problem(item)
-            if problem:
-                issues.append(ValidationIssue(cpn_id, _field(i, problem[0]), problem[1]))
-        return issues
+    params_model = VariableAssignerParams
+    params: VariableAssignerParams
 
     def thoughts(self, ctx: NodeContext) -> str:
         return "Assign variables from canvas."
 
     async def run(self, ctx: NodeContext) -> None:
-        variables = self.params.get("variables") or []
-        if not isinstance(variables, list):
-            raise FieldError(ctx.component_id, "params.variables", "must be a list")
-        for i, item in enumerate(variables):
-            problem = _item_problem(item)
-            if problem:
-                raise FieldError(ctx.component_id, _field(i, problem[0]), problem[1])
-            target, operator = item["variable"], item["operator"]
+        for i, item in enumerate(self.params.variables or ()):
+            target, operator = item.variable, item.operator
             try:
                 current = await ctx.value(target)
-                new = await self._operate(ctx, current, operator, item.get("parameter"))
+                new = await self._operate(ctx, current, operator, item.parameter)
                 if isinstance(new, str) and new in _ERRORS:
                     log.info("VariableAssigner %s: %s %s -> %s", ctx.component_id, target, operator, new)
                 await _write(ctx, target, new)
             except VariableError as exc:
                 # Unknown component in `variable` or in a referenced `parameter`.
-                raise FieldError(ctx.component_id, _field(i, "variable"), str(exc)) from None
+                raise FieldError(ctx.component_id, f"params.variables[{i}].variable", str(exc)) from None
             ctx.set_input(target, to_jsonable(new))
 
     async def _operate(self, ctx: NodeContext, current: Any, operator: str, parameter: Any) -> Any:
@@ -198,30 +220,6 @@ class VariableAssigner(Component):
 
 _ERRORS = frozenset({VARIABLE_NOT_LIST, PARAMETER_NOT_LIST, PARAMETER_NOT_LIST_ELEMENT_TYPE,
                      NOT_NUMBER, DIVIDE_BY_ZERO})
-
-
-def _item_problem(item: Any) -> tuple[str, str] | None:
-    """(field, message) for a malformed `variables[i]` entry, or None."""
-    if not isinstance(item, dict):
-        return ("", "must be an object with variable, operator and parameter")
-    variable = item.get("variable")
-    if not variable or not isinstance(variable, str):
-        return ("variable", "is required")
-    if parse_ref(variable) is None:
-        return ("variable", f"'{variable}' is not a variable reference (env.x, sys.x or cpn@var)")
-    operator = item.get("operator")
-    if not operator:
-        return ("operator", "is required")
-    if operator not in OPERATORS:
-        return ("operator", f"unsupported operator '{operator}' (supported: {', '.join(OPERATORS)})")
-    # 0, "" and False are valid parameters: only a missing one is an error.
-    if item.get("parameter") is None and operator not in PARAMETERLESS:
-        return ("parameter", f"is required by operator '{operator}'")
-    return None
-
-
-def _field(index: int, name: str) -> str:
-    return f"params.variables[{index}].{name}" if name else f"params.variables[{index}]"
 
 
 async def _write(ctx: NodeContext, ref: str, value: Any) -> None:

@@ -25,7 +25,7 @@ class SlowForTest(Component):
     component_name = "SlowForTest"
 
     async def run(self, ctx):
-        await asyncio.sleep(float(self.params.get("seconds", 30)))
+        await asyncio.sleep(float(self.params.given("seconds", 30)))
         ctx.set_output("result", "woke up")
 
 

@@ -40,7 +40,7 @@ class FakeTavilySearch(Component):
     component_name = "TavilySearch"
 
     async def run(self, ctx: NodeContext) -> None:
-        query = str(await resolve_operand(ctx, self.params.get("query", "sys.query")))
+        query = str(await resolve_operand(ctx, self.params.given("query", "sys.query")))
         SEARCHED.append(query)
         results = [{"url": f"https://example.org/{i}", "title": f"{query} source {i}"} for i in (1, 2)]
         ctx.set_output("json", results)
@@ -51,7 +51,7 @@ class FakeTavilyExtract(Component):
     component_name = "TavilyExtract"
 
     async def run(self, ctx: NodeContext) -> None:
-        urls = self.params.get("urls") or []
+        urls = self.params.given("urls") or []
         ctx.set_output("json", [{"url": u, "raw_content": f"content of {u}"} for u in urls])
 
 

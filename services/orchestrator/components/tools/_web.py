@@ -30,6 +30,9 @@ Unlike the rest of the engine (whose settings come in `EngineSettings`), a tool 
 (key, base URL, time limit) from the orchestrator's environment when it runs: one family per service, as
 open-ended as the list of tools.
 
+Params: the class's `params_model` is made from `meta` (its parameters), `defaults`, `choices` and `positive`
+(each a field with its default; a value outside `choices`, or not a positive integer, is a validation
+issue), on top of `WebParams` or the `params_model` a tool declares for checks of its own (email.py).
 `self.option(args, name)`: the model's argument, else the DSL's param, else the default.
 `self.api_key(ctx)`: `params.api_key` when set (RAGFlow's way), else `<SERVICE>_API_KEY` from the environment.
 `self.request_json` / `self.request_text`: through the engine's one outbound client (`http_client.py`: the
@@ -48,14 +51,16 @@ import logging
 import os
 import re
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, ClassVar
+from typing import Annotated, Any, AsyncIterator, Callable, ClassVar
 
 import aiohttp
+from pydantic import create_model
 
 from ...http_client import EgressBlocked, EgressPolicy, HttpResponse, OutboundHttp, ResponseTooLarge
 from ...variables import StreamValue, to_jsonable
 from .._fields import FieldError
-from ..base import Component, NodeContext, ValidationIssue
+from ..base import Component, NodeContext
+from ..params import Params, validator
 from ..retrieval import hash_str2int
 
 log = logging.getLogger(__name__)
@@ -68,6 +73,36 @@ _INLINE_IMAGE = re.compile(r"!?\[[a-z]+\]\(data:image/png;base64,[ 0-9A-Za-z/_=+
 _PLACEHOLDER_KEY = re.compile(r"^\s*(YOUR[_ ]|<)", re.IGNORECASE)  # "YOUR_API_KEY (obtained from ...)"
 
 Getter = Callable[[dict[str, Any]], Any]
+
+
+class WebParams(Params):
+    api_key: Any = None  # else <SERVICE>_API_KEY
+
+
+def _choice(allowed: tuple[Any, ...]) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value not in allowed and not (isinstance(value, str) and "@" in value):  # a reference: checked when read
+            raise ValueError(f"must be one of {', '.join(map(str, allowed))}, got {value!r}")
+        return value
+    return check
+
+
+def _positive(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) or not _is_positive_int(value):
+        raise ValueError(f"must be a positive integer, got {value!r}")
+    return value
+
+
+def make_params_model(tool: type[WebTool]) -> type[Params]:
+    """The tool's params: a field per meta argument, default, choice and positive param, with its default."""
+    base = tool.__dict__.get("params_model") or WebParams
+    fields: dict[str, Any] = {}
+    for name in dict.fromkeys([*tool.meta.get("parameters", {}), *tool.defaults, *tool.choices, *tool.positive]):
+        if name in base.model_fields:
+            continue
+        check = _choice(tool.choices[name]) if name in tool.choices else _positive if name in tool.positive else None
+        fields[name] = (Annotated[Any, validator(check)] if check else Any, tool.default(name))
+    return create_model(f"{tool.__name__}Params", __base__=base, __module__=tool.__module__, **fields)
 
 
 class WebTool(Component):
@@ -88,26 +123,14 @@ class WebTool(Component):
         super().__init_subclass__(**kwargs)
         if cls.component_name and not (callable(getattr(cls, "invoke", None)) and cls.meta and cls.service):
             raise TypeError(f"{cls.__name__}: a web tool needs `meta`, `service` and `async invoke(ctx, args)`")
+        if cls.meta:
+            cls.params_model = make_params_model(cls)
 
     # ------------------------------------------------------------------ what the model sees
     @classmethod
     def tool_meta(cls, params: dict[str, Any]) -> dict[str, Any]:
         return {"name": cls.meta["name"], "description": cls.meta["description"].strip(),
                 "parameters": cls.meta["parameters"]}
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = []
-        for name, allowed in cls.choices.items():
-            value = params.get(name, cls.default(name))
-            if value not in allowed and not (isinstance(value, str) and "@" in value):
-                issues.append(ValidationIssue(cpn_id, f"params.{name}",
-                                              f"must be one of {', '.join(map(str, allowed))}, got {value!r}"))
-        for name in cls.positive:
-            value = params.get(name, cls.default(name))
-            if isinstance(value, bool) or not isinstance(value, (int, float, str)) or not _is_positive_int(value):
-                issues.append(ValidationIssue(cpn_id, f"params.{name}", f"must be a positive integer, got {value!r}"))
-        return issues
 
     @classmethod
     def default(cls, name: str) -> Any:
@@ -122,7 +145,7 @@ class WebTool(Component):
         """An argument for `thoughts`: what the node resolved, else its param (a reference's value), else "-_-!"."""
         if ctx.inputs.get(name) not in (None, ""):
             return ctx.inputs[name]
-        raw = self.params.get(name)
+        raw = self.params.given(name)
         value = ctx.get(raw.strip()) if isinstance(raw, str) and ctx.is_ref(raw.strip()) else raw
         return value if isinstance(value, (str, int, float, list)) and value not in ("", []) else "-_-!"
 
@@ -140,7 +163,7 @@ class WebTool(Component):
         """The meta arguments as a canvas node gets them: params (else defaults), references resolved."""
         args = {}
         for name in self.meta.get("parameters", {}):
-            raw = self.params.get(name, self.default(name))
+            raw = getattr(self.params, name)
             if isinstance(raw, str) and ctx.is_ref(raw.strip()):
                 raw = await ctx.value(raw.strip())
             elif isinstance(raw, str) and ctx.refs(raw):
@@ -161,11 +184,11 @@ class WebTool(Component):
         """The model's argument, else the DSL's param, else RAGFlow's default."""
         if args.get(name) not in (None, ""):
             return args[name]
-        return self.params.get(name, self.default(name))
+        return getattr(self.params, name, self.default(name))
 
     def api_key(self, ctx: NodeContext, env: str | None = None) -> str:
         """`params.api_key` when it holds a key, else `<SERVICE>_API_KEY`; an error naming both otherwise."""
-        key = self.params.get("api_key")
+        key = self.params.api_key
         if isinstance(key, str) and key.strip() and not _PLACEHOLDER_KEY.match(key):
             return key.strip()
         env = env or f"{self.service}_API_KEY"

@@ -7,10 +7,11 @@ component's `api_key`, else BGPT_API_KEY). Base URL: TRELLIS_BGPT_BASE_URL (defa
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from ..base import NodeContext, ValidationIssue, register
-from ._web import WebTool, add_references
+from ..base import NodeContext, register
+from ..params import validator
+from ._web import WebParams, WebTool, add_references
 
 _FIELDS = (("Title", ("title",)), ("Authors", ("authors",)), ("Journal", ("journal",)), ("Year", ("year",)),
            ("DOI", ("doi",)), ("Abstract", ("abstract",)),
@@ -21,6 +22,18 @@ _FIELDS = (("Title", ("title",)), ("Authors", ("authors",)), ("Journal", ("journ
            ("Conflicts of interest", ("conflict_of_interest_statements", "conflict_of_interest")),
            ("Data availability", ("data_availability_statements", "data_availability")),
            ("Blind spots", ("study_blindspots",)), ("How to falsify", ("how_to_falsify",)))
+
+
+
+def _days(days: Any) -> Any:
+    text = str(days).strip()
+    if days not in (None, "") and not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise ValueError(f"must be a positive integer, got {days!r}")
+    return days
+
+
+class BGPTParams(WebParams):
+    days_back: Annotated[Any, validator(_days)] = None  # only papers of the last n days
 
 
 @register
@@ -47,15 +60,8 @@ class BGPT(WebTool):
         },
     }
     defaults = {"top_n": 10, "api_key": "", "days_back": None}
+    params_model = BGPTParams  # the generated params (meta, defaults) build on it
     positive = ("top_n",)
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = super().check(cpn_id, params)
-        days = params.get("days_back")
-        if days not in (None, "") and not (str(days).strip().isascii() and str(days).strip().isdigit() and int(str(days).strip()) > 0):
-            issues.append(ValidationIssue(cpn_id, "params.days_back", f"must be a positive integer, got {days!r}"))
-        return issues
 
     def thoughts(self, ctx: NodeContext) -> str:
         return f"Searching BGPT for structured scientific evidence on `{self.shown(ctx, 'query')}`."

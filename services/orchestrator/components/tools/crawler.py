@@ -65,7 +65,7 @@ class Crawler(WebTool):
         if not 200 <= resp.status < 300:  # a redirect is not followed: say where it leads
             raise RuntimeError(f"{ctx.component_id}: Crawler: {url} answered HTTP {resp.status}"
                                f"{' to ' + resp.headers.get('Location', '') if resp.headers.get('Location') else ''}")
-        text = page(resp.text, str(self.params.get("extract_type") or "markdown"))
+        text = page(resp.text, str(self.params.extract_type or "markdown"))
         ctx.set_output("formalized_content", text)
         return text
 

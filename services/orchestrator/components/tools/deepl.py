@@ -40,10 +40,10 @@ class DeepL(WebTool):
     choices = {"source_lang": SOURCE_LANGS, "target_lang": TARGET_LANGS}
 
     def thoughts(self, ctx: NodeContext) -> str:
-        return f"Translating into {self.params.get('target_lang', 'EN-GB')}: {self.shown(ctx, 'query')}"
+        return f"Translating into {self.params.target_lang}: {self.shown(ctx, 'query')}"
 
     def auth_key(self, ctx: NodeContext) -> str:
-        key = str(self.params.get("auth_key") or "").strip()
+        key = str(self.params.given("auth_key") or "").strip()
         if key and key != "xxx":
             return key
         key = os.environ.get("DEEPL_API_KEY", "").strip()

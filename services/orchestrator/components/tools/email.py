@@ -24,17 +24,38 @@ from email.header import Header
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
 from email.utils import formataddr
-from typing import Any
+from typing import Annotated, Any
 
 import aiosmtplib
+from pydantic import Field
 
 from ...http_client import EgressBlocked, EgressPolicy
 from ...variables import parse_ref
 from .._fields import FieldError
-from ..base import NodeContext, ValidationIssue, register
-from ._web import WebTool
+from ..base import NodeContext, register
+from ..params import validator
+from ._web import WebParams, WebTool
 
-_REQUIRED = (("smtp_server", "SMTP Server"), ("email", "Email"), ("sender_name", "Sender Name"))
+
+def _given(label: str) -> Any:
+    def check(value: Any) -> Any:
+        if not str(value or "").strip():
+            raise ValueError(f"{label} is empty")
+        return value
+    return Annotated[Any, validator(check), Field(validate_default=True)]
+
+
+def _smtp_port(value: Any) -> Any:
+    if value not in (None, "") and _port(value) is None:
+        raise ValueError(f"must be a port number from 1 to 65535, got {value!r}")
+    return value
+
+
+class EmailParams(WebParams):
+    smtp_server: _given("SMTP Server") = ""  # type: ignore[valid-type]
+    email: _given("Email") = ""  # type: ignore[valid-type]
+    sender_name: _given("Sender Name") = ""  # type: ignore[valid-type]
+    smtp_port: Annotated[Any, validator(_smtp_port)] = 465
 
 
 @register
@@ -61,28 +82,17 @@ class Email(WebTool):
     }
     defaults = {"smtp_server": "", "smtp_port": 465, "email": "", "smtp_username": "", "password": "",
                 "sender_name": ""}
-    positive = ("smtp_port",)
-
-    @classmethod
-    def check(cls, cpn_id: str, params: dict[str, Any]) -> list[ValidationIssue]:
-        issues = super().check(cpn_id, params)
-        for name, label in _REQUIRED:
-            if not str(params.get(name) or "").strip():
-                issues.append(ValidationIssue(cpn_id, f"params.{name}", f"{label} is empty"))
-        if _port(params.get("smtp_port") or 465) is None:
-            issues.append(ValidationIssue(cpn_id, "params.smtp_port",
-                                          f"must be a port number from 1 to 65535, got {params.get('smtp_port')!r}"))
-        return issues
+    params_model = EmailParams  # the generated params (meta, defaults) build on it
 
     async def arguments_from_params(self, ctx: NodeContext) -> dict[str, Any]:
         """As the base does, except that an address ("ann@x.example") is the address, not a reference to the
         output `x.example` of a component `ann` that the canvas does not have."""
         addresses = {name: value for name in ("to_email", "cc_email")
-                     if isinstance(value := self.params.get(name), str) and _is_address(ctx, value)}
+                     if isinstance(value := self.params.given(name), str) and _is_address(ctx, value)}
         if not addresses:
             return await super().arguments_from_params(ctx)
         params = self.params
-        self.params = {k: v for k, v in params.items() if k not in addresses}
+        self.params = params.model_copy(update=dict.fromkeys(addresses))
         try:
             args = await super().arguments_from_params(ctx)
         finally:
@@ -99,20 +109,17 @@ class Email(WebTool):
         if not to:
             return False
         cid = ctx.component_id
-        for name, label in _REQUIRED:
-            if not str(self.params.get(name) or "").strip():
-                raise FieldError(cid, f"params.{name}", f"{label} is empty")
-        password = str(self.params.get("password") or "").strip() or os.environ.get("EMAIL_PASSWORD", "")
+        password = str(self.params.password or "").strip() or os.environ.get("EMAIL_PASSWORD", "")
         if not password:
             raise FieldError(cid, "params.password", "no SMTP password: set the component's password or EMAIL_PASSWORD")
-        server, port = str(self.params["smtp_server"]).strip(), _port(self.params.get("smtp_port") or 465) or 465
-        sender = str(self.params["email"]).strip()
+        server, port = str(self.params.smtp_server).strip(), _port(self.params.smtp_port or 465) or 465
+        sender = str(self.params.email).strip()
         cc = str(self.option(args, "cc_email") or "").strip()
         for name, value in (("to_email", to), ("cc_email", cc)):
             if "\r" in value or "\n" in value:  # a line break would add headers (Bcc: ...) to the message
                 raise FieldError(cid, name, f"an address list cannot contain line breaks: {value!r}")
         msg = MIMEMultipart("alternative")
-        msg["From"] = formataddr((str(Header(str(self.params["sender_name"]), "utf-8")), sender))
+        msg["From"] = formataddr((str(Header(str(self.params.sender_name), "utf-8")), sender))
         msg["To"] = to
         if cc:
             msg["Cc"] = cc
@@ -127,7 +134,7 @@ class Email(WebTool):
         where = f"SMTP server {server}:{port}"
         try:
             await smtp.connect()
-            await smtp.login(str(self.params.get("smtp_username") or "").strip() or sender, password)
+            await smtp.login(str(self.params.smtp_username or "").strip() or sender, password)
             await smtp.send_message(msg, sender=sender, recipients=recipients)
         except aiosmtplib.SMTPAuthenticationError:
             raise RuntimeError(f"{cid}: SMTP Authentication failed. Please check your SMTP username(email) and "

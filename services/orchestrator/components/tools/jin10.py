@@ -53,10 +53,10 @@ class Jin10(WebTool):
                "symbols_type": ("GOODS", "FOREX", "FUTURE", "CRYPTO"), "symbols_datatype": ("symbols", "quotes")}
 
     def thoughts(self, ctx: NodeContext) -> str:
-        return f"Fetching Jin10 {self.params.get('type', 'flash')} data..."
+        return f"Fetching Jin10 {self.params.type} data..."
 
     def secret(self, ctx: NodeContext) -> str:
-        key = str(self.params.get("secret_key") or "").strip()
+        key = str(self.params.given("secret_key") or "").strip()
         if key and key != "xxx":
             return key
         key = os.environ.get("JIN10_API_KEY", "").strip()

@@ -60,7 +60,7 @@ class QWeather(WebTool):
         return f"Looking up the weather for: {self.shown(ctx, 'query')}"
 
     def web_apikey(self, ctx: NodeContext) -> str:
-        key = str(self.params.get("web_apikey") or "").strip()
+        key = str(self.params.given("web_apikey") or "").strip()
         if key and key != "xxx":
             return key
         key = os.environ.get("QWEATHER_API_KEY", "").strip()

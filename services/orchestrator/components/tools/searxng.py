@@ -50,7 +50,7 @@ class SearXNG(WebTool):
 
     def instance(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         """RAGFlow's order: the DSL's searxng_url, else the model's; then the environment."""
-        url = str(self.params.get("searxng_url") or args.get("searxng_url") or "").strip()
+        url = str(self.params.given("searxng_url") or args.get("searxng_url") or "").strip()
         url = url or os.environ.get("TRELLIS_SEARXNG_BASE_URL", "").strip()
         if not url:
             raise FieldError(ctx.component_id, "params.searxng_url",

@@ -50,10 +50,10 @@ class TuShare(WebTool):
     choices = {"src": SOURCES}
 
     def thoughts(self, ctx: NodeContext) -> str:
-        return f"Fetching {self.params.get('src', 'eastmoney')} quick news about `{self.shown(ctx, 'keyword')}`."
+        return f"Fetching {self.params.src} quick news about `{self.shown(ctx, 'keyword')}`."
 
     def token(self, ctx: NodeContext) -> str:
-        token = str(self.params.get("token") or "").strip()
+        token = str(self.params.given("token") or "").strip()
         if token and token != "xxx":
             return token
         token = os.environ.get("TUSHARE_API_KEY", "").strip()

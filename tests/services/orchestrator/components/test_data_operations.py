@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.params import ParamsInvalid
 from services.orchestrator.components.base import NodeContext
 from services.orchestrator.components.data_operations import DataOperations
 
@@ -92,9 +93,9 @@ async def test_remove_keys_and_rename_keys() -> None:
 async def test_unknown_operation_and_operator_are_errors_naming_the_field() -> None:
     assert [i.field for i in DataOperations.check("DataOperations:T", {"operations": "explode"})] == \
         ["params.operations"]
-    with pytest.raises(FieldError, match="^DataOperations:T: params.operations: unsupported operation 'explode'"):
+    with pytest.raises(ParamsInvalid, match=r"^DataOperations:T \(DataOperations\): params.operations: unsupported operation 'explode'"):
         await operate("explode")
-    with pytest.raises(FieldError, match=r"^DataOperations:T: params.filter_values\[0\].operator"):
+    with pytest.raises(ParamsInvalid, match=r"^DataOperations:T \(DataOperations\): params.filter_values\[0\].operator"):
         await operate("filter_values", filter_values=[{"key": "a", "operator": "~", "value": "x"}])
     with pytest.raises(FieldError, match="^DataOperations:T: params.query: 'plain text' is not a variable"):
         await operate("combine", query=["plain text"])

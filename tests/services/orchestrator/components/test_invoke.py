@@ -11,6 +11,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.params import ParamsInvalid
 from services.orchestrator.components.base import NodeContext
 from services.orchestrator.components.invoke import Invoke
 from services.orchestrator.engine_settings import EngineSettings, Services
@@ -237,7 +238,7 @@ async def test_bad_params_are_reported_per_field() -> None:
                                        "headers": "{not json", "variables": [{"value": 1}]})
     assert [i.field for i in issues] == ["params.url", "params.method", "params.datatype", "params.timeout",
                                         "params.headers", "params.variables[0].key"]
-    with pytest.raises(FieldError, match="^Invoke:T: params.headers: must be a JSON object"):
+    with pytest.raises(ParamsInvalid, match=r"^Invoke:T \(Invoke\): params.headers: must be a JSON object"):
         await invoke({"url": "http://example.com", "headers": "[1, 2]"})
     with pytest.raises(FieldError, match="^Invoke:T: params.url: unsupported URL scheme 'file'"):
         await invoke({"url": "file:///etc/passwd"})

@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.params import ParamsInvalid
 from services.orchestrator.components.base import NodeContext
 from services.orchestrator.components.list_operations import ListOperations
 
@@ -97,9 +98,9 @@ async def test_missing_input_is_empty_and_json_string_list_is_decoded() -> None:
 async def test_non_list_input_and_bad_params_name_the_field() -> None:
     with pytest.raises(FieldError, match="^ListOperations:T: params.query: 'Src:x@items' must be an array, got a object"):
         await operate("head", {"a": 1}, n=1)
-    with pytest.raises(FieldError, match="^ListOperations:T: params.operations: unsupported operation 'shuffle'"):
+    with pytest.raises(ParamsInvalid, match=r"^ListOperations:T \(ListOperations\): params.operations: unsupported operation 'shuffle'"):
         await operate("shuffle")
-    with pytest.raises(FieldError, match="^ListOperations:T: params.filter.operator"):
+    with pytest.raises(ParamsInvalid, match=r"^ListOperations:T \(ListOperations\): params.filter.operator"):
         await operate("filter", filter={"operator": "~", "value": "x"})
     issues = ListOperations.check("ListOperations:T", {"operations": "shuffle"})
     assert [i.field for i in issues] == ["params.query", "params.operations"]

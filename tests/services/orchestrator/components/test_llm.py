@@ -6,6 +6,7 @@ import pytest
 
 from services.common.errors import ServiceError
 from services.orchestrator.components import _llm
+from services.orchestrator.components._llm_params import LlmParams
 from services.orchestrator.components.llm import LLM
 from services.orchestrator.events import MessageDelta, NodeFinished, RunFinished
 from services.orchestrator.state import SessionState
@@ -81,7 +82,7 @@ async def test_memory_trims_history_newest_first_to_the_context_budget():
         await LLM("LLM:a", params).run(ctx)
         await ctx.finish_streams()
         [call] = llm.calls_to("echo")
-        budget = _llm.prompt_budget(ctx, _llm.ModelConf.of(ctx, params))
+        budget = _llm.prompt_budget(ctx, _llm.ModelConf.of(ctx, LlmParams.model_validate(params)))
         assert sum(_llm.message_tokens(m) for m in call.messages) <= budget < 1200
         kept = [m.content.split()[0] for m in call.messages[1:-1]]
         assert 2 <= len(kept) < 80 and kept[-1] == "a39"  # the newest survive, the oldest went
@@ -96,7 +97,7 @@ async def test_a_prompt_longer_than_the_context_is_cut_not_sent_whole():
         await LLM("LLM:a", params).run(ctx)
         await ctx.finish_streams()
         [call] = llm.calls_to("echo")
-        assert sum(_llm.message_tokens(m) for m in call.messages) <= _llm.prompt_budget(ctx, _llm.ModelConf.of(ctx, params))
+        assert sum(_llm.message_tokens(m) for m in call.messages) <= _llm.prompt_budget(ctx, _llm.ModelConf.of(ctx, LlmParams.model_validate(params)))
         assert call.messages[-1].content.endswith("[truncated]")
 
 
@@ -198,7 +199,7 @@ async def test_a_max_tokens_beyond_the_context_does_not_eat_the_prompt():
         ctx = node_ctx(services(llm), query="question")
         params = {"llm_id": "echo@Scripted", "sys_prompt": "Rules: " + "be precise. " * 300,
                   "max_tokens": 128000, "maxTokensEnabled": True}
-        assert _llm.prompt_budget(ctx, _llm.ModelConf.of(ctx, params)) == int(8192 * 0.97) - 8192 // 2
+        assert _llm.prompt_budget(ctx, _llm.ModelConf.of(ctx, LlmParams.model_validate(params))) == int(8192 * 0.97) - 8192 // 2
         await LLM("LLM:a", params).run(ctx)
         await ctx.finish_streams()
         [call] = llm.calls_to("echo")

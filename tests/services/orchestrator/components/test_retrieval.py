@@ -94,7 +94,7 @@ async def test_errors_name_the_component_and_field(kb):
 
 
 async def test_agent_tool_call(kb):
-    meta = Retrieval.tool_meta({"description": "Platform handbook."})
+    meta = Retrieval.tool_meta(Retrieval.params_model(description="Platform handbook."))
     assert meta["name"] == TOOL_NAME == "search_my_dateset" and meta["parameters"]["required"] == ["query"]
     ctx = _ctx(kb, {"kb_ids": [kb.dataset_id]})
     text = await Retrieval("Retrieval:R", ctx.params).call_tool(ctx, {"query": "gateway port"})

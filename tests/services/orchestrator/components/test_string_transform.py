@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.params import ParamsInvalid
 from services.orchestrator.components.base import NodeContext
 from services.orchestrator.components.string_transform import StringTransform
 from services.orchestrator.variables import Scope, StreamValue
@@ -79,7 +80,7 @@ async def test_merge_jinja_errors_name_the_script_field() -> None:
 async def test_bad_method_and_delimiters_are_reported() -> None:
     issues = StringTransform.check("StringTransform:T", {"method": "reverse", "delimiters": []})
     assert [i.field for i in issues] == ["params.method", "params.delimiters"]
-    with pytest.raises(FieldError, match="^StringTransform:T: params.method"):
+    with pytest.raises(ParamsInvalid, match=r"^StringTransform:T \(StringTransform\): params.method"):
         await transform({"method": "reverse"})
 
 

@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.params import ParamsInvalid
 from services.orchestrator.components.base import NodeContext
 from services.orchestrator.components.variable_assigner import VariableAssigner
 from services.orchestrator.variables import StreamValue
@@ -144,9 +145,9 @@ async def test_dotted_target_rewrites_the_nested_value_only() -> None:
 async def test_bad_items_fail_naming_component_and_field(item: dict[str, Any], field: str) -> None:
     issues = VariableAssigner.check("VariableAssigner:T", {"variables": [item]})
     assert [i.field for i in issues] == [field]
-    with pytest.raises(FieldError) as err:
+    with pytest.raises(ParamsInvalid) as err:
         await assign([item], globals_={"env.v": 1})
-    assert str(err.value).startswith(f"VariableAssigner:T: {field}:")
+    assert str(err.value).startswith(f"VariableAssigner:T (VariableAssigner): {field}:")
 
 
 async def test_unknown_target_component_is_a_clear_error() -> None:

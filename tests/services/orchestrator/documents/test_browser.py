@@ -115,7 +115,7 @@ async def test_a_loopback_page_is_refused_unless_allowed(redis_client, site):
 def test_validation_says_when_the_deployment_has_no_browser(monkeypatch, tmp_path):
     monkeypatch.setenv("TRELLIS_BROWSER_EXECUTABLE", str(tmp_path / "no-chromium"))
     issues = get_class("Browser").check("Browser:b", {"llm_id": "x", "prompts": "{sys.query}"})
-    assert [(i.component_id, i.field) for i in issues] == [("Browser:b", "component_name")]
+    assert [(i.component_id, i.field) for i in issues] == [("Browser:b", "params")]
     assert "the Browser component cannot run in this deployment" in issues[0].message
     assert "TRELLIS_BROWSER_EXECUTABLE" in issues[0].message and "chromium" in issues[0].message
     monkeypatch.delenv("TRELLIS_BROWSER_EXECUTABLE")
