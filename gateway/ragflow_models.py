@@ -267,6 +267,20 @@ class CreateDatasetBody(StrictBody):
         return self.parser_config.model_dump(exclude_unset=True) if self.parser_config else None
 
 
+class AutoMetadataField(StrictBody):
+    key: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
+    type: Literal["string", "list", "time", "number"]
+    description: Annotated[str | None, Field(max_length=65535)] = None
+    enum: list[str] | None = None
+
+
+class AutoMetadataConfig(StrictBody):
+    """RAGFlow's AutoMetadataConfig: the metadata fields a dataset's parser extracts (kept in parser_config)."""
+
+    metadata: list[AutoMetadataField] = Field(default_factory=list)
+    built_in_metadata: list[AutoMetadataField] = Field(default_factory=list)
+
+
 def updated_parser_config(current: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     """What a dataset update stores (RAGFlow's update_dataset): the given keys, `parent_child` flattened into
     `children_delimiter`/`enable_children` (and cleared when not in use) and `ext` lifted, over the current."""

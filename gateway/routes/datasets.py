@@ -3,6 +3,7 @@ retrieval: retrieve.py):
 
     POST/GET/DELETE /api/v1/datasets
     GET/PUT         /api/v1/datasets/{dataset_id}
+    GET/PUT         /api/v1/datasets/{dataset_id}/metadata/config     (auto-metadata fields, in parser_config)
 
 Validation, defaults, codes and messages follow RAGFlow's restful_apis/dataset_api.py and its
 validation_utils: bodies are strict (gateway/ragflow_models.py), a duplicate name gets "(1)" appended on
@@ -25,6 +26,7 @@ from gateway.contract import Contract, body, query
 from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.errors import GatewayError
 from gateway.ragflow_models import (
+    AutoMetadataConfig,
     CreateDatasetBody,
     DeleteDatasetsBody,
     ListDatasetsQuery,
@@ -48,6 +50,7 @@ from gateway.routes._datasets import (
 from gateway.routes._views import ok
 
 _ORDER = {"create_time": rr_pb.DATASET_ORDER_CREATE_TIME, "update_time": rr_pb.DATASET_ORDER_UPDATE_TIME}
+_SETTINGS = ("avatar", "permission", "chunk_method", "parser_config", "pagerank", "language")  # kept in settings_json
 
 
 @endpoint(Dialect.RAGFLOW, contract=Contract("Create a dataset", body=CreateDatasetBody, response=DatasetOut, tags=TAGS))
@@ -150,7 +153,7 @@ async def update_dataset(request: web.Request) -> web.Response:
     if current is None:
         raise data_error(f"User '{tenant}' lacks permission for dataset '{dataset_id}'")
     view = dataset_view(current)
-    settings = {k: view[k] for k in ("avatar", "permission", "chunk_method", "parser_config", "pagerank", "language")}
+    settings = {k: view[k] for k in _SETTINGS}
     settings.update({k: given[k] for k in ("avatar", "permission", "pagerank", "language") if k in given})
     if given.get("parser_config"):
         settings["parser_config"] = updated_parser_config(view["parser_config"], given["parser_config"])
@@ -184,6 +187,36 @@ async def update_dataset(request: web.Request) -> web.Response:
     return ok({**dataset_view(updated), "connectors": []})
 
 
+async def _settings(request: web.Request, dataset_id: str) -> dict[str, Any]:
+    """The dataset's RAGFlow settings as its view shows them; RAGFlow's 102 for a dataset not the tenant's."""
+    found = await find_dataset(request, dataset_id)
+    if found is None:
+        raise data_error(f"User '{request[TENANT]}' lacks permission for dataset '{dataset_id}'")
+    view = dataset_view(found)
+    return {k: view[k] for k in _SETTINGS}
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("Get a dataset's auto-metadata fields", response=AutoMetadataConfig, tags=TAGS))
+async def get_auto_metadata(request: web.Request) -> web.Response:
+    config = (await _settings(request, request.match_info["dataset_id"]))["parser_config"]
+    return ok({"metadata": config.get("metadata") or [], "built_in_metadata": config.get("built_in_metadata") or []})
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("Set a dataset's auto-metadata fields", body=AutoMetadataConfig,
+                                             response=AutoMetadataConfig, tags=TAGS))
+async def update_auto_metadata(request: web.Request) -> web.Response:
+    cfg: AutoMetadataConfig = await body(request)
+    dataset_id = request.match_info["dataset_id"]
+    settings = await _settings(request, dataset_id)
+    given = cfg.model_dump()
+    settings["parser_config"] = {**settings["parser_config"], **given}
+    rv = retrieval(request)
+    req = rr_pb.UpdateDatasetRequest(tenant_id=request[TENANT], dataset_id=dataset_id,
+                                     settings_json=json.dumps(settings, ensure_ascii=False))
+    await rv.call(rv.stub.UpdateDataset, req)
+    return ok(given)
+
+
 @endpoint(Dialect.RAGFLOW, contract=Contract("Delete datasets", body=DeleteDatasetsBody, response=DatasetsDeleted, tags=TAGS))
 async def delete_datasets(request: web.Request) -> web.Response:
     """`ids` deletes those; no ids deletes nothing unless `delete_all` is true (RAGFlow's code; its docs say
@@ -211,3 +244,5 @@ def add_routes(app: web.Application) -> None:
     r.add_delete("/api/v1/datasets", delete_datasets)
     r.add_get("/api/v1/datasets/{dataset_id}", get_dataset)
     r.add_put("/api/v1/datasets/{dataset_id}", update_dataset)
+    r.add_get("/api/v1/datasets/{dataset_id}/metadata/config", get_auto_metadata)
+    r.add_put("/api/v1/datasets/{dataset_id}/metadata/config", update_auto_metadata)

@@ -242,3 +242,23 @@ async def test_list_documents_orders_and_filters(live):
     bad_run = await live.call("GET", f"{base}?run=SLEEPING")
     assert bad_run["code"] == 102 and bad_run["message"] == "Invalid filter run status conditions: SLEEPING"
     assert b["name"] == "b.txt"
+
+
+# ---- GET/PUT /api/v1/datasets/{id}/metadata/config ----------------------------------------------------------------
+
+async def test_auto_metadata_config_is_kept_in_the_parser_config(live):
+    ds = await _dataset(live, "meta")
+    path = f"/api/v1/datasets/{ds['id']}/metadata/config"
+    assert (await live.call("GET", path))["data"] == {"metadata": [], "built_in_metadata": []}
+    fields = [{"key": "author", "type": "string", "description": "who wrote it"}]
+    put = await live.call("PUT", path, json={"metadata": fields})
+    assert put["code"] == 0
+    assert put["data"] == {"metadata": [{**fields[0], "enum": None}], "built_in_metadata": []}
+    assert (await live.call("GET", path))["data"]["metadata"] == [{**fields[0], "enum": None}]
+    config = (await live.call("GET", f"/api/v1/datasets/{ds['id']}"))["data"]["parser_config"]
+    assert config["metadata"][0]["key"] == "author" and config["chunk_token_num"] == 512  # the rest kept
+    bad = await live.call("PUT", path, json={"metadata": [{"key": "x", "type": "colour"}]})
+    assert bad["code"] == 101 and "Field: <metadata.0.type> - Message: <Input should be 'string', 'list', 'time' or " \
+                                  "'number'> - Value: <colour>" == bad["message"]
+    other = await live.call("GET", path, key=live.key_b)
+    assert other["code"] == 102 and other["message"].endswith(f"lacks permission for dataset '{ds['id']}'")

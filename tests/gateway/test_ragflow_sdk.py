@@ -63,6 +63,7 @@ async def test_ragflow_sdk_0_27_full_flow(live):
         pytest.fail(f"ragflow-sdk 0.27.3 is not installed in {SDK_0_27}: run scripts/install_extras.sh .venv/bin/python")
     out = await _run_flow(live, SDK_0_27)
     assert out["version"] == "0.27.3"
+    assert out["auto_metadata"] == ["author"]
     _common(out)
 
 

@@ -72,6 +72,9 @@ def datasets(rag: RAGFlow) -> dict:
     out["dataset_update"] = [ds.name, ds.description, ds.pagerank, ds.chunk_method]
     out["listed_after_update"] = [d.name for d in rag.list_datasets(id=ds.id)]
     out["dataset_update_error"] = _error(lambda: ds.update({"pagerank": 101}))
+    if hasattr(ds, "update_auto_metadata"):  # 0.27's SDK
+        ds.update_auto_metadata(metadata=[{"key": "author", "type": "string"}])
+        out["auto_metadata"] = [f["key"] for f in ds.get_auto_metadata()["metadata"]]
     docs = ds.upload_documents([{"display_name": "boiler.md", "blob": b"# Boiler\n\nBleed the radiator valve every autumn."},
                                 {"display_name": "boiler.md", "blob": b"# Boiler\n\nA second copy."}])
     out["uploaded"] = [d.name for d in docs]
