@@ -109,7 +109,7 @@ def traced_retrieval(fn: F) -> F:
     async def retrieve(self: Any, ctx: Any, query: str) -> None:
         if not tracing.ACTIVE:
             return await fn(self, ctx, query)
-        attributes = {"trellis.component.id": ctx.component_id, "trellis.retrieval.top_n": self.params.get("top_n")}
+        attributes = {"trellis.component.id": ctx.component_id, "trellis.retrieval.top_n": self.params.given("top_n")}
         with tracing.span("retrieval", attributes=attributes) as span:
             await fn(self, ctx, query)
             found = ctx.outputs.get("json")
