@@ -44,14 +44,14 @@ async def test_an_agent_calls_the_tool_and_reads_its_observation():
     assert (done.tool_name, done.result, done.error) == ("to_fahrenheit_0", "212 °F", None)
 
 
-async def test_the_tool_runs_in_an_agent_of_a_canvas():
+@pytest.mark.parametrize("llm", [CALLS_THE_TOOL], indirect=True)  # the `llm` fixture (tests/conftest.py)
+async def test_the_tool_runs_in_an_agent_of_a_canvas(llm):
     dsl = {"components": {
         "begin": cpn("Begin", ["Agent:a"]),
         "Agent:a": cpn("Agent", ["Message:m"], {"llm_id": "m@Scripted", "tools": [TOOL]}, up=["begin"]),
         "Message:m": cpn("Message", [], {"content": ["{Agent:a@content}"]}, up=["Agent:a"]),
     }}
-    async with llm_gateway(CALLS_THE_TOOL) as llm:
-        events = await run_canvas(dsl, services(llm), query="boiling?")
+    events = await run_canvas(dsl, services(llm), query="boiling?")
     assert events[-1].error is None and events[-1].outputs["content"] == "It is 212 °F."
     [started] = of(events, ToolCallStarted, "Agent:a")
     assert started.arguments == {"celsius": 100}
