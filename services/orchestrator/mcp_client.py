@@ -2,8 +2,11 @@
 
 A server (`McpServer`) is reached over streamable HTTP ("streamable-http"), SSE ("sse"), or, where the
 deployment allows it (`EngineSettings.mcp_allow_stdio`, TRELLIS_MCP_ALLOW_STDIO=1), as a local command
-speaking MCP on stdin/stdout ("stdio": `url` is the command line). Each operation opens a session,
-initializes it, does its one request and closes: no connection outlives a tool call.
+speaking MCP on stdin/stdout ("stdio": `url` is the command line). Listing tools opens a session,
+initializes it, does its one request and closes. Tool calls of a run share one session per server (and
+headers): `run_sessions(run, spawn)` gives the run's `SessionPool`, whose sessions open on first use and
+close when the run ends (each lives in a background task of the run, which the runner cancels at its end);
+a session whose transport failed is dropped, so the next call opens a new one.
 
 Headers are RAGFlow's: each header name and value may use `$name` / `${name}` from the server's
 `variables` (string.Template), a header whose value is empty (or only "Bearer") is left out, and an
@@ -26,7 +29,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from string import Template
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import httpx
 from mcp import ClientSession, types
@@ -41,6 +44,7 @@ from .http_client import EgressBlocked, OutboundHttp
 log = logging.getLogger(__name__)
 
 SERVER_TYPES = ("sse", "streamable-http", "stdio")
+SHARED_READ_S = 3600.0  # how long a run's shared session may sit idle between calls
 
 
 class McpError(Exception):
@@ -96,13 +100,101 @@ async def list_tools(server: McpServer, access: McpAccess, *, timeout_s: float |
 
 
 async def call_tool(server: McpServer, tool: str, arguments: dict[str, Any], access: McpAccess, *,
-                    custom_header: dict[str, Any] | None = None) -> str:
-    """The tool's answer as the text the model reads."""
+                    custom_header: dict[str, Any] | None = None, sessions: SessionPool | None = None) -> str:
+    """The tool's answer as the text the model reads; through `sessions` when given, else a session of its own."""
     limit = access.timeout_of(server)
+    read = timedelta(seconds=limit)
     async with _guarded(server, f"call tool {tool!r}", limit):
-        async with open_session(server, access, limit, custom_header) as session:
-            result = await session.call_tool(tool, arguments, read_timeout_seconds=timedelta(seconds=limit))
+        if sessions is None:
+            async with open_session(server, access, limit, custom_header) as session:
+                result = await session.call_tool(tool, arguments, read_timeout_seconds=read)
+        else:
+            key, session = await sessions.session(server, access, limit, custom_header)
+            try:
+                result = await session.call_tool(tool, arguments, read_timeout_seconds=read)
+            except ProtocolError:
+                raise  # the server answered (an error, or too late): the session itself is fine
+            except BaseException:
+                sessions.drop(key)  # the transport failed, or the call was cut short
+                raise
     return result_text(result)
+
+
+class SessionPool:
+    """The MCP sessions of one run: one per (server, headers, time limit), opened on first use.
+
+    A session is entered and left by one task (the transports' anyio scopes require it), spawned with the
+    run's `spawn`, so the run's end closes it; callers share it (MCP multiplexes requests by id).
+    """
+
+    def __init__(self, spawn: Callable[[Any], Any]) -> None:
+        self._spawn = spawn
+        self._open: dict[tuple[Any, ...], tuple[asyncio.Future[ClientSession], Any]] = {}
+        self.opened = 0  # sessions opened so far
+
+    async def session(self, server: McpServer, access: McpAccess, timeout_s: float,
+                      custom_header: dict[str, Any] | None) -> tuple[tuple[Any, ...], ClientSession]:
+        headers = resolved_headers(server, custom_header) if server.server_type != "stdio" else {}
+        key = (server.id or server.name, server.url, server.server_type, tuple(sorted(headers.items())), timeout_s)
+        if key not in self._open:
+            ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+            ready.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen, even with no caller left
+            self._open[key] = (ready, self._spawn(self._own(key, ready, server, access, timeout_s, custom_header)))
+            self.opened += 1
+        ready = self._open[key][0]
+        try:
+            return key, await asyncio.shield(ready)
+        except asyncio.CancelledError:
+            if not ready.done():  # this caller gave up (its time limit) while the session was opening
+                self.drop(key)
+            raise
+
+    def drop(self, key: tuple[Any, ...]) -> None:
+        """Close a session (its transport failed): the next call opens a new one."""
+        entry = self._open.pop(key, None)
+        if entry is not None:
+            entry[1].cancel()
+
+    async def _own(self, key: tuple[Any, ...], ready: asyncio.Future[ClientSession], server: McpServer,
+                   access: McpAccess, timeout_s: float, custom_header: dict[str, Any] | None) -> None:
+        try:
+            async with open_session(server, access, timeout_s, custom_header, shared=True) as session:
+                ready.set_result(session)
+                await asyncio.Event().wait()  # until the run ends (or `drop`) cancels this task
+        except BaseException as exc:  # noqa: BLE001 - handed to the callers, who name the server
+            if not ready.done():
+                closed = isinstance(exc, asyncio.CancelledError)
+                ready.set_exception(ConnectionError("the session was closed before it opened") if closed else exc)
+            if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
+                raise
+        finally:
+            if self._open.get(key, (None,))[0] is ready:
+                del self._open[key]
+
+
+_RUN_POOLS: dict[int, tuple[object, SessionPool]] = {}
+
+
+def run_sessions(run: object, spawn: Callable[[Any], Any]) -> SessionPool | None:
+    """The session pool of `run` (any object that lives as long as the run), or None when `spawn` is not a
+    run's (asyncio.ensure_future: nothing would close the sessions, so each call opens its own)."""
+    if spawn is asyncio.ensure_future:
+        return None
+    found = _RUN_POOLS.get(id(run))
+    if found is not None and found[0] is run:
+        return found[1]
+    pool = SessionPool(spawn)
+    _RUN_POOLS[id(run)] = (run, pool)
+
+    async def forget() -> None:  # cancelled with the run's other background tasks
+        try:
+            await asyncio.Event().wait()
+        finally:
+            if _RUN_POOLS.get(id(run), (None,))[0] is run:
+                del _RUN_POOLS[id(run)]
+
+    spawn(forget())
+    return pool
 
 
 def result_text(result: types.CallToolResult) -> str:
@@ -129,8 +221,9 @@ def _content_text(content: list[Any]) -> str:
 
 @asynccontextmanager
 async def open_session(server: McpServer, access: McpAccess, timeout_s: float,
-                       custom_header: dict[str, Any] | None = None) -> AsyncIterator[ClientSession]:
-    """An initialized MCP session with `server`."""
+                       custom_header: dict[str, Any] | None = None, *,
+                       shared: bool = False) -> AsyncIterator[ClientSession]:
+    """An initialized MCP session with `server`; `shared`: one that stays open between operations."""
     kind = server.server_type
     if kind not in SERVER_TYPES:
         raise McpError(f"MCP server {server.name!r}: unsupported server_type {kind!r} "
@@ -140,8 +233,9 @@ async def open_session(server: McpServer, access: McpAccess, timeout_s: float,
     else:
         await _check_url(server, access)
         headers = resolved_headers(server, custom_header)
-        # One operation per session: no stream needs to stay quiet longer than the operation's own limit.
-        read_s = timeout_s + 1
+        # One operation per session: no stream needs to stay quiet longer than the operation's own limit. A
+        # shared session's streams wait between calls (each call still has its own limit).
+        read_s = max(timeout_s + 1, SHARED_READ_S) if shared else timeout_s + 1
         if kind == "sse":
             streams = sse_client(server.url.strip(), headers=headers, timeout=timeout_s, sse_read_timeout=read_s,
                                  httpx_client_factory=functools.partial(_http_client, access.http))

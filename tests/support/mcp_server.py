@@ -8,6 +8,7 @@ answers the header it saw. Run as a script, it serves the same tools on stdin/st
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
@@ -44,10 +45,39 @@ def build(token: str | None = None) -> FastMCP:
     return server
 
 
-def app(token: str | None = None):
+def counting(inner, counts: dict[str, int]):
+    """ASGI middleware counting the JSON-RPC methods clients post (`initialize` = a session opened)."""
+    async def app_(scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await inner(scope, receive, send)
+        body = bytearray()
+
+        async def reading():
+            message = await receive()
+            if message["type"] != "http.request":
+                return message
+            body.extend(message.get("body", b""))
+            if not message.get("more_body"):
+                try:
+                    method = json.loads(body).get("method")
+                except (ValueError, AttributeError):
+                    method = None
+                if isinstance(method, str):
+                    counts[method] = counts.get(method, 0) + 1
+            return message
+
+        await inner(scope, reading, send)
+    return app_
+
+
+def app(token: str | None = None, counts: dict[str, int] | None = None):
     server = build(token)
     application = server.streamable_http_app()
     application.routes.extend(server.sse_app().routes)  # /sse and /messages/ beside /mcp
+    if counts is not None:
+        starlette_app, application = application, counting(application, counts)
+    else:
+        starlette_app = application
     if token:
         inner = application
 
@@ -59,16 +89,16 @@ def app(token: str | None = None):
                     return
             await inner(scope, receive, send)
 
-        return guarded, inner
-    return application, application
+        return guarded, starlette_app
+    return application, starlette_app
 
 
 @asynccontextmanager
-async def serving(token: str | None = None) -> AsyncIterator[str]:
-    """Base URL (http://127.0.0.1:<port>) of a running server."""
+async def serving(token: str | None = None, counts: dict[str, int] | None = None) -> AsyncIterator[str]:
+    """Base URL (http://127.0.0.1:<port>) of a running server; `counts` gets the JSON-RPC methods it was sent."""
     import uvicorn
 
-    asgi, starlette_app = app(token)
+    asgi, starlette_app = app(token, counts)
 
     @asynccontextmanager
     async def lifespan(_):

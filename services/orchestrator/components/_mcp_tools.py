@@ -4,8 +4,8 @@ is what the server listed (`name`, `description`, `inputSchema`), copied into th
 They follow the Agent's `tools` in the model's list, numbered on from them as RAGFlow numbers them
 (`f"{tool name}_{index}"`). A call looks the server up in the run's tenant (`Services.mcp_servers`, so its
 url, headers and variables are the saved ones, never the DSL's) and calls the tool there
-(`mcp_client.call_tool`); the Agent's `custom_header` param and the run request's `custom_header`
-(RAGFlow's completion field) are sent too. A server that is gone, down,
+(`mcp_client.call_tool`, through the run's one session per server); the Agent's `custom_header` param and
+the run request's `custom_header` (RAGFlow's completion field) are sent too. A server that is gone, down,
 refuses the call or runs past its timeout gives an "Error: ..." observation; the Agent goes on.
 """
 from __future__ import annotations
@@ -59,7 +59,8 @@ class McpTool(Component):
         header = dict(header) if isinstance(header, dict) else {}
         if ctx.request is not None and ctx.request.custom_header:  # the run request's win, as in RAGFlow
             header.update(ctx.request.custom_header)
-        return await mcp_client.call_tool(server, tool, args, access, custom_header=header)
+        return await mcp_client.call_tool(server, tool, args, access, custom_header=header,
+                                          sessions=mcp_client.run_sessions(ctx.env, ctx.env.spawn))
 
 
 def _server_id(value: Any) -> str:

@@ -156,3 +156,29 @@ def test_validation_names_a_bad_mcp_entry():
     assert [(i.field, i.message) for i in issues] == [
         ("params.mcp[0].mcp_id", "must name an MCP server (its id)"),
         ("params.mcp[1].tools", "must be an object {tool name: tool}")]
+
+
+async def test_a_run_opens_one_session_per_server_and_closes_them_at_its_end(redis_client, tenant):
+    store = McpServerStore(redis_client)
+    counts: dict[str, int] = {}
+    async with serving(counts=counts) as base:
+        mcp_id, tools = await save(store, tenant, "calc", base + "/mcp")
+        sse_id, sse_tools = await save(store, tenant, "shouter", base + "/sse", "sse")
+        dsl = agent_dsl([{"mcp_id": mcp_id, "tools": {"add": tools["add"]}},
+                         {"mcp_id": sse_id, "tools": {"shout": sse_tools["shout"]}}])
+        scripts = {"chat": {"helper": [
+            {"tool_calls": [{"name": "add_0", "arguments": {"a": 1, "b": 2}},
+                            {"name": "add_0", "arguments": {"a": 3, "b": 4}},
+                            {"name": "shout_1", "arguments": {"text": "one"}}]},
+            {"tool_calls": [{"name": "add_0", "arguments": {"a": 5, "b": 6}},
+                            {"name": "shout_1", "arguments": {"text": "two"}}]},
+            "done: {last_tool}"]}}
+        counts.clear()  # saving listed the tools, one session each
+        async with llm_gateway(scripts) as llm:
+            events = await run_agent(dsl, llm, store, tenant)
+    assert events[-1].error is None, events[-1].error
+    results = sorted(e.result for e in of(events, ToolCallFinished, "Agent:a"))
+    assert results == ["11", "3", "7", "ONE!", "TWO!"]
+    assert counts.get("tools/call") == 5
+    assert counts.get("initialize") == 2  # one session per server for the whole run, not one per call
+    assert not mc._RUN_POOLS  # the run's end closed its sessions and forgot the pool
