@@ -57,13 +57,18 @@ import aiohttp
 from pydantic import create_model
 
 from ...http_client import EgressBlocked, EgressPolicy, HttpResponse, OutboundHttp, ResponseTooLarge
-from ...variables import StreamValue, to_jsonable
+from ...variables import StreamValue, parse_ref, to_jsonable
 from .._fields import FieldError
 from ..base import Component, NodeContext
 from ..params import Params, validator
 from ..retrieval import hash_str2int
 
 log = logging.getLogger(__name__)
+
+# RAGFlow's thoughts() texts that several tools share (a tool's `thought`).
+SEARCHING = "\nKeywords: {}\nLooking for the most relevant articles.\n"
+SCHOLARLY = "Looking for scholarly papers on `{}`,” prioritising reputable sources."
+MARKET_DATA = "Pulling live financial data for `{}`."
 
 RETRIES = 2  # extra attempts after a connection failure or an HTTP 429/5xx answer
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -118,6 +123,8 @@ class WebTool(Component):
     hosts: ClassVar[dict[str, str]] = {}  # other hosts of the service (see `endpoint`)
     timeout_s: ClassVar[float] = 12.0  # RAGFlow's tool time limit
     needs_key: ClassVar[bool] = True
+    thought: ClassVar[str] = ""  # RAGFlow's thoughts() text, "{}" = the argument `thought_arg` (see `shown`)
+    thought_arg: ClassVar[str] = "query"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -139,6 +146,8 @@ class WebTool(Component):
         return (cls.meta.get("parameters", {}).get(name) or {}).get("default")
 
     def thoughts(self, ctx: NodeContext) -> str:
+        if self.thought:
+            return self.thought.format(self.shown(ctx, self.thought_arg))
         return f"{ctx.env.display.get(ctx.component_id, self.component_name)} is running..."
 
     def shown(self, ctx: NodeContext, name: str) -> Any:
@@ -146,7 +155,7 @@ class WebTool(Component):
         if ctx.inputs.get(name) not in (None, ""):
             return ctx.inputs[name]
         raw = self.params.given(name)
-        value = ctx.get(raw.strip()) if isinstance(raw, str) and ctx.is_ref(raw.strip()) else raw
+        value = ctx.get(raw.strip()) if is_reference(ctx, raw) else raw
         return value if isinstance(value, (str, int, float, list)) and value not in ("", []) else "-_-!"
 
     # ------------------------------------------------------------------ the two ways in
@@ -164,7 +173,7 @@ class WebTool(Component):
         args = {}
         for name in self.meta.get("parameters", {}):
             raw = getattr(self.params, name)
-            if isinstance(raw, str) and ctx.is_ref(raw.strip()):
+            if is_reference(ctx, raw):
                 raw = await ctx.value(raw.strip())
             elif isinstance(raw, str) and ctx.refs(raw):
                 raw = await ctx.render(raw)
@@ -296,6 +305,16 @@ def _excerpt(text: str) -> str:
 def _no_query(url: str) -> str:
     """The URL without its query string, which may carry a key."""
     return url.split("?", 1)[0]
+
+
+def is_reference(ctx: NodeContext, raw: Any) -> bool:
+    """Whether a param is a bare reference ("sys.query", "Agent:a@content") rather than text. Text that reads
+    like `name@rest` but names no component of the canvas ("ann@mail.example", an email address) is text."""
+    if not isinstance(raw, str) or not ctx.is_ref(raw.strip()):
+        return False
+    parsed = parse_ref(raw.strip())
+    known = ctx.env.known
+    return parsed is None or parsed[0] != "cpn" or "{" in raw or known is None or parsed[1] in known
 
 
 def _is_positive_int(value: Any) -> bool:

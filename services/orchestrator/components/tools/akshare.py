@@ -39,8 +39,7 @@ class AkShare(WebTool):
     defaults = {"top_n": 10}
     positive = ("top_n",)
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"Looking up the latest stock news for: {self.shown(ctx, 'query')}"
+    thought = "Looking up the latest stock news for: {}"
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         symbol = str(self.option(args, "query") or "").strip()

@@ -13,7 +13,7 @@ from typing import Any
 from defusedxml import ElementTree
 
 from ..base import NodeContext, register
-from ._web import WebTool, add_references
+from ._web import SEARCHING, WebTool, add_references
 
 _ATOM = "{http://www.w3.org/2005/Atom}"
 
@@ -44,8 +44,7 @@ class ArXiv(WebTool):
     choices = {"sort_by": ("submittedDate", "lastUpdatedDate", "relevance")}
     positive = ("top_n",)
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"\nKeywords: {self.shown(ctx, 'query')}\nLooking for the most relevant articles.\n"
+    thought = SEARCHING
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         query = str(self.option(args, "query") or "").strip()

@@ -63,8 +63,7 @@ class BGPT(WebTool):
     params_model = BGPTParams  # the generated params (meta, defaults) build on it
     positive = ("top_n",)
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"Searching BGPT for structured scientific evidence on `{self.shown(ctx, 'query')}`."
+    thought = "Searching BGPT for structured scientific evidence on `{}`."
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         query = str(self.option(args, "query") or "").strip()

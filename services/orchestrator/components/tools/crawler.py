@@ -48,8 +48,7 @@ class Crawler(WebTool):
     defaults = {"proxy": None, "extract_type": "markdown"}
     choices = {"extract_type": ("html", "markdown", "content")}
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"Crawling {self.shown(ctx, 'query')}..."
+    thought = "Crawling {}..."
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         url = str(self.option(args, "query") or "").strip()

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 from lxml import html as lxml_html
 
 from ..base import NodeContext, register
-from ._web import WebTool, add_references
+from ._web import SEARCHING, WebTool, add_references
 
 _TAGS = re.compile(r"<.*?>")
 _VQD = (('vqd="', '"'), ("vqd=", "&"), ("vqd='", "'"))
@@ -65,8 +65,7 @@ class DuckDuckGo(WebTool):
     choices = {"channel": ("text", "news", "general")}
     positive = ("top_n",)
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"\nKeywords: {self.shown(ctx, 'query')}\nLooking for the most relevant articles.\n"
+    thought = SEARCHING
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         query = str(self.option(args, "query") or "").strip()

@@ -30,7 +30,6 @@ import aiosmtplib
 from pydantic import Field
 
 from ...http_client import EgressBlocked, EgressPolicy
-from ...variables import parse_ref
 from .._fields import FieldError
 from ..base import NodeContext, register
 from ..params import validator
@@ -83,21 +82,6 @@ class Email(WebTool):
     defaults = {"smtp_server": "", "smtp_port": 465, "email": "", "smtp_username": "", "password": "",
                 "sender_name": ""}
     params_model = EmailParams  # the generated params (meta, defaults) build on it
-
-    async def arguments_from_params(self, ctx: NodeContext) -> dict[str, Any]:
-        """As the base does, except that an address ("ann@x.example") is the address, not a reference to the
-        output `x.example` of a component `ann` that the canvas does not have."""
-        addresses = {name: value for name in ("to_email", "cc_email")
-                     if isinstance(value := self.params.given(name), str) and _is_address(ctx, value)}
-        if not addresses:
-            return await super().arguments_from_params(ctx)
-        params = self.params
-        self.params = params.model_copy(update=dict.fromkeys(addresses))
-        try:
-            args = await super().arguments_from_params(ctx)
-        finally:
-            self.params = params
-        return {**args, **addresses}
 
     def thoughts(self, ctx: NodeContext) -> str:
         return (f"\nTo: {self.shown(ctx, 'to_email')}\nSubject: {self.shown(ctx, 'subject')}\n"
@@ -179,15 +163,6 @@ class Email(WebTool):
         if isinstance(failure, TimeoutError):
             raise TimeoutError(f"{cid}: Email: SMTP server {host}:{port} did not answer within {limit:g} s")
         raise RuntimeError(f"{cid}: Failed to connect to SMTP server {host}:{port}: {failure}")
-
-
-def _is_address(ctx: NodeContext, value: str) -> bool:
-    """Whether a param that reads like `cpn@var` names no component of the canvas (so it is an address)."""
-    parsed = parse_ref(value.strip())
-    if parsed is None or parsed[0] != "cpn" or "{" in value:
-        return False
-    known = ctx.env.known
-    return known is not None and parsed[1] not in known
 
 
 def _port(value: Any) -> int | None:

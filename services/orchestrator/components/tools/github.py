@@ -38,8 +38,7 @@ class GitHub(WebTool):
     defaults = {"top_n": 10}
     positive = ("top_n",)
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"Scanning GitHub repos related to `{self.shown(ctx, 'query')}`."
+    thought = "Scanning GitHub repos related to `{}`."
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         query = str(self.option(args, "query") or "").strip()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..base import NodeContext, register
-from ._web import WebTool, add_references
+from ._web import SEARCHING, WebTool, add_references
 
 
 @register
@@ -56,8 +56,7 @@ class Google(WebTool):
     }
     defaults = {"start": 0, "num": 6, "api_key": "", "country": "cn", "language": "en"}
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"\nKeywords: {self.shown(ctx, 'q')}\nLooking for the most relevant articles.\n"
+    thought, thought_arg = SEARCHING, "q"
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         query = str(self.option(args, "q") or "").strip()

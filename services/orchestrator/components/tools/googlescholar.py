@@ -19,7 +19,7 @@ import lxml.html
 
 from .._fields import as_bool
 from ..base import NodeContext, register
-from ._web import WebTool, add_references
+from ._web import SCHOLARLY, WebTool, add_references
 
 _CITED = re.compile(r"Cited by (\d+)")
 _YEAR = re.compile(r"\b(1[89]\d\d|20\d\d)\b")
@@ -49,8 +49,7 @@ class GoogleScholar(WebTool):
     choices = {"sort_by": ("date", "relevance")}
     positive = ("top_n",)
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"Looking for scholarly papers on `{self.shown(ctx, 'query')}`,” prioritising reputable sources."
+    thought = SCHOLARLY
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         query = str(self.option(args, "query") or "").strip()

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._fields import FieldError
 from ..base import NodeContext, register
-from ._web import WebTool, add_references
+from ._web import SEARCHING, WebTool, add_references
 
 
 @register
@@ -51,8 +51,7 @@ When searching:
     choices = {"mode": ("pro", "realtime")}
     positive = ("top_n",)
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"\nKeywords: {self.shown(ctx, 'query')}\nLooking for the most relevant articles.\n"
+    thought = SEARCHING
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         query = str(self.option(args, "query") or "").strip()

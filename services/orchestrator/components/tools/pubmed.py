@@ -17,7 +17,7 @@ from typing import Any
 from defusedxml import ElementTree
 
 from ..base import NodeContext, register
-from ._web import WebTool, add_references
+from ._web import SCHOLARLY, WebTool, add_references
 
 _INLINE_TAGS = re.compile(r"<(/?)b>|<(/?)i>")  # RAGFlow drops bold/italic markup before parsing
 
@@ -53,8 +53,7 @@ In addition to MEDLINE, PubMed provides access to:
     defaults = {"top_n": 12, "email": "A.N.Other@example.com"}
     positive = ("top_n",)
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"Looking for scholarly papers on `{self.shown(ctx, 'query')}`,” prioritising reputable sources."
+    thought = SCHOLARLY
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         query = str(self.option(args, "query") or "").strip()

@@ -65,8 +65,7 @@ class QueritSearch(_Querit):
     }
     defaults = {"api_key": ""}
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"Searching Querit for `{self.shown(ctx, 'query')}`."
+    thought = "Searching Querit for `{}`."
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         query = self.option(args, "query")
@@ -144,8 +143,7 @@ class QueritContents(_Querit):
     defaults = {"api_key": ""}
     choices = {"format": ("text", "markdown", "html")}
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return "Reading web page contents with Querit."
+    thought = "Reading web page contents with Querit."
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> Any:
         cid = ctx.component_id

@@ -56,8 +56,7 @@ class QWeather(WebTool):
     choices = {"type": ("weather", "indices", "airquality"), "user_type": ("free", "paid"), "lang": LANGS,
                "time_period": ("now", "3d", "7d", "10d", "15d", "30d")}
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"Looking up the weather for: {self.shown(ctx, 'query')}"
+    thought = "Looking up the weather for: {}"
 
     def web_apikey(self, ctx: NodeContext) -> str:
         key = str(self.params.given("web_apikey") or "").strip()

@@ -45,8 +45,7 @@ class SearXNG(WebTool):
     defaults = {"top_n": 10}
     positive = ("top_n",)
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"\nKeywords: {self.shown(ctx, 'query')}\nSearching with SearXNG for relevant results...\n"
+    thought = "\nKeywords: {}\nSearching with SearXNG for relevant results...\n"
 
     def instance(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         """RAGFlow's order: the DSL's searxng_url, else the model's; then the environment."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from .._fields import FieldError, as_bool
 from ..base import NodeContext, register
-from ._web import WebTool, add_references
+from ._web import SEARCHING, WebTool, add_references
 
 _SEARCH_FIELDS = ("search_depth", "topic", "max_results", "days", "include_answer", "include_image_descriptions",
                   "include_domains", "exclude_domains")
@@ -80,8 +80,7 @@ When searching:
     choices = {"topic": ("general", "news"), "search_depth": ("basic", "advanced")}
     positive = ("max_results", "days")
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"\nKeywords: {self.shown(ctx, 'query')}\nLooking for the most relevant articles.\n"
+    thought = SEARCHING
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         query = str(self.option(args, "query") or "").strip()
@@ -146,8 +145,7 @@ class TavilyExtract(_Tavily):
     defaults = {"api_key": "", "extract_depth": "basic", "urls": [], "format": "markdown", "include_images": False}
     choices = {"extract_depth": ("basic", "advanced"), "format": ("markdown", "text")}
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"Opened {self.shown(ctx, 'urls')}—pulling out the main text…"
+    thought, thought_arg = "Opened {}—pulling out the main text…", "urls"
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> list[dict[str, Any]]:
         urls = self.option(args, "urls")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..base import NodeContext, register
-from ._web import WebTool, add_references
+from ._web import SEARCHING, WebTool, add_references
 
 LANGUAGES = ("af", "pl", "ar", "ast", "az", "bg", "nan", "bn", "be", "ca", "cs", "cy", "da", "de", "et", "el",
              "en", "es", "eo", "eu", "fa", "fr", "gl", "ko", "hy", "hi", "hr", "id", "it", "he", "ka", "lld", "la",
@@ -48,8 +48,7 @@ class Wikipedia(WebTool):
     choices = {"language": LANGUAGES}
     positive = ("top_n",)
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"\nKeywords: {self.shown(ctx, 'query')}\nLooking for the most relevant articles.\n"
+    thought = SEARCHING
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         query = str(self.option(args, "query") or "").strip()

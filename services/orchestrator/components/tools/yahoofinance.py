@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from .._fields import as_bool
 from ..base import NodeContext, register
-from ._web import WebTool
+from ._web import MARKET_DATA, WebTool
 
 INFO_MODULES = "financialData,quoteType,defaultKeyStatistics,assetProfile,summaryDetail"
 # The main items of yfinance's statement keys (its full lists run to ~100 per statement).
@@ -63,8 +63,7 @@ class YahooFinance(WebTool):
     choices = {flag: (True, False) for flag in _FLAGS}
     exception_output = "report"
 
-    def thoughts(self, ctx: NodeContext) -> str:
-        return f"Pulling live financial data for `{self.shown(ctx, 'stock_code')}`."
+    thought, thought_arg = MARKET_DATA, "stock_code"
 
     async def invoke(self, ctx: NodeContext, args: dict[str, Any]) -> str:
         code = str(self.option(args, "stock_code") or "").strip()
