@@ -21,15 +21,13 @@ _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop",
             "tools.yahoofinance", "tools.searxng", "tools.github", "tools.arxiv", "tools.pubmed",
             "tools.bgpt", "tools.keenable", "tools.querit", "tools.deepl", "tools.qweather",
             "tools.email", "tools.crawler", "tools.googlescholar",
-            "tools.akshare", "tools.tushare", "tools.jin10")
+            "tools.akshare", "tools.tushare", "tools.jin10", "tools.wencai")
 
 for _name in _MODULES:
     importlib.import_module(f"{__name__}.{_name}")
 
 # RAGFlow components and tools (agent/component, agent/tools, rag/flow) not implemented here yet.
-PENDING = frozenset({
-    "WenCai",
-})
+PENDING: frozenset[str] = frozenset()  # none left
 
 
 def is_available(name: str) -> bool:

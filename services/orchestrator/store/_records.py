@@ -4,7 +4,7 @@ still exists, then MULTI/EXEC."""
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import redis.asyncio as aioredis
 
@@ -34,3 +34,10 @@ async def write_if_exists(redis: aioredis.Redis, key: str, missing: str, fill: F
                 return await pipe.execute()
             except aioredis.WatchError:
                 continue
+
+
+def queue_script(pipe: aioredis.client.Pipeline, script: Any, keys: list[str], args: list[Any]) -> None:
+    """A registered Lua script queued on `pipe` as EVAL with its text. (Queued as a Script, redis-py first asks
+    Redis whether the script is loaded: one more round trip per pipeline. The text costs a few hundred bytes
+    and works on a Redis that lost its script cache in a restart.)"""
+    pipe.eval(script.script, len(keys), *keys, *args)

@@ -1,7 +1,13 @@
 """Redis key layout. Every key starts with the tenant, so one tenant can never address another's data.
 
 Every id that goes into a key is checked here, once: an id with a `:` (or any other odd character) could
-otherwise name another record's key, e.g. session "abc:messages" is the message list of session "abc"."""
+otherwise name another record's key, e.g. session "abc:messages" is the message list of session "abc".
+
+Hash tags (the part in braces decides a key's Redis Cluster slot): the keys of one run share `{<run id>}`, the
+keys of one session `{<session id>}`, and a tenant's agents, versions, their indexes and MCP servers
+`{<tenant>}`. Every Lua script and MULTI/EXEC touches the keys of one tag only, so they run on Redis Cluster as
+on a single Redis; what spans tags (a run's start claims its session, a run's end frees it) is separate
+commands in one pipeline. `ACTIVE_RUNS` is one key of its own, only ever used alone."""
 
 from __future__ import annotations
 
@@ -18,32 +24,37 @@ def _id(value: str, what: str, *, allow_empty: bool = False) -> str:
     return value
 
 
+def _tenant(tenant: str) -> str:
+    """The prefix of a tenant's own records, tagged with the tenant (one slot for its agents and indexes)."""
+    return f"t:{{{_id(tenant, 'tenant id')}}}"
+
+
 def agent(tenant: str, agent_id: str) -> str:
-    return f"t:{_id(tenant, 'tenant id')}:agent:{_id(agent_id, 'agent id')}"
+    return f"{_tenant(tenant)}:agent:{_id(agent_id, 'agent id')}"
 
 
 def agents_by_update(tenant: str) -> str:
-    return f"t:{_id(tenant, 'tenant id')}:agents:by_update"
+    return f"{_tenant(tenant)}:agents:by_update"
 
 
 def agents_by_create(tenant: str) -> str:
-    return f"t:{_id(tenant, 'tenant id')}:agents:by_create"
+    return f"{_tenant(tenant)}:agents:by_create"
 
 
 def agent_titles(tenant: str) -> str:
-    return f"t:{_id(tenant, 'tenant id')}:agents:titles"
+    return f"{_tenant(tenant)}:agents:titles"
 
 
 def mcp_server(tenant: str, mcp_id: str) -> str:
-    return f"t:{_id(tenant, 'tenant id')}:mcp:{_id(mcp_id, 'MCP server id')}"
+    return f"{_tenant(tenant)}:mcp:{_id(mcp_id, 'MCP server id')}"
 
 
 def mcp_servers_by_create(tenant: str) -> str:
-    return f"t:{_id(tenant, 'tenant id')}:mcps:by_create"
+    return f"{_tenant(tenant)}:mcps:by_create"
 
 
 def mcp_server_names(tenant: str) -> str:
-    return f"t:{_id(tenant, 'tenant id')}:mcps:names"
+    return f"{_tenant(tenant)}:mcps:names"
 
 
 def versions(tenant: str, agent_id: str) -> str:
@@ -51,11 +62,11 @@ def versions(tenant: str, agent_id: str) -> str:
 
 
 def version(tenant: str, version_id: str) -> str:
-    return f"t:{_id(tenant, 'tenant id')}:version:{_id(version_id, 'version id')}"
+    return f"{_tenant(tenant)}:version:{_id(version_id, 'version id')}"
 
 
 def session(tenant: str, session_id: str) -> str:
-    return f"t:{_id(tenant, 'tenant id')}:session:{_id(session_id, 'session id')}"
+    return f"t:{_id(tenant, 'tenant id')}:session:{{{_id(session_id, 'session id')}}}"
 
 
 def session_messages(tenant: str, session_id: str) -> str:
@@ -64,7 +75,7 @@ def session_messages(tenant: str, session_id: str) -> str:
 
 def _agent_scope(tenant: str, agent_id: str) -> str:
     """Sessions of inline-DSL runs have no agent (""): they share one index per tenant."""
-    return f"t:{_id(tenant, 'tenant id')}:agent:{_id(agent_id, 'agent id', allow_empty=True)}"
+    return f"{_tenant(tenant)}:agent:{_id(agent_id, 'agent id', allow_empty=True)}"
 
 
 def agent_sessions(tenant: str, agent_id: str) -> str:
@@ -79,7 +90,7 @@ def user_sessions(tenant: str, agent_id: str, user_id: str) -> str:
 
 
 def run(tenant: str, run_id: str) -> str:
-    return f"t:{_id(tenant, 'tenant id')}:run:{_id(run_id, 'run id')}"
+    return f"t:{_id(tenant, 'tenant id')}:run:{{{_id(run_id, 'run id')}}}"
 
 
 def run_log(tenant: str, run_id: str, kind: str) -> str:
@@ -102,7 +113,7 @@ def session_runs(tenant: str, session_id: str) -> str:
 
 def run_lease(run_id: str) -> str:
     # Not tenant-scoped, like the cancel flag: the replica id holding the run, expiring unless renewed.
-    return f"run:{_id(run_id, 'run id')}:lease"
+    return f"run:{{{_id(run_id, 'run id')}}}:lease"
 
 
 # Runs that are running, scored by when their lease runs out; members are "<tenant>/<run id>".
@@ -115,7 +126,7 @@ def session_active_run(tenant: str, session_id: str) -> str:
 
 def cancel_flag(run_id: str) -> str:
     # Not tenant-scoped: run ids are unguessable uuids and replicas check the flag without a tenant at hand.
-    return f"run:{_id(run_id, 'run id')}:cancel"
+    return f"run:{{{_id(run_id, 'run id')}}}:cancel"
 
 
 CANCEL_CHANNEL = "trellis:cancel"

@@ -23,6 +23,7 @@ import redis.asyncio as aioredis
 
 from services.common.errors import AlreadyExists, FailedPrecondition
 from services.orchestrator.store import keys
+from services.orchestrator.store._records import queue_script
 
 log = logging.getLogger(__name__)
 
@@ -33,57 +34,68 @@ LOG_KINDS = ("tool_calls", "thoughts")
 CANCEL_TTL_S = 600
 TERMINAL = ("succeeded", "failed", "cancelled")
 
-# KEYS: lease, session claim (or a dummy), active set. ARGV: owner, lease ms, expiry score, member, run id.
-# Renews only a lease this owner still holds; 0 tells the owner it lost the run.
+# Each script touches the keys of one hash tag (store/keys.py): a run's, or a session's. The active set is
+# written beside them in the same pipeline.
+
+# KEYS: lease. ARGV: owner, lease ms. Renews only a lease this owner still holds; 0 tells the owner it lost the run.
 _RENEW = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if redis.call('GET', KEYS[2]) == ARGV[5] then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
 return 1
 """
-# KEYS: lease, run hash, active set. ARGV: owner, lease ms, expiry score, member.
-# Takes a run whose owner stopped renewing: nil when it is alive, gone or no longer running.
+# KEYS: session claim. ARGV: run id, lease ms. The claim lives as long as the lease of the run holding it.
+_RENEW_CLAIM = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 1
+"""
+# KEYS: lease, run hash. ARGV: owner, lease ms.
+# Takes a run whose owner stopped renewing: 0 when it is alive, -1 when gone or no longer running.
 _TAKE_OVER = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return nil end
-if redis.call('HGET', KEYS[2], 'status') ~= 'running' then redis.call('ZREM', KEYS[3], ARGV[4]) return nil end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('HGET', KEYS[2], 'status') ~= 'running' then return -1 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
 redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'resuming', '1')
 return redis.call('HINCRBY', KEYS[2], 'attempts', 1)
 """
-
-
-# KEYS: session claim, run hash, lease, active set, session's runs, cancel flag. ARGV: run id, owner, lease ms,
-# now, lease expiry, active member, has session (1/0), then the run record's fields as name, value pairs.
-# Claims the session, records the run and takes its lease in one step; says whether a cancel came first.
-_START = """
-local has_session = ARGV[7] == '1'
-if has_session and not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
+# KEYS: session claim, session's runs. ARGV: run id, lease ms, now.
+# One run at a time per session: 'busy' and the holder, or 'ok' with the run listed in the session's runs.
+_CLAIM = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {'busy', redis.call('GET', KEYS[1]) or '?'}
 end
-if redis.call('HSETNX', KEYS[2], 'status', 'running') == 0 then
-  if has_session and redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-  return {'exists', ''}
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+redis.call('EXPIRE', KEYS[2], %d)
+return {'ok', ''}
+""" % RUN_TTL_S
+# KEYS: run hash, lease, cancel flag. ARGV: owner, lease ms, then the run record's fields as name, value pairs.
+# Records the run and takes its lease: 'exists' and its session when the id is taken, else 'ok' and whether a
+# cancel came first.
+_START = """
+if redis.call('HSETNX', KEYS[1], 'status', 'running') == 0 then
+  return {'exists', redis.call('HGET', KEYS[1], 'session_id') or ''}
 end
 local fields = {}
-for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
-redis.call('HSET', KEYS[2], unpack(fields))
-redis.call('EXPIRE', KEYS[2], %d)
-redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
-redis.call('ZADD', KEYS[4], ARGV[5], ARGV[6])
-if has_session then
-  redis.call('ZADD', KEYS[5], ARGV[4], ARGV[1])
-  redis.call('EXPIRE', KEYS[5], %d)
-end
-return {'ok', tostring(redis.call('EXISTS', KEYS[6]))}
-""" % (RUN_TTL_S, RUN_TTL_S)
-# KEYS: run hash, cancel flag, lease, active set, session claim. ARGV: status, finished_at, error, member, run id.
+for i = 3, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('EXPIRE', KEYS[1], %d)
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return {'ok', tostring(redis.call('EXISTS', KEYS[3]))}
+""" % RUN_TTL_S
+# KEYS: session claim, session's runs. ARGV: run id, drop from the runs (1/0). Undoes a claim (the run did not start).
+_UNCLAIM = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+if ARGV[2] == '1' then redis.call('ZREM', KEYS[2], ARGV[1]) end
+return 1
+"""
+# KEYS: run hash, cancel flag, lease. ARGV: status, finished_at, error.
 _FINISH = """
 redis.call('HSET', KEYS[1], 'status', ARGV[1], 'finished_at', ARGV[2], 'error', ARGV[3])
 redis.call('DEL', KEYS[2], KEYS[3])
-redis.call('ZREM', KEYS[4], ARGV[4])
-if redis.call('GET', KEYS[5]) == ARGV[5] then redis.call('DEL', KEYS[5]) end
+return 1
+"""
+# KEYS: session claim. ARGV: run id. Frees the session if this run holds it.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 """
 
@@ -98,8 +110,12 @@ class RunStore:
         self.owner = owner  # this replica's id in the leases it holds
         self.lease_s = lease_s
         self._renew = redis.register_script(_RENEW)
+        self._renew_claim = redis.register_script(_RENEW_CLAIM)
+        self._claim = redis.register_script(_CLAIM)
+        self._unclaim = redis.register_script(_UNCLAIM)
         self._start = redis.register_script(_START)
         self._finish = redis.register_script(_FINISH)
+        self._release = redis.register_script(_RELEASE)
         self._take_over = redis.register_script(_TAKE_OVER)
 
     @property
@@ -108,39 +124,58 @@ class RunStore:
 
     async def start(self, tenant: str, run_id: str, session_id: str, agent_id: str = "", *,
                     spec: dict[str, Any] | None = None, parent_run_id: str = "") -> bool:
-        """Record the run, take its lease and claim its session, in one round trip: one run at a time per
+        """Claim the run's session, record the run and take its lease, in one round trip: one run at a time per
         session, or turns would overwrite each other's state. A busy session fails at once, naming the run
-        that holds it. Returns whether the run was cancelled before it started."""
+        that holds it (and the run is not left recorded). Returns whether the run was cancelled before it started."""
         now = time.time()
-        session_keys = ([keys.session_active_run(tenant, session_id), keys.session_runs(tenant, session_id)]
-                        if session_id else [keys.run(tenant, run_id)] * 2)  # unused without a session
         record = {"session_id": session_id, "agent_id": agent_id, "started_at": now, "finished_at": "", "error": "",
                   "owner": self.owner, "attempts": 1, "parent_run_id": parent_run_id,
                   "spec": json.dumps(spec or {}, ensure_ascii=False, default=str)}
-        outcome, detail = await self._start(
-            keys=[session_keys[0], keys.run(tenant, run_id), keys.run_lease(run_id), keys.ACTIVE_RUNS, session_keys[1],
-                  keys.cancel_flag(run_id)],
-            args=[run_id, self.owner, self._lease_ms, now, now + self.lease_s, f"{tenant}/{run_id}",
-                  1 if session_id else 0, *(x for kv in record.items() for x in kv)])
-        if outcome == b"busy":
+        session_keys = [keys.session_active_run(tenant, session_id), keys.session_runs(tenant, session_id)] if session_id else []
+        run_keys = [keys.run(tenant, run_id), keys.run_lease(run_id), keys.cancel_flag(run_id)]
+        member = f"{tenant}/{run_id}"
+        async with self.redis.pipeline(transaction=False) as pipe:
+            if session_keys:
+                queue_script(pipe, self._claim, session_keys, [run_id, self._lease_ms, now])
+            queue_script(pipe, self._start, run_keys, [self.owner, self._lease_ms, *(x for kv in record.items() for x in kv)])
+            pipe.zadd(keys.ACTIVE_RUNS, {member: now + self.lease_s})
+            replies = await pipe.execute()
+        (claimed, holder), (outcome, detail) = replies[0] if session_keys else (b"ok", b""), replies[-2]
+        if claimed == b"busy":
+            if outcome == b"ok":  # recorded beside a busy session: undo it
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    pipe.delete(keys.run(tenant, run_id), keys.run_lease(run_id))
+                    pipe.zrem(keys.ACTIVE_RUNS, member)
+                    await pipe.execute()
             raise FailedPrecondition(
-                f"session {session_id!r} is busy with run {detail.decode()!r}: wait for it to finish or cancel it")
+                f"session {session_id!r} is busy with run {holder.decode()!r}: wait for it to finish or cancel it")
         if outcome == b"exists":
+            if session_keys:  # the claim was taken for a run that does not start
+                await self._unclaim(keys=session_keys, args=[run_id, 0 if detail.decode() == session_id else 1])
             raise AlreadyExists(f"run {run_id!r} already exists: run ids must be unique")
         return detail == b"1"
 
     async def renew(self, runs: list[tuple[str, str, str]]) -> list[bool]:
-        """Heartbeat for (tenant, run id, session id) of this replica: whether each lease is still ours."""
+        """Heartbeat for (tenant, run id, session id) of this replica: whether each lease is still ours. The
+        leases first; then, for those still held, the session claims and the active set."""
         if not runs:
             return []
-        expiry = time.time() + self.lease_s
         async with self.redis.pipeline(transaction=False) as pipe:
-            for tenant, run_id, session_id in runs:
-                claim = keys.session_active_run(tenant, session_id) if session_id else keys.run_lease(run_id)
-                await self._renew(keys=[keys.run_lease(run_id), claim, keys.ACTIVE_RUNS],
-                                  args=[self.owner, self._lease_ms, expiry, f"{tenant}/{run_id}", run_id],
-                                  client=pipe)
-            return [bool(ok) for ok in await pipe.execute()]
+            for _, run_id, _ in runs:
+                queue_script(pipe, self._renew, [keys.run_lease(run_id)], [self.owner, self._lease_ms])
+            held = [bool(ok) for ok in await pipe.execute()]
+        if any(held):
+            expiry = time.time() + self.lease_s
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for (tenant, run_id, session_id), ok in zip(runs, held):
+                    if not ok:
+                        continue
+                    if session_id:
+                        queue_script(pipe, self._renew_claim, [keys.session_active_run(tenant, session_id)],
+                                     [run_id, self._lease_ms])
+                    pipe.zadd(keys.ACTIVE_RUNS, {f"{tenant}/{run_id}": expiry})
+                await pipe.execute()
+        return held
 
     async def expired(self, limit: int = 20) -> list[tuple[str, str]]:
         """(tenant, run id) of running runs whose lease ran out: their owner stopped renewing."""
@@ -149,11 +184,16 @@ class RunStore:
 
     async def take_over(self, tenant: str, run_id: str) -> int | None:
         """This replica's lease on an orphaned run: the attempt number, or None if another replica was faster
-        (or the run is alive, or no longer running)."""
-        attempts = await self._take_over(
-            keys=[keys.run_lease(run_id), keys.run(tenant, run_id), keys.ACTIVE_RUNS],
-            args=[self.owner, self._lease_ms, time.time() + self.lease_s, f"{tenant}/{run_id}"])
-        return None if attempts is None else int(attempts)
+        (or the run is alive, or no longer running: then it leaves the active set)."""
+        member = f"{tenant}/{run_id}"
+        attempts = int(await self._take_over(keys=[keys.run_lease(run_id), keys.run(tenant, run_id)],
+                                             args=[self.owner, self._lease_ms]))
+        if attempts < 0:
+            await self.redis.zrem(keys.ACTIVE_RUNS, member)
+        if attempts <= 0:
+            return None
+        await self.redis.zadd(keys.ACTIVE_RUNS, {member: time.time() + self.lease_s})
+        return attempts
 
     async def claim_session(self, tenant: str, session_id: str, run_id: str) -> bool:
         """A resumed run takes its session back (free, or still marked with this run); False if another run
@@ -164,10 +204,13 @@ class RunStore:
         return (await self.redis.get(claim) or b"").decode() == run_id
 
     async def queue_finish(self, pipe, tenant: str, run_id: str, session_id: str, *, status: str, error: str = "") -> None:
-        """The run's end on `pipe`: status, lease and cancel flag gone, the session freed if this run holds it."""
-        claim = keys.session_active_run(tenant, session_id) if session_id else keys.run_lease(run_id)
-        await self._finish(keys=[keys.run(tenant, run_id), keys.cancel_flag(run_id), keys.run_lease(run_id), keys.ACTIVE_RUNS,
-                           claim], args=[status, time.time(), error, f"{tenant}/{run_id}", run_id], client=pipe)
+        """The run's end on `pipe`: status, lease and cancel flag gone, out of the active set, the session freed
+        if this run holds it."""
+        queue_script(pipe, self._finish, [keys.run(tenant, run_id), keys.cancel_flag(run_id), keys.run_lease(run_id)],
+                     [status, time.time(), error])
+        pipe.zrem(keys.ACTIVE_RUNS, f"{tenant}/{run_id}")
+        if session_id:
+            queue_script(pipe, self._release, [keys.session_active_run(tenant, session_id)], [run_id])
 
     async def finish(self, tenant: str, run_id: str, session_id: str, *, status: str, error: str = "") -> None:
         async with self.redis.pipeline(transaction=False) as pipe:

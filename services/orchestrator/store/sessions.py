@@ -1,5 +1,6 @@
 """Sessions: one conversation of one user with one agent. Messages and run state are written together in one
-MULTI/EXEC, so a crash never leaves a reply without its state (or the other way round). No DSL is stored."""
+MULTI/EXEC (or one script), so a crash never leaves a reply without its state (or the other way round). No DSL
+is stored."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from services.common.errors import NotFound
 from services.orchestrator.state import SessionState
 from services.orchestrator.store import keys
 from services.orchestrator.store._records import field as _s
-from services.orchestrator.store._records import write_if_exists
+from services.orchestrator.store._records import queue_script, write_if_exists
 
 _STATE_FIELDS = ("globals", "history", "path", "retrieval", "memory")
 # KEYS: session hash, its messages. ARGV: state json, updated_at, paused run, ttl (0: none), messages...
@@ -84,23 +85,32 @@ class SessionStore:
                      session_id: str = "") -> SessionRecord:
         session_id = session_id or uuid.uuid4().hex
         now = time.time()
-        async with self.redis.pipeline(transaction=True) as pipe:
+        record = SessionRecord(id=session_id, tenant_id=tenant, agent_id=agent_id, version_id=version_id,
+                               user_id=user_id, name=name or "New session", source=source, created_at=now,
+                               updated_at=now, state_json="", messages=list(messages or []))
+        # One round trip; not one transaction: the indexes are the tenant's keys, the session its own
+        # (store/keys.py). A list that meets an index entry without its session drops the entry.
+        async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hset(keys.session(tenant, session_id), mapping={
-                "agent_id": agent_id, "version_id": version_id, "user_id": user_id, "name": name or "New session",
+                "agent_id": agent_id, "version_id": version_id, "user_id": user_id, "name": record.name,
                 "source": source, "created_at": now, "updated_at": now, "state_json": ""})
-            for m in messages or []:
+            for m in record.messages:
                 pipe.rpush(keys.session_messages(tenant, session_id), json.dumps(m, ensure_ascii=False))
             pipe.zadd(keys.agent_sessions(tenant, agent_id), {session_id: now})
             pipe.zadd(keys.user_sessions(tenant, agent_id, user_id), {session_id: now})
             self._expire(pipe, tenant, session_id)
             await pipe.execute()
-        return await self.get(tenant, session_id)
+        return record  # what was just written: no second round trip to read it back
 
-    async def get(self, tenant: str, session_id: str) -> SessionRecord:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hgetall(keys.session(tenant, session_id))
-            pipe.lrange(keys.session_messages(tenant, session_id), 0, -1)
-            raw, raw_messages = await pipe.execute()
+    async def get(self, tenant: str, session_id: str, *, messages: bool = True) -> SessionRecord:
+        """The session; without its `messages` (a run needs only its state) when `messages` is False."""
+        if messages:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hgetall(keys.session(tenant, session_id))
+                pipe.lrange(keys.session_messages(tenant, session_id), 0, -1)
+                raw, raw_messages = await pipe.execute()
+        else:
+            raw, raw_messages = await self.redis.hgetall(keys.session(tenant, session_id)), []
         if not raw:
             raise NotFound(f"session {session_id!r} not found")
         return SessionRecord(
@@ -132,9 +142,9 @@ class SessionStore:
                         state: SessionState, *, paused_run: str = "") -> None:
         """`save_turn` as one script queued on `pipe` (the run manager stores a turn in one round trip); its
         reply is 0 when the session was deleted meanwhile, and then nothing was written."""
-        await self._save_turn(keys=[keys.session(tenant, session_id), keys.session_messages(tenant, session_id)],
-                        args=[state_to_json(state), time.time(), paused_run, self.ttl_s,
-                              *(json.dumps(m, ensure_ascii=False) for m in new_messages)], client=pipe)
+        queue_script(pipe, self._save_turn, [keys.session(tenant, session_id), keys.session_messages(tenant, session_id)],
+                     [state_to_json(state), time.time(), paused_run, self.ttl_s,
+                      *(json.dumps(m, ensure_ascii=False) for m in new_messages)])
 
     async def save_turn(self, tenant: str, session_id: str, new_messages: list[dict[str, Any]], state: SessionState,
                         *, paused_run: str = "") -> None:
@@ -161,7 +171,7 @@ class SessionStore:
 
     async def delete(self, tenant: str, session_id: str) -> None:
         current = await self.get(tenant, session_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
+        async with self.redis.pipeline(transaction=False) as pipe:  # the session's keys, then its index entries
             pipe.delete(keys.session(tenant, session_id), keys.session_messages(tenant, session_id))
             pipe.zrem(keys.agent_sessions(tenant, current.agent_id), session_id)
             pipe.zrem(keys.user_sessions(tenant, current.agent_id, current.user_id), session_id)
@@ -171,7 +181,7 @@ class SessionStore:
         """Delete every session of an agent (when the agent goes): their messages and indexes too."""
         ids = [sid.decode() for sid in await self.redis.zrange(keys.agent_sessions(tenant, agent_id), 0, -1)]
         users = await asyncio.gather(*(self.redis.hget(keys.session(tenant, sid), "user_id") for sid in ids))
-        async with self.redis.pipeline(transaction=True) as pipe:
+        async with self.redis.pipeline(transaction=False) as pipe:  # keys of many sessions: one round trip
             for sid in ids:
                 pipe.delete(keys.session(tenant, sid), keys.session_messages(tenant, sid))
             for user in {u.decode() for u in users if u is not None}:

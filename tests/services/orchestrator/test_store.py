@@ -9,7 +9,7 @@ import pytest
 
 from services.common.errors import AlreadyExists, NotFound
 from services.orchestrator.state import SessionState
-from services.orchestrator.store import AgentStore, RunStore, SessionStore
+from services.orchestrator.store import AgentStore, RunStore, SessionStore, keys
 from services.orchestrator.store.runs import CancelListener
 from services.orchestrator.store.sessions import message
 
@@ -159,7 +159,7 @@ async def test_a_turn_saved_after_its_session_was_deleted_does_not_resurrect_it(
     await sessions.delete(tenant, s.id)
     with pytest.raises(NotFound):
         await sessions.save_turn(tenant, s.id, [message("user", "late")], SessionState.fresh())
-    assert not await redis_client.exists(f"t:{tenant}:session:{s.id}", f"t:{tenant}:session:{s.id}:messages")
+    assert not await redis_client.exists(keys.session(tenant, s.id), keys.session_messages(tenant, s.id))
 
 
 async def test_updates_racing_a_delete_do_not_recreate_the_agent(redis_client, tenant):
@@ -169,13 +169,13 @@ async def test_updates_racing_a_delete_do_not_recreate_the_agent(redis_client, t
     for write in (agents.update(tenant, a.id, description="x"), agents.publish(tenant, a.id)):
         with pytest.raises(NotFound):
             await write
-    assert not await redis_client.exists(f"t:{tenant}:agent:{a.id}")
+    assert not await redis_client.exists(keys.agent(tenant, a.id))
 
 
 async def test_sessions_expire_when_unused_and_leave_the_list(redis_client, tenant):
     sessions = SessionStore(redis_client, ttl_s=1)
     s = await sessions.create(tenant, agent_id="ag", user_id="u", messages=[message("assistant", "hi")])
-    assert 0 < await redis_client.ttl(f"t:{tenant}:session:{s.id}:messages") <= 1
+    assert 0 < await redis_client.ttl(keys.session_messages(tenant, s.id)) <= 1
     await asyncio.sleep(1.2)
     assert (await sessions.list(tenant, "ag")) == ([], 0)
     assert (await sessions.list(tenant, "ag")) == ([], 0)  # the stale index entry was pruned
@@ -187,7 +187,8 @@ async def test_deleting_an_agents_sessions_leaves_nothing_behind(redis_client, t
         s = await sessions.create(tenant, agent_id="ag", user_id=user, messages=[message("assistant", "hi")])
     other = await sessions.create(tenant, agent_id="other", user_id="a")
     assert await sessions.delete_for_agent(tenant, "ag") == 3
-    assert not [k async for k in redis_client.scan_iter(f"t:{tenant}:*ag*") if b"agent:other" not in k]
+    left = [k async for k in redis_client.scan_iter(f"*{tenant}*") if b"agent:other" not in k]
+    assert left == [keys.session(tenant, other.id).encode()]
     assert (await sessions.get(tenant, other.id)).agent_id == "other"
     with pytest.raises(NotFound):
         await sessions.get(tenant, s.id)

@@ -30,6 +30,7 @@ TOOLS = {
     "AkShare": ("AKSHARE", ("GET", "/search/jsonp"), {}, {"query": "600519"}),
     "TuShare": ("TUSHARE", ("POST", "/"), {"token": "k"}, {"keyword": "q"}),
     "Jin10": ("JIN10", ("GET", "/data-api/flash"), {"secret_key": "k"}, {}),
+    "WenCai": ("WENCAI", ("POST", "/customized/chart/get-robot-data"), {}, {"query": "q"}),
 }
 
 
