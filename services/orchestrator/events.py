@@ -1,4 +1,5 @@
-"""Domain events of a canvas run (docs/ENGINE_CONTRACT.md); `convert.py` maps them to protobuf.
+"""Domain events of a canvas run (docs/ENGINE_CONTRACT.md); `convert.py` maps them to protobuf. Every event is
+built with `make` (the engine, components, the run manager).
 
 Order a client relies on: `RunStarted` first; a node's `NodeStarted` before its own `MessageDelta`
 and tool-call events; its `NodeFinished` after its last `MessageDelta`; `RunFinished` last, after
@@ -6,6 +7,7 @@ and tool-call events; its `NodeFinished` after its last `MessageDelta`; `RunFini
 """
 from __future__ import annotations
 
+import time
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, Union
 
@@ -129,8 +131,16 @@ def make(cls: type, **values: Any) -> Any:
     return obj
 
 
+def run_failed(run_id: str, session_id: str, message: str, code: str, elapsed_s: float) -> list[Any]:
+    """RunError then RunFinished(error): the end of a run whose engine could not end it (the engine broke, the
+    journal gave up, the run moved to another replica). Every other run ends with the engine's own RunFinished."""
+    common = dict(run_id=run_id, session_id=session_id, node_id="", timestamp=time.time())
+    return [make(RunError, message=message, component_id="", code=code, **common),
+            make(RunFinished, outputs={}, elapsed_s=elapsed_s, error=message, **common)]
+
+
 Event = Union[RunStarted, NodeStarted, NodeFinished, MessageDelta, MessageEnd, ToolCallStarted,
               ToolCallFinished, UserInputRequired, RunError, RunFinished]
 
-__all__ = ["Event", "make", "MessageDelta", "MessageEnd", "NodeFinished", "NodeStarted", "RunError",
+__all__ = ["Event", "make", "run_failed", "MessageDelta", "MessageEnd", "NodeFinished", "NodeStarted", "RunError",
            "RunFinished", "RunStarted", "ToolCallFinished", "ToolCallStarted", "UserInputRequired"]

@@ -1,9 +1,10 @@
 """Runs from request to stored turn, durable: a run survives its caller, its replica and a pause for the user.
 
-One run on a replica is one `_Pump` task: it runs the engine in a task of its own, numbers each event (seq),
-hands it to the run's journal in Redis (event stream + checkpoint, store/journal.py) and to the caller, if
-one is attached, then stores the turn. The caller reads from a bounded queue, so a slow reader slows the run
-instead of growing memory; a caller that goes away cancels the run, unless it asked to
+One run on a replica is one `_Pump` task, the one owner of the run's event stream: it reads the engine's events
+in batches (runner.start), numbers each (seq), hands it to the run's journal in Redis (event stream +
+checkpoint, store/journal.py) and to the caller, if one is attached, then stores the turn. The engine ends
+every run with its own RunFinished; the pump ends it only when the engine could not (events.run_failed). The
+caller reads from a bounded queue; a caller that goes away cancels the run, unless it asked to
 `continue_on_disconnect` (then the run goes on and its events stay in the stream for `watch`).
 
 Ownership is a lease (store/runs.py): a heartbeat renews the leases of every run this replica owns; a reaper
@@ -22,6 +23,7 @@ import logging
 import random
 import time
 import uuid
+from contextlib import aclosing
 from typing import Any, AsyncIterator
 
 from trellis.canvas.v1 import events_pb2 as ev_pb
@@ -35,7 +37,8 @@ from services.orchestrator.components.user_fill_up import missing_fields
 from services.orchestrator.convert import event_from_proto, event_to_proto, merge_events
 from services.orchestrator.engine_settings import Services
 from services.orchestrator.plan import Plan
-from services.orchestrator.runner import run as run_engine
+from services.orchestrator.runner import Running
+from services.orchestrator.runner import start as start_engine
 from services.orchestrator.run_spec import RunSpec
 from services.orchestrator.state import RunRequest, SessionState
 from services.orchestrator.store import AgentStore, RunStore, SessionStore, keys
@@ -181,7 +184,7 @@ class RunManager:
         if not spec.tenant_id:
             raise InvalidArgument("tenant_id is required")
         run_id = spec.run_id = spec.run_id or uuid.uuid4().hex
-        record = await self.sessions.get(spec.tenant_id, spec.session_id) if spec.session_id else None
+        record = await self.sessions.get(spec.tenant_id, spec.session_id, messages=False) if spec.session_id else None
         if record is not None and spec.agent_id and record.agent_id != spec.agent_id:
             raise InvalidArgument(f"session {spec.session_id!r} belongs to another agent")
         if record is not None and record.paused_run:
@@ -252,7 +255,7 @@ class RunManager:
             if attempt > self.max_attempts:
                 raise FailedPrecondition(f"resume attempts used up ({self.max_attempts})")
             spec = RunSpec.from_json(json.loads(info.get("spec") or "{}"))
-            record = await self.sessions.get(tenant, session_id) if session_id else None
+            record = await self.sessions.get(tenant, session_id, messages=False) if session_id else None
             if session_id and not await self.runs.claim_session(tenant, session_id, run_id):
                 raise FailedPrecondition("its session took another run meanwhile")
             plan = await self._plan(spec, record)
@@ -261,10 +264,14 @@ class RunManager:
             last_seq = await drop_unfinished(self.runs.redis, tenant, run_id)
             await self.runs.set_fields(tenant, run_id, resuming="")
             turn = TurnRecord()
+            answer: list[str] = []  # what the stored stream already answered: the engine's answer starts from it
             for _, fields in await read_events(self.runs.redis, tenant, run_id, 0, count=100_000):
-                turn.observe(event_from_proto(ev_pb.RunEvent.FromString(fields[b"e"])))
+                event = event_from_proto(ev_pb.RunEvent.FromString(fields[b"e"]))
+                turn.observe(event)
+                if event.__class__ is ev.MessageDelta and not event.path:
+                    answer.append(event.content)
             resume_node = info.get("resume_node", "")
-            replay = Replay(records, {resume_node: spec.inputs} if resume_node else None, answer="".join(turn.answer))
+            replay = Replay(records, {resume_node: spec.inputs} if resume_node else None, answer="".join(answer))
         except Exception as exc:  # NotFound (version or session deleted), FailedPrecondition, a broken record
             reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
             log.warning("run %s cannot be resumed: %s", run_id, reason)
@@ -360,7 +367,7 @@ class _Pump:
         self.out: asyncio.Queue | None = None
         self.started = time.time()
         self.journal = RunJournal(manager.runs.redis, spec.tenant_id, spec.run_id)
-        self._engine: asyncio.Task | None = None
+        self.engine: Running | None = None
         self._cancel = asyncio.Event()  # the engine stops and sends its own closing RunFinished(cancelled)
         self._cancelled_early = cancelled
         self._stop_reason = ""
@@ -392,67 +399,65 @@ class _Pump:
         self.journal.abort()
         self.task.cancel()
         if out is not None:
-            message_text = "the run moved to another replica: rejoin it (WatchRun, or Last-Event-ID over HTTP)"
-            common = dict(run_id=self.run_id, session_id=self.session_id, node_id="", timestamp=time.time())
-            out.put_nowait(ev.RunError(message=message_text, component_id="", code="moved", **common))
-            out.put_nowait(ev.RunFinished(outputs={}, elapsed_s=time.time() - self.started, error=message_text, **common))
+            for item in self._failed("the run moved to another replica: rejoin it (WatchRun, or Last-Event-ID over "
+                                     "HTTP)", "moved"):
+                out.put_nowait(item)
             out.put_nowait(_END)
 
     async def _run(self) -> None:
-        queue: asyncio.Queue = asyncio.Queue(_QUEUE_SIZE)
+        held: ev.NodeFinished | None = None  # journaled together with its checkpoint record, which comes next
         try:
             early = self._cancelled_early
             if early or (early is None and await self.manager.runs.is_cancelled(self.run_id)):
                 self._cancel.set()  # cancelled before it started: the engine ends it at once
-            self._engine = asyncio.create_task(self._produce(queue), name=f"engine-{self.run_id}")
-            held: ev.NodeFinished | None = None
-            ahead: list[Any] = []  # an item taken while merging deltas, handled next
-            while (item := ahead.pop() if ahead else await _next(queue, self._engine)) is not None:
-                # Answer deltas that queued up while the previous event was being handled become one event
-                # (one seq, one stream entry): per-token work only when the pipeline keeps up.
-                while item.__class__ is ev.MessageDelta and not queue.empty():
-                    following = queue.get_nowait()
-                    merged = merge_events(item, following)
-                    if merged is None:
-                        ahead.append(following)
-                        break
-                    item = merged
-                if item.__class__ is NodeRecord:
-                    if held is not None:
-                        self._journal(held, item.to_json())
-                        held = None
-                    continue
-                if held is not None:  # no record followed (not expected): store it alone
-                    self._journal(held)
-                    held = None
-                if item.__class__ is ev.RunStarted and self.in_place:
-                    continue
-                item.__dict__["seq"] = self.seq = self.seq + 1
-                self.turn.observe(item)
-                if item.__class__ is ev.NodeFinished:
-                    held = item  # journaled together with its checkpoint record, which comes next
-                    if not item.skipped:
-                        metrics.component_finished(item.component_type, item.error is not None, item.elapsed_s)
-                else:
-                    self._journal(item)
-                await self._deliver(item)
+            self.engine = start_engine(self.plan, self._request(), self.state, self.manager.services,
+                                       cancel_event=self._cancel, replay=self.replay, checkpoints=True)
+            broke = False
+            try:
+                async with aclosing(self.engine.batches()) as batches:
+                    async for batch in batches:
+                        for item in _merge_deltas(batch):
+                            if item.__class__ is NodeRecord:
+                                if held is not None:
+                                    self._journal(held, item.to_json())
+                                    held = None
+                                continue
+                            if held is not None:  # no record followed (not expected): store it alone
+                                self._journal(held)
+                                held = None
+                            if item.__class__ is ev.RunStarted and self.in_place:
+                                continue
+                            if item.__class__ is ev.NodeFinished:
+                                held = self._number(item)
+                                if not item.skipped:
+                                    metrics.component_finished(item.component_type, item.error is not None, item.elapsed_s)
+                                await self._deliver(item)
+                            else:
+                                await self._emit(item)
+            except Exception:  # a bug: the engine ends every run with its own RunFinished otherwise
+                log.exception("engine failed in run %s", self.run_id)
+                broke = True
             if held is not None:
                 self._journal(held)
-            if _engine_failed(self._engine, self.run_id):
-                await self._deliver_closing()
+                held = None
+            if broke:
+                for item in self._failed("internal error in the engine; see the orchestrator log", "internal"):
+                    await self._emit(item)
             await self.journal.flush()
         except asyncio.CancelledError:
-            if self._engine is not None and not self._engine.done():
-                self._engine.cancel()
             if self._abandoned:
                 return
             self.turn.ended("cancelled", self._stop_reason or "Task has been canceled")
         except Exception as exc:  # the journal gave up (Redis unreachable): stop with a clear error
-            if self._engine is not None and not self._engine.done():
-                self._engine.cancel()
             self.turn.ended("failed", str(exc))
-            await self._deliver_error(str(exc))
+            out = self.out
+            for item in self._failed(str(exc), "internal"):  # for the caller only: nothing can be stored
+                self._number(item)
+                if out is not None and not out.full():
+                    out.put_nowait(item)
         finally:
+            if self.engine is not None:
+                self.turn.answer = self.engine.answer
             if self.turn.status == "cancelled" and self._stop_reason:
                 self.turn.error = self._stop_reason
             if self.out is not None:
@@ -471,14 +476,25 @@ class _Pump:
             log.warning("run %s: journal not fully stored", self.run_id, exc_info=True)
         await self.manager._persist(self)
 
-    async def _produce(self, queue: asyncio.Queue) -> None:
-        request = RunRequest(run_id=self.run_id, session_id=self.session_id, query=self.spec.query,
-                             inputs=self.spec.inputs, files=self.spec.files, user_id=self.spec.user_id,
-                             chat_template_kwargs=self.spec.chat_template_kwargs, tenant_id=self.spec.tenant_id,
-                             overrides=self.spec.overrides, custom_header=self.spec.custom_header)
-        async for event in run_engine(self.plan, request, self.state, self.manager.services,
-                                      cancel_event=self._cancel, replay=self.replay, checkpoints=True):
-            await queue.put(event)
+    def _request(self) -> RunRequest:
+        spec = self.spec
+        return RunRequest(run_id=self.run_id, session_id=self.session_id, query=spec.query, inputs=spec.inputs,
+                          files=spec.files, user_id=spec.user_id, chat_template_kwargs=spec.chat_template_kwargs,
+                          tenant_id=spec.tenant_id, overrides=spec.overrides, custom_header=spec.custom_header)
+
+    def _number(self, event: ev.Event) -> ev.Event:
+        """The event's place in the run's stream (seq), and what the turn keeps of it."""
+        event.__dict__["seq"] = self.seq = self.seq + 1
+        self.turn.observe(event)
+        return event
+
+    async def _emit(self, event: ev.Event) -> None:
+        """Numbered, journaled, then to the caller: the one way an event enters the run's stream."""
+        self._journal(self._number(event))
+        await self._deliver(event)
+
+    def _failed(self, message_text: str, code: str) -> list[ev.Event]:
+        return ev.run_failed(self.run_id, self.session_id, message_text, code, time.time() - self.started)
 
     def _journal(self, event: ev.Event, record: dict[str, Any] | None = None) -> None:
         node = node_key(event.path, event.node_id) if event.node_id else ""
@@ -489,54 +505,21 @@ class _Pump:
         if out is not None:
             await out.put(event)
 
-    async def _deliver_closing(self) -> None:
-        for item in _engine_failure_events(self.run_id, self.session_id, self.started):
-            item.__dict__["seq"] = self.seq = self.seq + 1
-            self.turn.observe(item)
-            self._journal(item)
-            await self._deliver(item)
 
-    async def _deliver_error(self, message_text: str) -> None:
-        common = dict(run_id=self.run_id, session_id=self.session_id, node_id="", timestamp=time.time())
-        for item in (ev.RunError(message=message_text, component_id="", code="internal", **common),
-                     ev.RunFinished(outputs={}, elapsed_s=time.time() - self.started, error=message_text, **common)):
-            item.__dict__["seq"] = self.seq = self.seq + 1
-            out = self.out
-            if out is not None and not out.full():
-                out.put_nowait(item)
-
-
-async def _next(queue: asyncio.Queue, task: asyncio.Task) -> Any:
-    """The next event, or None once the engine task has ended and everything it sent was read.
-
-    Waiting on the task as well as the queue means the end is never a message that could be lost."""
-    while True:
-        if not queue.empty():
-            return queue.get_nowait()
-        if task.done():
-            return None
-        getter = asyncio.ensure_future(queue.get())
-        await asyncio.wait((getter, task), return_when=asyncio.FIRST_COMPLETED)
-        if getter.done():
-            return getter.result()
-        getter.cancel()
-
-
-def _engine_failed(task: asyncio.Task, run_id: str) -> bool:
-    """Whether the engine task raised (a bug: the engine ends every run with its own RunFinished otherwise)."""
-    if task.cancelled() or task.exception() is None:
-        return False
-    log.error("engine failed in run %s", run_id, exc_info=task.exception())
-    return True
-
-
-def _engine_failure_events(run_id: str, session_id: str, started: float) -> list[ev.Event]:
-    """What the client gets when the engine itself broke and could not end the run."""
-    now = time.time()
-    common = dict(run_id=run_id, session_id=session_id, node_id="", timestamp=now)
-    message_text = "internal error in the engine; see the orchestrator log"
-    return [ev.RunError(message=message_text, component_id="", code="internal", **common),
-            ev.RunFinished(outputs={}, elapsed_s=now - started, error=message_text, **common)]
+def _merge_deltas(batch: list[Any]) -> list[Any]:
+    """Answer deltas that queued up while the previous batch was being handled become one event (one seq, one
+    stream entry): per-token work only when the pipeline keeps up."""
+    if len(batch) < 2:
+        return batch
+    out: list[Any] = []
+    for item in batch:
+        if out and item.__class__ is ev.MessageDelta:
+            merged = merge_events(out[-1], item)
+            if merged is not None:
+                out[-1] = merged
+                continue
+        out.append(item)
+    return out
 
 
 def _compact(state: SessionState) -> None:

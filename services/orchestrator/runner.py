@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from contextlib import aclosing
 from typing import Any, AsyncIterator
 
 from services.common import context as ctxvars
@@ -37,9 +38,8 @@ from .watchdog import Watchdog
 log = logging.getLogger(__name__)
 perf = time.perf_counter
 now = time.time
-_new = object.__new__
 
-__all__ = ["NodeFailed", "RunPaused", "RunRequest", "ValidationFailed", "compile_plan", "run"]
+__all__ = ["NodeFailed", "RunPaused", "RunRequest", "Running", "ValidationFailed", "compile_plan", "run", "start"]
 
 
 class NodeFailed(Exception):
@@ -119,8 +119,8 @@ class _Execution:
         req = self.request
         t0 = perf()
         self.trace = start_run(req)
-        self.emit(RunStarted(run_id=req.run_id, session_id=req.session_id, node_id="",
-                             timestamp=now(), inputs=to_jsonable(req.inputs)))
+        self.emit(make(RunStarted, run_id=req.run_id, session_id=req.session_id, node_id="",
+                       timestamp=now(), inputs=to_jsonable(req.inputs)))
         error: str | None = None
         cancelled = False
         try:
@@ -143,17 +143,17 @@ class _Execution:
             await self._cancel_aux()
         if error is None:
             self.state.add_assistant_message("".join(self.answer))
-        self.emit(RunFinished(run_id=req.run_id, session_id=req.session_id, node_id="",
-                              timestamp=now(), outputs=to_jsonable(self.last_outputs),
-                              elapsed_s=perf() - t0, usage=dict(self.env.usage), error=error,
-                              cancelled=cancelled, waiting_for_user=bool(self.paused) and error is None))
+        self.emit(make(RunFinished, run_id=req.run_id, session_id=req.session_id, node_id="",
+                       timestamp=now(), outputs=to_jsonable(self.last_outputs),
+                       elapsed_s=perf() - t0, usage=dict(self.env.usage), error=error,
+                       cancelled=cancelled, waiting_for_user=bool(self.paused) and error is None))
         if self.trace is not None:
             self.trace.run_finished(error, cancelled, self.env.usage)
 
     def _run_error(self, message: str, component_id: str, code: str) -> None:
-        self.emit(RunError(run_id=self.request.run_id, session_id=self.request.session_id,
-                           node_id=component_id, timestamp=now(), message=message,
-                           component_id=component_id, code=code))
+        self.emit(make(RunError, run_id=self.request.run_id, session_id=self.request.session_id,
+                       node_id=component_id, timestamp=now(), message=message,
+                       component_id=component_id, code=code))
 
     async def _cancel_aux(self) -> None:
         if self.aux:
@@ -237,10 +237,8 @@ class _Execution:
                 thoughts = comp.thoughts(ctx)
             except Exception:  # a description must never fail a node
                 log.debug("thoughts() of %s failed", nid, exc_info=True)
-        ev = _new(NodeStarted)  # == NodeStarted(...) without the frozen __init__ (hot path)
-        ev.__dict__.update(run_id=env.run_id, session_id=env.session_id, node_id=nid, timestamp=now(),
-                           path=sr.path, component_name=node.display, component_type=node.name,
-                           thoughts=thoughts)
+        ev = make(NodeStarted, run_id=env.run_id, session_id=env.session_id, node_id=nid, timestamp=now(),
+                  path=sr.path, component_name=node.display, component_type=node.name, thoughts=thoughts)
         self.buf.append(ev)  # emit(), inlined (hot path; a NodeStarted is never a MessageDelta)
         if self.waiter is not None:
             self.emit_wake()
@@ -343,13 +341,10 @@ class _Execution:
         if sr.top:
             self.last_outputs = ctx.outputs
         env = self.env
-        ev = _new(NodeFinished)
-        ev.__dict__.update(run_id=env.run_id, session_id=env.session_id, node_id=node.id,
-                           timestamp=now(), path=sr.path, component_name=node.display,
-                           component_type=node.name,
-                           inputs=to_jsonable(ctx.inputs) if ctx.inputs else {},
-                           outputs=outputs, error=error, elapsed_s=elapsed, skipped=False)
-        self.emit(ev)
+        self.emit(make(NodeFinished, run_id=env.run_id, session_id=env.session_id, node_id=node.id,
+                       timestamp=now(), path=sr.path, component_name=node.display, component_type=node.name,
+                       inputs=to_jsonable(ctx.inputs) if ctx.inputs else {},
+                       outputs=outputs, error=error, elapsed_s=elapsed, skipped=False))
         if self.checkpoints:
             self._record(sr, node, ctx, outputs, taken)
 
@@ -426,41 +421,75 @@ class _Execution:
                         stack.append(t)
 
 
+class Running:
+    """A started run, for the one owner of its event stream (the run manager, or `run()`): `batches()` hands
+    over everything the engine produced since the previous batch, RunFinished last; `answer` is the turn's
+    answer, collected here once (the top-level MessageDelta texts, after what a resumed run had already said)."""
+
+    __slots__ = ("_ex", "_cancel_event")
+
+    def __init__(self, ex: _Execution, cancel_event: asyncio.Event | None) -> None:
+        self._ex = ex
+        self._cancel_event = cancel_event
+
+    @property
+    def answer(self) -> str:
+        return "".join(self._ex.answer)
+
+    async def batches(self) -> AsyncIterator[list[Any]]:
+        """Close it (or cancel its reader) to cancel the run: what runs is cancelled and waited for."""
+        ex = self._ex
+        driver = asyncio.ensure_future(ex.drive())
+        watcher = None
+        if self._cancel_event is not None:
+            cancel_event = self._cancel_event
+
+            async def watch() -> None:
+                await cancel_event.wait()
+                driver.cancel()
+            watcher = asyncio.ensure_future(watch())
+        try:
+            buf = ex.buf
+            while True:
+                if buf:
+                    batch = list(buf)
+                    buf.clear()
+                    yield batch
+                    if batch[-1].__class__ is RunFinished:
+                        return
+                    continue
+                if driver.done():
+                    driver.result()  # surfaces an engine bug instead of hanging
+                    return
+                await ex.wait_event()
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            if not driver.done():
+                driver.cancel()
+                await asyncio.gather(driver, return_exceptions=True)
+
+
+def start(plan: Plan, request: RunRequest, state: SessionState | None = None, services: Services | None = None, *,
+          cancel_event: asyncio.Event | None = None, replay: Replay | None = None,
+          checkpoints: bool = False) -> Running:
+    """A run of `plan`, started when its `batches()` are first read. `cancel_event`, when set, cancels the run
+    and still delivers RunFinished(cancelled=True). With `checkpoints`, a `NodeRecord` follows every finished or
+    pruned component's event; `replay` resumes from the records of an earlier attempt (checkpoint.py)."""
+    state = state if state is not None else SessionState.fresh(plan.variables)
+    return Running(_Execution(plan, request, state, services or Services(), replay, checkpoints), cancel_event)
+
+
 async def run(plan: Plan, request: RunRequest, state: SessionState | None = None,
               services: Services | None = None, *,
               cancel_event: asyncio.Event | None = None, replay: Replay | None = None,
               checkpoints: bool = False) -> AsyncIterator[Any]:
-    """Run `plan` and yield its events; RunFinished is always the last one.
+    """Run `plan` and yield its events one by one; RunFinished is always the last one (see `start`).
 
-    `cancel_event`, when set, cancels the run and still delivers RunFinished(cancelled=True). Closing the
-    generator or cancelling its consumer cancels the run. With `checkpoints`, a `NodeRecord` follows every
-    finished or pruned component's event in the stream; `replay` resumes from the records of an earlier
-    attempt (checkpoint.py).
+    Closing the generator or cancelling its consumer cancels the run.
     """
-    state = state if state is not None else SessionState.fresh(plan.variables)
-    ex = _Execution(plan, request, state, services or Services(), replay, checkpoints)
-    driver = asyncio.ensure_future(ex.drive())
-    watcher = None
-    if cancel_event is not None:
-        async def watch() -> None:
-            await cancel_event.wait()
-            driver.cancel()
-        watcher = asyncio.ensure_future(watch())
-    try:
-        buf = ex.buf
-        while True:
-            while buf:
-                ev = buf.popleft()
-                yield ev
-                if ev.__class__ is RunFinished:
-                    return
-            if driver.done() and not buf:
-                driver.result()  # surfaces an engine bug instead of hanging
-                return
-            await ex.wait_event()
-    finally:
-        if watcher is not None:
-            watcher.cancel()
-        if not driver.done():
-            driver.cancel()
-            await asyncio.gather(driver, return_exceptions=True)
+    running = start(plan, request, state, services, cancel_event=cancel_event, replay=replay, checkpoints=checkpoints)
+    async with aclosing(running.batches()) as batches:
+        async for batch in batches:
+            for event in batch:
+                yield event

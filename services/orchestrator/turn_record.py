@@ -1,5 +1,6 @@
-"""What one run leaves behind, gathered from its event stream: the answer, its references, how it ended, and
-its trace (tool calls and Agent thoughts). The run manager feeds it every event and persists it at the end."""
+"""What one run leaves behind, gathered from its event stream: its references, how it ended, and its trace (tool
+calls and Agent thoughts). The run manager feeds it every event, sets the answer the engine collected
+(runner.Running.answer) and persists it at the end."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from services.orchestrator.checkpoint import node_key
 
 @dataclass
 class TurnRecord:
-    answer: list[str] = field(default_factory=list)
+    answer: str = ""  # the engine's, set at the end
     reference: dict[str, Any] = field(default_factory=dict)
     status: str = "failed"
     error: str = "run ended without a result"
@@ -22,9 +23,9 @@ class TurnRecord:
     waiting_for: str = ""  # the component (checkpoint.node_key) that waits for the user
 
     def observe(self, event: ev.Event) -> None:
-        if isinstance(event, ev.MessageDelta) and not event.path:
-            self.answer.append(event.content)
-        elif isinstance(event, ev.MessageEnd) and not event.path and event.reference:
+        if event.__class__ is ev.MessageDelta:  # the most frequent event; the answer is the engine's
+            return
+        if isinstance(event, ev.MessageEnd) and not event.path and event.reference:
             self.reference = event.reference
         elif isinstance(event, (ev.ToolCallStarted, ev.ToolCallFinished)):
             self._tool_call(event)
@@ -43,8 +44,7 @@ class TurnRecord:
         self.status, self.error = status, error
 
     def text(self) -> str:
-        text = "".join(self.answer)
-        return text or (self.tips if self.status == "waiting_for_user" else "")
+        return self.answer or (self.tips if self.status == "waiting_for_user" else "")
 
     def _tool_call(self, event: ev.ToolCallStarted | ev.ToolCallFinished) -> None:
         """One entry per call, RAGFlow's shape: {path, tool_name, arguments, result, elapsed_time} plus error."""

@@ -16,6 +16,7 @@ from trellis.canvas.v1 import session_service_pb2 as session_pb
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
 from services.orchestrator.components.base import Component, register
+from services.orchestrator.store import keys
 
 
 @register
@@ -139,7 +140,7 @@ async def test_client_disconnect_cancels_the_run(orchestrator, redis_server):
     client = aioredis.from_url(redis_server.url)
     try:
         for _ in range(50):
-            status = await client.hget(f"t:t1:run:{run_id}", "status")
+            status = await client.hget(keys.run("t1", run_id), "status")
             if status == b"cancelled":
                 break
             await asyncio.sleep(0.02)
@@ -205,8 +206,12 @@ async def test_a_busy_session_refuses_a_second_run_and_frees_itself_after(orches
         if event.WhichOneof("kind") == "node_started" and event.node_id == "SlowForTest:Z":
             break
     with pytest.raises(grpc.aio.AioRpcError) as err:
-        await _run(orchestrator, dsl_json=canvas(), query="again", session_id=sid)
+        await _run(orchestrator, dsl_json=canvas(), query="again", session_id=sid, run_id="refused-run-1")
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "busy" in err.value.details()
+    with pytest.raises(grpc.aio.AioRpcError) as err:  # the refused run left no record behind
+        await stub.GetRun(canvas_pb.GetRunRequest(tenant_id="t1", run_id="refused-run-1"))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    assert len((await stub.ListRuns(canvas_pb.ListRunsRequest(tenant_id="t1", session_id=sid))).runs) == 1
     assert (await stub.Cancel(canvas_pb.CancelRequest(tenant_id="t1", session_id=sid))).cancelled
     [e async for e in first]
     events = await _run(orchestrator, dsl_json=canvas(), query="again", session_id=sid)
@@ -218,3 +223,36 @@ async def test_a_run_id_cannot_be_reused(orchestrator):
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await _run(orchestrator, dsl_json=canvas(), query="x", run_id="fixed-run-id-1")
     assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+
+
+def kinds(events) -> list[str]:
+    return [e.WhichOneof("kind") for e in events]
+
+
+async def test_a_cancelled_run_ends_with_one_run_finished_live_and_stored(orchestrator):
+    stub = canvas_grpc.CanvasServiceStub(orchestrator)
+    call = stub.Run(canvas_pb.RunRequest(tenant_id="t1", query="q",
+                                         dsl_json=canvas(("SlowForTest:Z", "SlowForTest", {"seconds": 60}))))
+    live = []
+    async for event in call:
+        live.append(event)
+        if event.WhichOneof("kind") == "node_started" and event.node_id == "SlowForTest:Z":
+            assert (await stub.Cancel(canvas_pb.CancelRequest(tenant_id="t1", run_id=event.run_id))).cancelled
+    stored = [e async for e in stub.WatchRun(canvas_pb.WatchRunRequest(tenant_id="t1", run_id=live[0].run_id),
+                                             timeout=30)]
+    for events in (live, stored):
+        assert kinds(events).count("run_finished") == 1 and kinds(events)[-1] == "run_finished"
+        assert events[-1].run_finished.cancelled and "error" not in kinds(events)
+    assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
+    assert [e.seq for e in live] == [e.seq for e in stored]
+
+
+async def test_the_stored_answer_is_the_streamed_answer(orchestrator):
+    stub = canvas_grpc.CanvasServiceStub(orchestrator)
+    events = [e async for e in stub.Run(canvas_pb.RunRequest(tenant_id="t1", query="ping", dsl_json=canvas()))]
+    streamed = "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta")
+    sessions = session_grpc.SessionServiceStub(orchestrator)
+    session = (await sessions.GetSession(session_pb.GetSessionRequest(tenant_id="t1",
+                                                                      session_id=events[0].session_id))).session
+    assert streamed == "You said: ping"
+    assert [(m.role, m.content) for m in session.messages] == [("user", "ping"), ("assistant", streamed)]

@@ -1,36 +1,41 @@
-"""The run manager's event pump: every event reaches a slow reader, and the end is never lost."""
+"""The engine hands a run's events to their one owner in batches (runner.start): a reader that stalls misses
+nothing, and the run's own RunFinished comes last, once. (The run manager's side, over gRPC:
+test_canvas_service.py.)"""
 
 from __future__ import annotations
 
 import asyncio
+from contextlib import aclosing
 
-from services.orchestrator.run_manager import _QUEUE_SIZE, _next
+from services.orchestrator.events import NodeFinished, NodeStarted, RunFinished
+from services.orchestrator.runner import start
+from services.orchestrator.state import RunRequest
+from tests.support.canvas import cpn, plan_of
 
-
-async def test_a_reader_that_pauses_gets_every_event_and_then_the_end():
-    queue: asyncio.Queue = asyncio.Queue(_QUEUE_SIZE)
-    total = _QUEUE_SIZE + 44
-
-    async def produce() -> None:
-        for i in range(total):
-            await queue.put(i)
-
-    task = asyncio.create_task(produce())
-    got = [await _next(queue, task) for _ in range(10)]
-    await asyncio.sleep(0.3)  # the reader stalls while the producer fills the queue and waits
-    while (item := await _next(queue, task)) is not None:
-        got.append(item)
-    assert got == list(range(total)) and task.done()
+CHAIN = [f"StringTransform:{i}" for i in range(40)]
 
 
-async def test_a_producer_that_dies_ends_the_stream_after_what_it_sent():
-    queue: asyncio.Queue = asyncio.Queue(_QUEUE_SIZE)
+def chain_plan():
+    ids = ["begin", *CHAIN, "Message:m"]
+    comps = {"begin": cpn("Begin", [ids[1]])}
+    for i, cid in enumerate(CHAIN, start=1):
+        comps[cid] = cpn("StringTransform", [ids[i + 1]], {"method": "merge", "script": f"{i}: {{sys.query}}"},
+                         up=[ids[i - 1]])
+    comps["Message:m"] = cpn("Message", [], {"content": [f"{{{CHAIN[-1]}@result}}"]}, up=[CHAIN[-1]])
+    return plan_of(comps)
 
-    async def produce() -> None:
-        await queue.put("a")
-        raise RuntimeError("engine bug")
 
-    task = asyncio.create_task(produce())
-    assert await _next(queue, task) == "a"
-    assert await asyncio.wait_for(_next(queue, task), 30) is None  # a lost end of stream hangs
-    assert isinstance(task.exception(), RuntimeError)
+async def test_a_reader_that_pauses_gets_every_event_in_order_and_the_end_once():
+    running = start(chain_plan(), RunRequest(run_id="r-1", session_id="s-1", query="q"))
+    got: list = []
+    batches_seen = 0
+    async with aclosing(running.batches()) as batches:
+        async for batch in batches:
+            batches_seen += 1
+            got.extend(batch)
+            if batches_seen == 1:
+                await asyncio.sleep(0.2)  # the reader stalls; the engine goes on and its events wait for it
+    assert [e.node_id for e in got if isinstance(e, NodeStarted)] == ["begin", *CHAIN, "Message:m"]
+    assert [e.node_id for e in got if isinstance(e, NodeFinished)] == ["begin", *CHAIN, "Message:m"]
+    assert [type(e) for e in got].count(RunFinished) == 1 and isinstance(got[-1], RunFinished)
+    assert not got[-1].error and running.answer == "40: q"
