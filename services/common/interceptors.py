@@ -1,7 +1,9 @@
-"""Server interceptors: request context, metrics, error mapping.
+"""The server interceptor: around every RPC, in this order, the request context, a span (when tracing is on),
+metrics, and error mapping.
 
-Each one is an async context manager entered around the handler; `_AroundInterceptor` applies it to every
-RPC arity, because a streaming handler must be wrapped while it iterates, not just while it is created.
+One interceptor wraps each handler once, for every RPC arity: a streaming handler is wrapped while it
+iterates, not just while it is created, and each streamed message passes through one wrapper (four nested
+wrappers cost a third of a short run's server time).
 """
 
 from __future__ import annotations
@@ -10,8 +12,7 @@ import asyncio
 import inspect
 import logging
 import time
-from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+from typing import Any, Callable
 
 import grpc
 
@@ -21,7 +22,74 @@ from services.common.errors import ServiceError
 
 log = logging.getLogger(__name__)
 
-Around = Callable[[str, grpc.aio.ServicerContext], Any]  # -> async context manager
+# The codes that mark a server span failed (OpenTelemetry rpc conventions): the others are the caller's doing.
+_SERVER_ERRORS = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNIMPLEMENTED,
+                  grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DATA_LOSS}
+
+
+class _Rpc:
+    """One method of this server: what is recorded around each of its calls (labels resolved once)."""
+
+    __slots__ = ("method", "metered", "latency", "_totals", "_errors", "service", "span_name", "span_attributes")
+
+    def __init__(self, service: str, method: str) -> None:
+        self.method = method
+        self.service = service
+        self.metered = not method.startswith(metrics.UNMETERED_PREFIXES)  # probes and discovery are not traffic
+        self.latency = metrics.RPC_LATENCY.labels(service, method) if self.metered else None
+        self._totals: dict[str, Any] = {}
+        self._errors: dict[str, Any] = {}
+        rpc_service, _, rpc_method = method.lstrip("/").rpartition("/")
+        self.span_name = method.lstrip("/")
+        self.span_attributes = {"rpc.system": "grpc", "rpc.service": rpc_service, "rpc.method": rpc_method,
+                                "trellis.service": service}
+
+    def begin(self, context: grpc.aio.ServicerContext) -> tuple[Any, Any, Any, float]:
+        """Request id (the caller's or a new one), the span, the clock."""
+        metadata = context.invocation_metadata() or ()
+        rid = next((v for k, v in metadata if k == ctxvars.REQUEST_ID_HEADER), None)
+        token = ctxvars.request_id.set(rid or ctxvars.new_request_id())
+        span = span_token = None
+        if tracing.ACTIVE and self.metered:
+            span = tracing.start(self.span_name, kind=tracing.SpanKind.SERVER, parent=tracing.extract(metadata),
+                                 attributes=self.span_attributes)
+            span_token = tracing.attach(span)
+        return token, span, span_token, time.perf_counter()
+
+    def end(self, state: tuple[Any, Any, Any, float], code: Any, context: grpc.aio.ServicerContext) -> None:
+        token, span, span_token, start = state
+        if not isinstance(code, grpc.StatusCode) or code == grpc.StatusCode.OK:
+            code = context.code() or grpc.StatusCode.OK  # a handler may set its status without raising
+        if span is not None:
+            tracing.detach(span_token)
+            failed = code in _SERVER_ERRORS
+            tracing.end(span, (context.details() or code.name) if failed else None,
+                        **{"rpc.grpc.status_code": code.value[0] if isinstance(code, grpc.StatusCode) else 2})
+        if self.metered:
+            name = code.name if isinstance(code, grpc.StatusCode) else str(code)
+            total = self._totals.get(name)
+            if total is None:
+                total = self._totals[name] = metrics.RPC_TOTAL.labels(self.service, self.method, name)
+            total.inc()
+            self.latency.observe(time.perf_counter() - start)
+            if name != "OK":
+                error = self._errors.get(name)
+                if error is None:
+                    error = self._errors[name] = metrics.RPC_ERRORS.labels(self.service, self.method, name)
+                error.inc()
+        ctxvars.request_id.reset(token)
+
+    async def fail(self, exc: BaseException, context: grpc.aio.ServicerContext) -> None:
+        """Map the handler's exception to a status: `context.abort` raises; anything else is raised again."""
+        if isinstance(exc, ServiceError):
+            await context.abort(exc.code, exc.message)
+        if isinstance(exc, NotImplementedError):
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{self.method} is not implemented")
+        if isinstance(exc, Exception) and not isinstance(exc, grpc.aio.AbortError):
+            # Logged once with its traceback here; the caller gets a sanitized message.
+            log.error("unhandled error in %s", self.method, exc_info=exc)
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {self.method}; see the server log")
+        raise exc
 
 
 async def _call_unary(inner: Callable, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -29,169 +97,77 @@ async def _call_unary(inner: Callable, request: Any, context: grpc.aio.ServicerC
     return await result if inspect.isawaitable(result) else result
 
 
-async def _iterate(inner: Callable, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-    result = inner(request, context)
-    if hasattr(result, "__aiter__"):
-        async for item in result:
-            yield item
-    elif inspect.isawaitable(result):  # handler that writes with context.write()
-        await result
-    elif result is not None:
-        for item in result:
-            yield item
+class _Interceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, service: str) -> None:
+        self._service = service
+        self._rpcs: dict[str, _Rpc] = {}
 
-
-class _AroundInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, around: Around) -> None:
-        self._around = around
+    def _rpc(self, method: str) -> _Rpc:
+        rpc = self._rpcs.get(method)
+        if rpc is None:
+            rpc = self._rpcs[method] = _Rpc(self._service, method)
+        return rpc
 
     async def intercept_service(self, continuation, details):  # type: ignore[override]
         handler = await continuation(details)
         if handler is None:
             return None
-        method, around = details.method, self._around
+        rpc = self._rpc(details.method)
         kwargs = dict(request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
-        if handler.unary_unary:
-            inner = handler.unary_unary
+        if handler.unary_unary or handler.stream_unary:
+            inner = handler.unary_unary or handler.stream_unary
 
-            async def unary_unary(request, context):
-                async with around(method, context):
+            async def unary(request, context):
+                state = rpc.begin(context)
+                code: Any = grpc.StatusCode.OK
+                try:
                     return await _call_unary(inner, request, context)
+                except asyncio.CancelledError:
+                    code = grpc.StatusCode.CANCELLED
+                    raise
+                except BaseException as exc:
+                    try:
+                        await rpc.fail(exc, context)
+                    finally:
+                        code = context.code() or grpc.StatusCode.UNKNOWN
+                finally:
+                    rpc.end(state, code, context)
 
-            return grpc.unary_unary_rpc_method_handler(unary_unary, **kwargs)
-        if handler.unary_stream:
-            inner = handler.unary_stream
+            make = grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.stream_unary_rpc_method_handler
+            return make(unary, **kwargs)
+        inner = handler.unary_stream or handler.stream_stream
 
-            async def unary_stream(request, context):
-                async with around(method, context):
-                    async for item in _iterate(inner, request, context):
+        async def stream(request, context):
+            state = rpc.begin(context)
+            code: Any = grpc.StatusCode.OK
+            try:
+                result = inner(request, context)
+                if hasattr(result, "__aiter__"):
+                    async for item in result:
                         yield item
+                elif inspect.isawaitable(result):  # a handler that writes with context.write()
+                    await result
+                elif result is not None:
+                    for item in result:
+                        yield item
+            except asyncio.CancelledError:
+                code = grpc.StatusCode.CANCELLED
+                raise
+            except GeneratorExit:  # closed by the server: nothing may be awaited now
+                code = context.code() or grpc.StatusCode.UNKNOWN
+                raise
+            except BaseException as exc:
+                try:
+                    await rpc.fail(exc, context)
+                finally:
+                    code = context.code() or grpc.StatusCode.UNKNOWN
+            finally:
+                rpc.end(state, code, context)
 
-            return grpc.unary_stream_rpc_method_handler(unary_stream, **kwargs)
-        if handler.stream_unary:
-            inner = handler.stream_unary
-
-            async def stream_unary(request_iterator, context):
-                async with around(method, context):
-                    return await _call_unary(inner, request_iterator, context)
-
-            return grpc.stream_unary_rpc_method_handler(stream_unary, **kwargs)
-        inner = handler.stream_stream
-
-        async def stream_stream(request_iterator, context):
-            async with around(method, context):
-                async for item in _iterate(inner, request_iterator, context):
-                    yield item
-
-        return grpc.stream_stream_rpc_method_handler(stream_stream, **kwargs)
-
-
-@asynccontextmanager
-async def _request_context(method: str, context: grpc.aio.ServicerContext):
-    metadata = dict(context.invocation_metadata() or ())
-    token = ctxvars.request_id.set(metadata.get(ctxvars.REQUEST_ID_HEADER) or ctxvars.new_request_id())
-    try:
-        yield
-    finally:
-        ctxvars.request_id.reset(token)
-
-
-# The codes that mark a server span failed (OpenTelemetry rpc conventions): the others are the caller's doing.
-_SERVER_ERRORS = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNIMPLEMENTED,
-                  grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DATA_LOSS}
-
-
-class _Outcome:
-    """The final status code of one RPC: what the handler raised or set, as the tracing and metrics wrappers
-    both need it."""
-
-    __slots__ = ("code",)
-
-    def __init__(self) -> None:
-        self.code: Any = grpc.StatusCode.OK
-
-    @asynccontextmanager
-    async def watch(self, context: grpc.aio.ServicerContext):
-        try:
-            yield
-        except asyncio.CancelledError:
-            self.code = grpc.StatusCode.CANCELLED
-            raise
-        except BaseException:
-            self.code = context.code() or grpc.StatusCode.UNKNOWN
-            raise
-        finally:
-            if not isinstance(self.code, grpc.StatusCode) or self.code == grpc.StatusCode.OK:
-                self.code = context.code() or grpc.StatusCode.OK
-
-
-def _tracing(service: str) -> Around:
-    """A SERVER span per RPC, child of the caller's `traceparent` metadata (rpc.* semantic conventions)."""
-
-    @asynccontextmanager
-    async def around(method: str, context: grpc.aio.ServicerContext):
-        if not tracing.ACTIVE or method.startswith(metrics.UNMETERED_PREFIXES):
-            yield
-            return
-        rpc_service, _, rpc_method = method.lstrip("/").rpartition("/")
-        span = tracing.start(method.lstrip("/"), kind=tracing.SpanKind.SERVER,
-                             parent=tracing.extract(context.invocation_metadata() or ()),
-                             attributes={"rpc.system": "grpc", "rpc.service": rpc_service, "rpc.method": rpc_method,
-                                         "trellis.service": service})
-        token = tracing.attach(span)
-        outcome = _Outcome()
-        try:
-            async with outcome.watch(context):
-                yield
-        finally:
-            code = outcome.code
-            tracing.detach(token)
-            failed = code in _SERVER_ERRORS
-            tracing.end(span, (context.details() or code.name) if failed else None,
-                        **{"rpc.grpc.status_code": code.value[0] if isinstance(code, grpc.StatusCode) else 2})
-
-    return around
-
-
-def _metrics(service: str) -> Around:
-    @asynccontextmanager
-    async def around(method: str, context: grpc.aio.ServicerContext):
-        if method.startswith(metrics.UNMETERED_PREFIXES):
-            yield
-            return
-        start = time.perf_counter()
-        outcome = _Outcome()
-        try:
-            async with outcome.watch(context):
-                yield
-        finally:
-            code = outcome.code
-            name = code.name if isinstance(code, grpc.StatusCode) else str(code)
-            metrics.RPC_TOTAL.labels(service, method, name).inc()
-            metrics.RPC_LATENCY.labels(service, method).observe(time.perf_counter() - start)
-            if name != "OK":
-                metrics.RPC_ERRORS.labels(service, method, name).inc()
-
-    return around
-
-
-@asynccontextmanager
-async def _error_mapping(method: str, context: grpc.aio.ServicerContext):
-    try:
-        yield
-    except ServiceError as exc:
-        await context.abort(exc.code, exc.message)
-    except NotImplementedError:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented")
-    except (asyncio.CancelledError, grpc.aio.AbortError):
-        raise
-    except Exception:
-        # Logged once with its traceback here; the caller gets a sanitized message.
-        log.exception("unhandled error in %s", method)
-        await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}; see the server log")
+        make = grpc.unary_stream_rpc_method_handler if handler.unary_stream else grpc.stream_stream_rpc_method_handler
+        return make(stream, **kwargs)
 
 
 def server_interceptors(service: str) -> list[grpc.aio.ServerInterceptor]:
-    """Outermost first: the request id and the span are set before metrics and errors are recorded."""
-    return [_AroundInterceptor(_request_context), _AroundInterceptor(_tracing(service)),
-            _AroundInterceptor(_metrics(service)), _AroundInterceptor(_error_mapping)]
+    """The request id and the span are set before metrics and errors are recorded."""
+    return [_Interceptor(service)]
