@@ -9,9 +9,9 @@ idle pipe, p50/p99, and the overhead; (c) 100 concurrent streams of a paced mode
 tokens): stream time p99, first token p99; (d) aggregate tokens/s over 100 unpaced streams; (e) a closed loop
 of 100 clients: runs/s and p50/p99 for a 3-node canvas without a model and a 5-node canvas with one LLM;
 (f) RSS of each process idle and after 10,000 one-turn sessions. Also, in the same run: the floors of the
-hops (a bare aiohttp SSE relay, a bare grpc.aio stream: bench/stream_floors.py), CPU milliseconds per run of
-each process, Redis commands and round trips per run, and py-spy profiles of each process under the closed
-loop. Writes bench/results/pipeline.json.
+hops (a bare aiohttp SSE relay, a bare grpc.aio stream: bench/stream_floors.py), the floor of the run path
+under the same closed loop (bench/run_floor.py), CPU milliseconds per run of each process, Redis commands and
+round trips per run, and py-spy profiles of each process under the closed loop. Writes bench/results/pipeline.json.
 
 Clients count tokens as occurrences of `qz` in the bytes they receive, so any framing (one token or many per
 event) counts the same, and parsing costs the client nothing.
@@ -391,6 +391,36 @@ async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any
             "commands_total_per_run": round(sum(commands.values()), 2)}
 
 
+async def run_path_floor(stack: Stack, round_trips: int, seconds: float) -> dict[str, Any]:
+    """The same closed loop against the run path's floor (bench/run_floor.py): a bare aiohttp handler making
+    one grpc.aio server-streaming call to a bare grpc.aio server that makes the pipeline's number of Redis round
+    trips (on the stack's Redis) and streams 3 events back; runs/s, p50/p99 and CPU ms per request per process."""
+    http_port, grpc_port = free_port(), free_port()
+    procs = {"floor_grpc": subprocess.Popen([PY, str(HERE / "run_floor.py"), "grpc", "--port", str(grpc_port),
+                                             "--redis-port", str(stack.ports["REDIS"])]),
+             "floor_http": subprocess.Popen([PY, str(HERE / "run_floor.py"), "http", "--port", str(http_port),
+                                             "--upstream", f"127.0.0.1:{grpc_port}"])}
+    try:
+        for port in (grpc_port, http_port):
+            wait_port(port)
+        watched = {**{k: psutil.Process(p.pid) for k, p in procs.items()}, "redis": stack.children()["redis"]}
+
+        def cpu() -> dict[str, float]:
+            return {k: sum(p.cpu_times()[:2]) for k, p in watched.items()}
+
+        target = Target(f"http://127.0.0.1:{http_port}/v1/chat/completions", {}, {"floor": f"rt-{round_trips}"})
+        before = cpu()
+        result = await closed_loop(target, "floor", 100, seconds)
+        after = cpu()
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+            proc.wait(10)
+    result["redis_round_trips"] = round_trips
+    result["cpu_ms_per_run"] = {k: round(1000 * (after[k] - before[k]) / max(result["runs"], 1), 2) for k in after}
+    return result
+
+
 def _caller() -> str:
     """The innermost orchestrator function (store or run code) on the stack: who made this Redis round trip."""
     frame = sys._getframe(2)
@@ -441,6 +471,32 @@ def profile(processes: dict[str, psutil.Process], seconds: float, out_dir: Path)
 
 # ---- the run --------------------------------------------------------------------------------------------
 
+async def streams_a_to_d(results: dict[str, Any], direct: Target, relay: Target, piped: Target, grpc_port: int,
+                         long_tokens: int, q: bool) -> None:
+    print("(a) one long stream", flush=True)
+    results["direct"]["a_one_stream"] = await one_long_stream(direct, long_tokens)
+    results["floors"]["a_aiohttp_relay"] = await one_long_stream(relay, long_tokens)
+    results["floors"]["a_grpc_stream_tokens_per_s"] = await stream_floors.grpc_tokens_per_s(grpc_port, 20000)
+    results["pipeline"]["a_one_stream"] = await one_long_stream(piped, long_tokens)
+
+    print("(b) time to first token, idle", flush=True)
+    n = 30 if q else 100
+    results["direct"]["b_ttft"] = await idle_ttft(direct, n)
+    results["floors"]["b_ttft_aiohttp_relay"] = await idle_ttft(relay, n)
+    results["pipeline"]["b_ttft"] = await idle_ttft(piped, n)
+    results["pipeline"]["b_ttft"]["overhead_p50_ms"] = results["pipeline"]["b_ttft"]["p50_ms"] - results["direct"]["b_ttft"]["p50_ms"]
+    results["pipeline"]["b_ttft"]["overhead_p99_ms"] = results["pipeline"]["b_ttft"]["p99_ms"] - results["direct"]["b_ttft"]["p99_ms"]
+
+    print("(c) 100 paced streams", flush=True)
+    results["direct"]["c_paced"] = await concurrent_streams(direct, 100, "bench-200-10", 200)
+    results["pipeline"]["c_paced"] = await concurrent_streams(piped, 100, "bench-200-10", 200)
+
+    print("(d) 100 unpaced streams", flush=True)
+    results["direct"]["d_unpaced"] = await concurrent_streams(direct, 100, "bench-300-0", 300)
+    results["floors"]["d_unpaced_aiohttp_relay"] = await concurrent_streams(relay, 100, "bench-300-0", 300)
+    results["pipeline"]["d_unpaced"] = await concurrent_streams(piped, 100, "bench-300-0", 300)
+
+
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     q = args.quick
     # The load average says how much of the machine the run had: on a shared machine every figure moves with it.
@@ -471,28 +527,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.sleep(1)
         results["rss_mb_idle"] = stack.rss_mb()
 
-        print("(a) one long stream", flush=True)
-        results["direct"]["a_one_stream"] = await one_long_stream(direct, long_tokens)
-        results["floors"]["a_aiohttp_relay"] = await one_long_stream(relay, long_tokens)
-        results["floors"]["a_grpc_stream_tokens_per_s"] = await stream_floors.grpc_tokens_per_s(grpc_port, 20000)
-        results["pipeline"]["a_one_stream"] = await one_long_stream(piped, long_tokens)
-
-        print("(b) time to first token, idle", flush=True)
-        n = 30 if q else 100
-        results["direct"]["b_ttft"] = await idle_ttft(direct, n)
-        results["floors"]["b_ttft_aiohttp_relay"] = await idle_ttft(relay, n)
-        results["pipeline"]["b_ttft"] = await idle_ttft(piped, n)
-        results["pipeline"]["b_ttft"]["overhead_p50_ms"] = results["pipeline"]["b_ttft"]["p50_ms"] - results["direct"]["b_ttft"]["p50_ms"]
-        results["pipeline"]["b_ttft"]["overhead_p99_ms"] = results["pipeline"]["b_ttft"]["p99_ms"] - results["direct"]["b_ttft"]["p99_ms"]
-
-        print("(c) 100 paced streams", flush=True)
-        results["direct"]["c_paced"] = await concurrent_streams(direct, 100, "bench-200-10", 200)
-        results["pipeline"]["c_paced"] = await concurrent_streams(piped, 100, "bench-200-10", 200)
-
-        print("(d) 100 unpaced streams", flush=True)
-        results["direct"]["d_unpaced"] = await concurrent_streams(direct, 100, "bench-300-0", 300)
-        results["floors"]["d_unpaced_aiohttp_relay"] = await concurrent_streams(relay, 100, "bench-300-0", 300)
-        results["pipeline"]["d_unpaced"] = await concurrent_streams(piped, 100, "bench-300-0", 300)
+        if not args.only_e:
+            await streams_a_to_d(results, direct, relay, piped, grpc_port, long_tokens, q)
 
         seconds = 5 if q else 15
         print("(e) closed loops", flush=True)
@@ -510,16 +546,23 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         print("redis round trips per run", flush=True)
         results["redis_per_run"] = await redis_round_trips_per_run(stack.ports["REDIS"], 50 if q else 200)
 
+        print("(e) floor of the run path", flush=True)
+        round_trips = round(results["redis_per_run"]["round_trips_per_run"])
+        results["floors"]["e_run_path"] = await run_path_floor(stack, round_trips, seconds)
+
         if not args.no_profile:
             print("profiles under the closed loop", flush=True)
             children = {k: v for k, v in stack.children().items() if k.startswith(("orchestrator", "gateway", "llm_gateway"))}
-            loop_task = asyncio.create_task(closed_loop(piped, "one_llm", 100, 10))
+            loop_task = asyncio.create_task(closed_loop(piped, args.profile_canvas, 100, 10))
             await asyncio.sleep(1)
-            results["profiles_one_llm"] = await asyncio.to_thread(profile, children, 7, HERE / "results")
+            results[f"profiles_{args.profile_canvas}"] = await asyncio.to_thread(profile, children, 7, HERE / "results")
             profiled_runs = (await loop_task)["runs"]
         else:
             profiled_runs = 0
 
+        if args.only_e:
+            results["machine"]["load_average_at_end"] = os.getloadavg()
+            return results
         print("(f) sessions", flush=True)
         done = runs_a + runs_b + profiled_runs  # every closed-loop request was a one-turn session
         target = 2000 if q else 10000
@@ -536,6 +579,28 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             h.terminate()
             h.wait(10)
     return results
+
+
+def summarize_e(r: dict[str, Any]) -> dict[str, Any]:
+    """(e) beside its floor, CPU per run of each process, Redis per run, and the load the machine had."""
+    d, p, f = r["direct"], r["pipeline"], r["floors"]
+    return {
+        "e_closed_loop_100": {"no_model_runs_per_s": round(p["e_no_model"]["runs_per_s"]),
+                              "no_model_p50_ms": round(p["e_no_model"]["p50_ms"]), "no_model_p99_ms": round(p["e_no_model"]["p99_ms"]),
+                              "one_llm_runs_per_s": round(p["e_one_llm"]["runs_per_s"]),
+                              "one_llm_p50_ms": round(p["e_one_llm"]["p50_ms"]), "one_llm_p99_ms": round(p["e_one_llm"]["p99_ms"]),
+                              "direct_model_req_per_s": round(d["e_model_closed_loop"]["runs_per_s"]),
+                              "direct_model_p99_ms": round(d["e_model_closed_loop"]["p99_ms"]),
+                              "floor_runs_per_s": round(f["e_run_path"]["runs_per_s"]),
+                              "floor_p50_ms": round(f["e_run_path"]["p50_ms"]), "floor_p99_ms": round(f["e_run_path"]["p99_ms"]),
+                              "no_model_share_of_floor": round(p["e_no_model"]["runs_per_s"] / f["e_run_path"]["runs_per_s"], 2),
+                              "errors": {**p["e_no_model"]["errors"], **p["e_one_llm"]["errors"], **f["e_run_path"]["errors"]}},
+        "cpu_ms_per_run": {**r["cpu_ms_per_run"], "floor": f["e_run_path"]["cpu_ms_per_run"],
+                           "totals": {k: round(sum(v.values()), 2) for k, v in
+                                      (*r["cpu_ms_per_run"].items(), ("floor", f["e_run_path"]["cpu_ms_per_run"]))}},
+        "redis_per_run": {k: r["redis_per_run"][k] for k in ("round_trips_per_run", "commands_total_per_run")},
+        "load_average": [r["machine"]["load_average_at_start"][0], r["machine"]["load_average_at_end"][0]],
+    }
 
 
 def summarize(r: dict[str, Any]) -> dict[str, Any]:
@@ -556,17 +621,8 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
         "d_aggregate_tokens_per_s": {"pipeline": round(p["d_unpaced"]["aggregate_tokens_per_s"]),
                                      "direct": round(d["d_unpaced"]["aggregate_tokens_per_s"]),
                                      "aiohttp_relay_floor": round(f["d_unpaced_aiohttp_relay"]["aggregate_tokens_per_s"])},
-        "e_closed_loop_100": {"no_model_runs_per_s": round(p["e_no_model"]["runs_per_s"]),
-                              "no_model_p50_ms": round(p["e_no_model"]["p50_ms"]), "no_model_p99_ms": round(p["e_no_model"]["p99_ms"]),
-                              "one_llm_runs_per_s": round(p["e_one_llm"]["runs_per_s"]),
-                              "one_llm_p50_ms": round(p["e_one_llm"]["p50_ms"]), "one_llm_p99_ms": round(p["e_one_llm"]["p99_ms"]),
-                              "direct_model_req_per_s": round(d["e_model_closed_loop"]["runs_per_s"]),
-                              "direct_model_p99_ms": round(d["e_model_closed_loop"]["p99_ms"]),
-                              "errors": {**p["e_no_model"]["errors"], **p["e_one_llm"]["errors"]}},
+        **summarize_e(r),
         "f_rss_mb": {"idle": r["rss_mb_idle"], "after_sessions": r["rss_mb_after_sessions"], "sessions": r["sessions_created"]},
-        "cpu_ms_per_run": r["cpu_ms_per_run"],
-        "redis_per_run": {k: r["redis_per_run"][k] for k in ("round_trips_per_run", "commands_total_per_run")},
-        "load_average": [r["machine"]["load_average_at_start"][0], r["machine"]["load_average_at_end"][0]],
     }
 
 
@@ -574,10 +630,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller loads, for a try while developing")
     parser.add_argument("--no-profile", action="store_true", help="skip the py-spy profiles")
+    parser.add_argument("--profile-canvas", choices=("one_llm", "no_model"), default="one_llm",
+                        help="the canvas the closed loop runs while the processes are profiled")
+    parser.add_argument("--only-e", action="store_true",
+                        help="only the closed loops (e), their floor and CPU per run (writes pipeline_e.json)")
     args = parser.parse_args()
     results = asyncio.run(measure(args))
-    results["summary"] = summarize(results)
-    out = HERE / "results" / ("pipeline_quick.json" if args.quick else "pipeline.json")
+    results["summary"] = summarize_e(results) if args.only_e else summarize(results)
+    out = HERE / "results" / ("pipeline_quick.json" if args.quick else "pipeline_e.json" if args.only_e else "pipeline.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
     print(json.dumps(results["summary"], indent=2))
