@@ -39,11 +39,11 @@ async def llm(request):
 
 @pytest.fixture
 async def sandbox():
-    """A real sandbox service (tests/support/sandbox.py): its SandboxServiceStub, for `services(llm, sandbox)`."""
+    """A real sandbox service (tests/support/sandbox.py): a SandboxClient, for `services(llm, sandbox)`."""
     from tests.support.sandbox import sandbox_service
 
-    async with sandbox_service() as stub:
-        yield stub
+    async with sandbox_service() as client:
+        yield client
 
 
 @pytest.fixture

@@ -1,45 +1,39 @@
-"""LlmClient: what other services (the orchestrator's LLM, Agent and Categorize components, retrieval)
-call to reach the gateway. Domain types in, domain types out; gRPC errors come back as `ServiceError`
-with the gateway's status code and message, `retryable` set for UNAVAILABLE and RESOURCE_EXHAUSTED.
+"""LlmClient: how the orchestrator's LLM, Agent and Categorize components and the retrieval service reach
+the LLM gateway. Contract dataclasses in, contract dataclasses out (services/clients/llm_models.py);
+failures are the typed errors of services/clients/_rpc.py.
 
     client = LlmClient.connect("127.0.0.1:50052")
     async for delta in client.stream_chat("", [Message("user", "hi")], timeout=30):
         ...
     result = await client.chat("qwen-plus@Tongyi-Qianwen", messages, tools=tools)   # assembled turn
     vectors = (await client.embed(["a", "b"])).vectors
+
+The token stream is the hot path: each chunk becomes one `ChatDelta` (llm_convert.delta_from_proto), and
+chunks that arrive while the caller is busy come merged (services/common/coalesce.py).
 """
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from dataclasses import dataclass
-from typing import AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Sequence
 
-import grpc
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc
 
-from services.common.channels import open_channel
-from services.common.coalesce import coalesce
-from services.common.errors import ServiceError
-from services.llm_gateway import convert
-from services.llm_gateway.models import (
-    ChatCall,
+from services.clients import llm_convert as convert
+from services.clients._rpc import Peer
+from services.clients.llm_models import (
     ChatDelta,
     ChatResult,
     Embeddings,
     Message,
     ModelType,
     RerankScore,
-    ResponseFormat,
-    Sampling,
-    Tool,
-    ToolCallAssembler,
-    ToolChoice,
-    Usage,
+    assemble,
     merge_deltas,
 )
-
-_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED}
+from services.common.coalesce import coalesce
 
 
 @dataclass(frozen=True)
@@ -57,92 +51,42 @@ class Ranking:
     model: str
 
 
-def _error(exc: grpc.aio.AioRpcError) -> ServiceError:
-    message = exc.details() or exc.code().name
-    if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):  # the service went away, not the model
-        message = f"the llm_gateway is unavailable: {message}"
-    return ServiceError(message, code=exc.code(), retryable=exc.code() in _RETRYABLE)
+class LlmClient(Peer):
+    """The gateway's `LlmService`. No default deadline: a turn may stream for as long as the caller allows."""
 
+    peer = "llm_gateway"
+    stub = llm_grpc.LlmServiceStub
 
-class LlmClient:
-    def __init__(self, channel: grpc.aio.Channel) -> None:
-        self._channel = channel
-        self._stub = llm_grpc.LlmServiceStub(channel)
+    async def stream_chat(self, model_id: str, messages: Sequence[Message], *, timeout: float | None = None,
+                          **options: Any) -> AsyncIterator[ChatDelta]:
+        """The turn's deltas as they arrive. `options` are `tools`, `tool_choice`, `response_format`,
+        `sampling`, `max_tokens` and `stop` (llm_convert.chat_request_to_proto). Breaking out of the loop
+        cancels the call (and the upstream request)."""
+        req = convert.chat_request_to_proto(model_id, messages, **options)
+        async with aclosing(self._chat(req, timeout)) as pairs:  # closing this closes the call at once
+            async for _, delta in pairs:
+                yield delta
 
-    @classmethod
-    def connect(cls, address: str) -> "LlmClient":
-        return cls(open_channel(address))
+    async def chat(self, model_id: str, messages: Sequence[Message], *, timeout: float | None = None,
+                   **options: Any) -> ChatResult:
+        """The whole turn, with tool calls assembled from their deltas; `options` as for `stream_chat`."""
+        req = convert.chat_request_to_proto(model_id, messages, **options)
+        model, deltas = "", []
+        async with aclosing(self._chat(req, timeout)) as pairs:
+            async for first_model, delta in pairs:
+                model = model or first_model
+                deltas.append(delta)
+        return assemble(deltas, model)
 
-    async def close(self) -> None:
-        await self._channel.close()
-
-    async def stream_chat(
-        self,
-        model_id: str,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Tool] = (),
-        tool_choice: ToolChoice | None = None,
-        response_format: ResponseFormat | None = None,
-        sampling: Sampling = Sampling(),
-        max_tokens: int = 0,
-        stop: Sequence[str] = (),
-        timeout: float | None = None,
-    ) -> AsyncIterator[ChatDelta]:
-        """The turn's deltas as they arrive. Breaking out of the loop cancels the call (and the upstream request)."""
-        call = ChatCall("", tuple(messages), tuple(tools), tool_choice, response_format, sampling, max_tokens, tuple(stop))
-        async for _, delta in self._chat(model_id, call, timeout):
-            yield delta
-
-    async def chat(
-        self,
-        model_id: str,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Tool] = (),
-        tool_choice: ToolChoice | None = None,
-        response_format: ResponseFormat | None = None,
-        sampling: Sampling = Sampling(),
-        max_tokens: int = 0,
-        stop: Sequence[str] = (),
-        timeout: float | None = None,
-    ) -> ChatResult:
-        """The whole turn, with tool calls assembled from their deltas."""
-        call = ChatCall("", tuple(messages), tuple(tools), tool_choice, response_format, sampling, max_tokens, tuple(stop))
-        content: list[str] = []
-        assembler = ToolCallAssembler()
-        finish, usage, model = None, Usage(), ""
-        async for first_model, delta in self._chat(model_id, call, timeout):
-            model = model or first_model
-            content.append(delta.content)
-            for tc in delta.tool_calls:
-                assembler.add(tc)
-            finish = delta.finish_reason or finish
-            usage = delta.usage or usage
-        return ChatResult("".join(content), assembler.calls(), finish, usage, model)
-
-    async def _chat(self, model_id: str, call: ChatCall, timeout: float | None) -> AsyncIterator[tuple[str, ChatDelta]]:
+    def _chat(self, req: llm_pb.ChatRequest, timeout: float | None) -> AsyncIterator[tuple[str, ChatDelta]]:
         """(model, delta) pairs; the model id rides on the first. Deltas that arrive while the caller is busy
-        with the previous one come merged (services/common/coalesce.py)."""
-        async for item in coalesce(self._chunks(model_id, call, timeout), _merge_chunks):
-            yield item
-
-    async def _chunks(self, model_id: str, call: ChatCall, timeout: float | None) -> AsyncIterator[tuple[str, ChatDelta]]:
-        rpc = self._stub.Chat(convert.chat_request_to_proto(model_id, call), timeout=timeout)
-        try:
-            async for chunk in rpc:
-                yield chunk.model, convert.delta_from_proto(chunk)
-        except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from None
-        finally:
-            rpc.cancel()  # a no-op when the call already ended
+        with the previous one come merged."""
+        return coalesce(self._stream(self._stub.Chat, req, _pair, timeout), _merge_pairs)
 
     async def embed(self, texts: Sequence[str], *, model_id: str = "", timeout: float | None = None) -> Embeddings:
-        try:
-            resp = await self._stub.Embed(llm_pb.EmbedRequest(model_id=model_id, texts=list(texts)), timeout=timeout)
-        except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from None
-        return Embeddings([list(e.values) for e in resp.embeddings], resp.usage.prompt_tokens)
+        req = llm_pb.EmbedRequest(model_id=model_id, texts=list(texts))
+        resp = await self._unary(self._stub.Embed, req, timeout)
+        return Embeddings([list(e.values) for e in resp.embeddings], resp.usage.prompt_tokens, resp.model)
 
     async def rerank(
         self,
@@ -157,22 +101,20 @@ class LlmClient:
         req = llm_pb.RerankRequest(
             model_id=model_id, query=query, documents=list(documents), top_n=top_n, embedding_model_id=embedding_model_id
         )
-        try:
-            resp = await self._stub.Rerank(req, timeout=timeout)
-        except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from None
-        method = {v: k for k, v in convert.RERANK_METHODS_PB.items()}.get(resp.method, "")
+        resp = await self._unary(self._stub.Rerank, req, timeout)
+        method = convert.RERANK_METHODS.get(resp.method, "")
         return Ranking([RerankScore(r.index, r.relevance_score) for r in resp.results], method, resp.model)
 
-    async def list_models(self, type: ModelType | None = None) -> list[ModelListing]:
+    async def list_models(self, type: ModelType | None = None, *, timeout: float | None = None) -> list[ModelListing]:
         req = llm_pb.ListModelsRequest(type=convert.MODEL_TYPES_PB[type] if type else 0)
-        try:
-            resp = await self._stub.ListModels(req)
-        except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from None
+        resp = await self._unary(self._stub.ListModels, req, timeout)
         return [ModelListing(m.id, convert.MODEL_TYPES[m.type], m.provider, m.is_default) for m in resp.models]
 
 
-def _merge_chunks(a: tuple[str, ChatDelta], b: tuple[str, ChatDelta]) -> tuple[str, ChatDelta] | None:
+def _pair(chunk: llm_pb.ChatResponse) -> tuple[str, ChatDelta]:
+    return chunk.model, convert.delta_from_proto(chunk)
+
+
+def _merge_pairs(a: tuple[str, ChatDelta], b: tuple[str, ChatDelta]) -> tuple[str, ChatDelta] | None:
     merged = merge_deltas(a[1], b[1])
     return None if merged is None else (a[0] or b[0], merged)

@@ -1,4 +1,9 @@
-"""Domain types of the LLM gateway: what providers, the gateway and its clients exchange (no protobuf here)."""
+"""The LLM gateway's contract as plain dataclasses: what its callers send and get back (no protobuf here).
+
+They live with the client (services/clients/llm.py) so that a caller needs no server code; the gateway
+and its providers use the same types (services/llm_gateway/models.py adds the provider-side `ChatCall`).
+`merge_deltas` is what the token stream's coalescing joins neighbours with (services/common/coalesce.py).
+"""
 
 from __future__ import annotations
 
@@ -66,20 +71,6 @@ class Sampling:
 
 
 @dataclass(frozen=True)
-class ChatCall:
-    """One chat turn as a provider receives it: `model` is already the provider's own model name."""
-
-    model: str
-    messages: tuple[Message, ...]
-    tools: tuple[Tool, ...] = ()
-    tool_choice: ToolChoice | None = None  # None: "auto" when tools are given
-    response_format: ResponseFormat | None = None
-    sampling: Sampling = Sampling()
-    max_tokens: int = 0  # 0: the provider's default
-    stop: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -126,6 +117,7 @@ class ChatResult:
 class Embeddings:
     vectors: list[list[float]]
     prompt_tokens: int = 0
+    model: str = ""  # the model id the gateway resolved the request to (filled in by the client)
 
     @property
     def dimension(self) -> int:

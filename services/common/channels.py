@@ -38,8 +38,10 @@ MESSAGE_SIZE_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
 ]
-# Spread calls over every replica behind a headless Service (k8s DNS lists each pod).
-CHANNEL_OPTIONS = [*MESSAGE_SIZE_OPTIONS, ("grpc.lb_policy_name", "round_robin")]
+# Spread calls over every replica behind a headless Service (k8s DNS lists each pod). A peer that went
+# away is tried again at least every second (gRPC's default backs off to 120 s), so a restarted peer is
+# reached within the retry budget of services/clients/_rpc.py.
+CHANNEL_OPTIONS = [*MESSAGE_SIZE_OPTIONS, ("grpc.lb_policy_name", "round_robin"), ("grpc.max_reconnect_backoff_ms", 1000)]
 # Servers end connections after a while so clients re-resolve and find new pods (HPA scale-out). Streams
 # already open keep going for the grace: longer than any run may last (gateway 15 min, Agent 20 min).
 SERVER_OPTIONS = [

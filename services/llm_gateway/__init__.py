@@ -1,5 +1,5 @@
 """LLM gateway: the one place that talks to model providers (chat with tools, embeddings, rerank).
 
-Callers in other services use `services.llm_gateway.client.LlmClient` over gRPC; the domain types they
-exchange are in `services.llm_gateway.models`.
+Other services call it through `services.clients.LlmClient` (services/clients/llm.py), which needs none
+of this package; the types they exchange are the contract's, in services/clients/llm_models.py.
 """

@@ -18,12 +18,9 @@ from trellis.canvas.v1 import mcp_service_pb2 as mcp_pb
 from trellis.canvas.v1 import mcp_service_pb2_grpc as mcp_grpc
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
-from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
-from trellis.sandbox.v1 import sandbox_service_pb2_grpc as sandbox_grpc
 
-from services.common.channels import open_channel
+from services.clients import LlmClient, RetrievalClient, SandboxClient
 from services.common.server import Binding, Service
-from services.llm_gateway.client import LlmClient
 from services.orchestrator.attachment_servicer import AttachmentServicer
 from services.orchestrator.attachments import AttachmentStore
 from services.orchestrator.config import OrchestratorConfig
@@ -53,11 +50,11 @@ def build(cfg: OrchestratorConfig) -> Service:
     mcp_servers = McpServerStore(redis)
     attachments = AttachmentStore(redis, ttl_s=cfg.attachment_ttl_s, max_bytes=cfg.attachment_max_bytes)
     mcp_access = McpAccess(http, cfg.engine.mcp_timeout_s, cfg.engine.mcp_allow_stdio)
-    # Channels connect lazily: a peer that is down fails the component that calls it, not start-up.
-    channels = [open_channel(addr) for addr in (cfg.llm_gateway_addr, cfg.retrieval_addr, cfg.sandbox_addr)]
+    # Clients connect lazily: a peer that is down fails the component that calls it, not start-up.
+    peers = (LlmClient.connect(cfg.llm_gateway_addr), RetrievalClient.connect(cfg.retrieval_addr),
+             SandboxClient.connect(cfg.sandbox_addr))
     services = Services(
-        settings=cfg.engine, http=http, llm=LlmClient(channels[0]),
-        retrieval=rr_grpc.RetrievalServiceStub(channels[1]), sandbox=sandbox_grpc.SandboxServiceStub(channels[2]),
+        settings=cfg.engine, http=http, llm=peers[0], retrieval=peers[1], sandbox=peers[2],
         mcp_servers=mcp_servers, attachments=attachments)
     manager = RunManager(agents, sessions, runs, services, max_attempts=cfg.run_max_attempts)
     listener = CancelListener(redis, manager.cancel_local, manager.recheck_cancels)
@@ -71,8 +68,8 @@ def build(cfg: OrchestratorConfig) -> Service:
         await manager.aclose()
         await listener.stop()
         await http.aclose()
-        for channel in channels:
-            await channel.close()
+        for peer in peers:
+            await peer.close()
         await redis.aclose()
 
     bindings = [

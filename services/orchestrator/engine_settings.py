@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from services.clients import LlmClient, RetrievalClient, SandboxClient
+
 
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
@@ -51,9 +53,9 @@ class Services:
     """What components may call out to. A client is None where the deployment (or a test) has no such peer."""
 
     settings: EngineSettings = field(default_factory=EngineSettings)
-    llm: Any = None  # trellis.llm.v1 LlmService stub (or an adapter)
-    retrieval: Any = None  # trellis.retrieval.v1 RetrievalService stub
-    sandbox: Any = None  # trellis.sandbox.v1 SandboxService stub
+    llm: LlmClient | None = None  # the peer clients (services/clients/): components never see a stub
+    retrieval: RetrievalClient | None = None
+    sandbox: SandboxClient | None = None
     http: Any = None  # shared outbound HTTP client with the SSRF guard (http_client.py)
     mcp_servers: Any = None  # the tenants' MCP servers (store/mcp_servers.py), for Agents' `mcp` tools
     attachments: Any = None  # files runs produce (attachments.py: DocGenerator, ExcelProcessor, Browser)

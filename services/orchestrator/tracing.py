@@ -119,15 +119,15 @@ def traced_retrieval(fn: F) -> F:
 
 
 def traced_sandbox(fn: F) -> F:
-    """`execute(stub, lang, code, arguments, timeout_s=...) -> SandboxRun`: a `sandbox execute` span."""
+    """`execute(client, lang, code, arguments, timeout_s=...) -> SandboxRun`: a `sandbox execute` span."""
 
     @functools.wraps(fn)
-    async def execute(stub: Any, lang: str, code: str, arguments: dict[str, Any], **kwargs: Any) -> Any:
+    async def execute(client: Any, lang: str, code: str, arguments: dict[str, Any], **kwargs: Any) -> Any:
         if not tracing.ACTIVE:
-            return await fn(stub, lang, code, arguments, **kwargs)
+            return await fn(client, lang, code, arguments, **kwargs)
         with tracing.span("sandbox execute", attributes={"trellis.sandbox.language": lang,
                                                          "trellis.sandbox.code_bytes": len(code)}) as span:
-            result = await fn(stub, lang, code, arguments, **kwargs)
+            result = await fn(client, lang, code, arguments, **kwargs)
             span.set_attributes({"trellis.sandbox.ok": result.ok, "trellis.sandbox.wall_time_ms": result.wall_time_ms,
                                  "trellis.sandbox.error_kind": result.error_kind or "",
                                  "trellis.sandbox.output_truncated": result.output_truncated})

@@ -1,32 +1,19 @@
-"""The retrieval service's calls to llm_gateway: batched embeddings and rerank.
+"""The retrieval service's use of the LLM gateway: batched embeddings as unit vectors, and rerank scores.
 
-Vectors come back as unit-length float32 rows, so cosine similarity is a dot product everywhere after.
+The calls go through `LlmClient` (services/clients/llm.py), which owns the protocol, deadlines, errors and
+retries; this module adds what retrieval needs on top. Vectors come back as unit-length float32 rows, so
+cosine similarity is a dot product everywhere after.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from typing import Sequence
+from typing import Any, Sequence
 
-import grpc
 import numpy as np
-from trellis.llm.v1 import llm_service_pb2 as llm_pb
-from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc
 
-from services.common.channels import open_channel
+from services.clients import LlmClient
 from services.common.errors import ServiceError
-
-log = logging.getLogger(__name__)
-
-_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED}
-
-
-def _error(exc: grpc.aio.AioRpcError, what: str) -> ServiceError:
-    code = exc.code()
-    if code == grpc.StatusCode.UNAVAILABLE:
-        return ServiceError(f"{what}: llm_gateway is unavailable ({exc.details()})", code=code, retryable=True)
-    return ServiceError(f"{what}: {exc.details() or code.name}", code=code, retryable=code in _RETRYABLE)
 
 
 def normalize(rows: np.ndarray) -> np.ndarray:
@@ -34,32 +21,36 @@ def normalize(rows: np.ndarray) -> np.ndarray:
     return (rows / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
 
+def _about(what: str, exc: ServiceError) -> ServiceError:
+    """The same error (class, code, retryable) with what retrieval was doing in front of its message."""
+    return type(exc)(f"{what}: {exc.message}", code=exc.code, retryable=exc.retryable)
+
+
 class LlmPeer:
-    def __init__(self, channel: grpc.aio.Channel, *, batch: int = 32, concurrency: int = 2, timeout_s: float = 120.0) -> None:
-        self._channel = channel
-        self._stub = llm_grpc.LlmServiceStub(channel)
+    def __init__(self, client: LlmClient, *, batch: int = 32, concurrency: int = 2, timeout_s: float = 120.0) -> None:
+        self.client = client
         self.batch = max(1, batch)
         self.concurrency = max(1, concurrency)
         self.timeout_s = timeout_s
 
     @classmethod
-    def connect(cls, address: str, **kwargs: object) -> "LlmPeer":
-        return cls(open_channel(address), **kwargs)  # type: ignore[arg-type]
+    def connect(cls, address: str, **kwargs: Any) -> "LlmPeer":
+        return cls(LlmClient.connect(address), **kwargs)
 
     async def close(self) -> None:
-        await self._channel.close()
+        await self.client.close()
 
     async def _embed_once(self, texts: Sequence[str], model: str) -> tuple[np.ndarray, str]:
         try:
-            resp = await self._stub.Embed(llm_pb.EmbedRequest(model_id=model, texts=list(texts)), timeout=self.timeout_s)
-        except grpc.aio.AioRpcError as exc:
-            raise _error(exc, "embedding") from None
-        if len(resp.embeddings) != len(texts):
-            raise ServiceError(f"embedding: llm_gateway returned {len(resp.embeddings)} vectors for {len(texts)} texts")
-        rows = np.array([list(e.values) for e in resp.embeddings], dtype=np.float32)
+            result = await self.client.embed(texts, model_id=model, timeout=self.timeout_s)
+        except ServiceError as exc:
+            raise _about("embedding", exc) from None
+        if len(result.vectors) != len(texts):
+            raise ServiceError(f"embedding: llm_gateway returned {len(result.vectors)} vectors for {len(texts)} texts")
+        rows = np.array(result.vectors, dtype=np.float32)
         if rows.ndim != 2 or rows.shape[1] == 0:
             raise ServiceError("embedding: llm_gateway returned empty vectors")
-        return normalize(rows), resp.model
+        return normalize(rows), result.model
 
     async def embed(self, texts: Sequence[str], model: str = "") -> tuple[np.ndarray, str]:
         """Unit vectors for `texts` (one row each, same order) and the resolved model id.
@@ -84,13 +75,12 @@ class LlmPeer:
 
     async def rerank(self, query: str, documents: Sequence[str], model: str) -> list[float]:
         """One relevance score per document, in the documents' order."""
-        req = llm_pb.RerankRequest(model_id=model, query=query, documents=list(documents))
         try:
-            resp = await self._stub.Rerank(req, timeout=self.timeout_s)
-        except grpc.aio.AioRpcError as exc:
-            raise _error(exc, f"rerank with {model!r}") from None
+            ranking = await self.client.rerank(query, documents, model_id=model, timeout=self.timeout_s)
+        except ServiceError as exc:
+            raise _about(f"rerank with {model!r}", exc) from None
         scores = [0.0] * len(documents)
-        for r in resp.results:
+        for r in ranking.scores:
             if 0 <= r.index < len(scores):
-                scores[r.index] = float(r.relevance_score)
+                scores[r.index] = float(r.score)
         return scores

@@ -21,7 +21,7 @@ from trellis.llm.v1 import llm_service_pb2 as llm_pb
 from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc
 
 from services.common.testing import start_server
-from services.llm_gateway.client import LlmClient
+from services.clients import LlmClient
 from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.gateway import LlmGateway
 from services.llm_gateway.providers.scripted import ScriptedProvider

@@ -18,6 +18,7 @@ import grpc
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
 
+from services.clients import RetrievalClient
 from services.common.server import Service
 from services.common.testing import start_service, stop_service
 from services.retrieval.app import build
@@ -60,14 +61,17 @@ class Stack:
     server: grpc.aio.Server | None = None
     channel: grpc.aio.Channel | None = None
     stub: rr_grpc.RetrievalServiceStub = field(init=False)
+    client: RetrievalClient = field(init=False)  # what components get (`Services(retrieval=stack.client)`)
     tenant: str = field(default_factory=lambda: "tenant-" + uuid.uuid4().hex[:8])
     port: int = 0
 
-    async def start(self) -> None:
+    async def start(self, port: int = 0) -> None:
+        """Build and start the service on `port` (0: a free one; a stopped stack's port: the same address)."""
         self.service = build(self.cfg)
-        self.server, self.port = await start_service(self.service, "retrieval")
+        self.server, self.port = await start_service(self.service, "retrieval", port=port)
         self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{self.port}")
         self.stub = rr_grpc.RetrievalServiceStub(self.channel)
+        self.client = RetrievalClient(self.channel)
 
     async def stop(self) -> None:
         if self.channel is not None:

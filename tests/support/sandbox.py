@@ -1,7 +1,7 @@
 """A real sandbox service in this process on 127.0.0.1:0 (real bwrap, real runtimes), a small client for it,
 and the host-side checks the sandbox tests share. The one way the tests start a sandbox:
 
-    async with sandbox_service() as stub: ...                 # a SandboxServiceStub, for `services(llm, stub)`
+    async with sandbox_service() as client: ...               # a SandboxClient, for `services(llm, client)`
     async with sandbox_server(servicer) as sb: sb.addr, sb.stub
 """
 
@@ -18,6 +18,7 @@ import grpc
 from trellis.sandbox.v1 import sandbox_service_pb2 as sb_pb
 from trellis.sandbox.v1 import sandbox_service_pb2_grpc as sb_grpc
 
+from services.clients import SandboxClient
 from services.common.testing import start_server
 from services.sandbox.app import create_executor
 from services.sandbox.config import SandboxConfig
@@ -61,9 +62,13 @@ async def sandbox_server(servicer: SandboxServicer) -> AsyncIterator[RunningSand
 
 
 @asynccontextmanager
-async def sandbox_service(limits: Limits = COMPONENT_LIMITS) -> AsyncIterator[sb_grpc.SandboxServiceStub]:
+async def sandbox_service(limits: Limits = COMPONENT_LIMITS) -> AsyncIterator[SandboxClient]:
     async with sandbox_server(await sandbox_servicer(SandboxConfig.for_tests(defaults=limits))) as sandbox:
-        yield sandbox.stub
+        client = SandboxClient.connect(sandbox.addr)
+        try:
+            yield client
+        finally:
+            await client.close()
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any, AsyncIterator, Sequence
 
 import json_repair
 
-from services.llm_gateway.models import ChatDelta, Message, ResponseFormat, Sampling, Tool, ToolChoice
+from services.clients.llm_models import ChatDelta, Message, ResponseFormat, Sampling, Tool, ToolChoice
 
 from ..variables import StreamValue, to_text
 from ._fields import as_bool

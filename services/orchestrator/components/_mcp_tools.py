@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from services.llm_gateway.models import Tool
+from services.clients.llm_models import Tool
 
 from .. import mcp_client
 from ..http_client import EgressPolicy, OutboundHttp

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from services.llm_gateway.models import Message
+from services.clients.llm_models import Message
 
 from .base import NodeContext
 

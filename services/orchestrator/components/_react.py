@@ -32,7 +32,7 @@ import grpc
 import json_repair
 
 from services.common.errors import ServiceError
-from services.llm_gateway.models import Message, ToolCall, ToolCallAssembler
+from services.clients.llm_models import Message, ToolCall, ToolCallAssembler
 
 from ..events import ToolCallFinished, ToolCallStarted
 from . import _llm, _tools

@@ -1,77 +1,34 @@
-"""The sandbox service as CodeExec sees it: one `execute()` call, protobuf kept in this file.
+"""The sandbox as CodeExec sees it: RAGFlow's language spellings, and one traced `execute()` call.
 
-`Services.sandbox` is the `trellis.sandbox.v1.SandboxService` stub; this adapter turns a run into a
-`SandboxRun` (value, stdout, stderr, error) and transport failures into `SandboxUnavailable`.
+`Services.sandbox` is a `SandboxClient` (services/clients/sandbox.py), which owns the protocol; this
+adapter adds what is CodeExec's: the spellings RAGFlow accepts, and a clear error when no sandbox is
+configured. A failure to run at all raises the client's typed error (`Unavailable`, `ResourceExhausted`...).
 """
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
-import grpc
-from trellis.sandbox.v1 import sandbox_service_pb2 as sb_pb
+from services.clients.sandbox import Language, SandboxClient, SandboxRun
 
 from ..tracing import traced_sandbox
 
-# RAGFlow spellings (CodeExecutionRequest.normalize_language) -> the service's languages.
-LANGUAGES = {"python": sb_pb.LANGUAGE_PYTHON, "python3": sb_pb.LANGUAGE_PYTHON,
-             "javascript": sb_pb.LANGUAGE_JAVASCRIPT, "nodejs": sb_pb.LANGUAGE_JAVASCRIPT,
-             "js": sb_pb.LANGUAGE_JAVASCRIPT}
+__all__ = ["LANGUAGES", "SandboxRun", "SandboxUnavailable", "execute"]
+
+# RAGFlow spellings (CodeExecutionRequest.normalize_language) -> the sandbox's languages.
+LANGUAGES: dict[str, Language] = {"python": "python", "python3": "python", "javascript": "javascript",
+                                  "nodejs": "javascript", "js": "javascript"}
 
 
 class SandboxUnavailable(RuntimeError):
-    """The sandbox could not run the code at all (not configured, down, queue full, bad request)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SandboxRun:
-    ok: bool
-    value: Any  # main's return value (decoded JSON) when ok
-    stdout: str
-    stderr: str
-    error_kind: str  # "" when ok, else e.g. "EXCEPTION", "TIMEOUT", "SYNTAX"
-    error_message: str
-    traceback: str
-    wall_time_ms: int
-    output_truncated: bool
+    """No sandbox to run the code in (none configured), or a language it does not run."""
 
 
 @traced_sandbox
-async def execute(stub: Any, lang: str, code: str, arguments: dict[str, Any], *,
+async def execute(client: SandboxClient | None, lang: str, code: str, arguments: dict[str, Any], *,
                   timeout_s: float | None) -> SandboxRun:
-    if stub is None:
+    if client is None:
         raise SandboxUnavailable("no sandbox service is configured")
     language = LANGUAGES.get(lang.lower())
     if language is None:
         raise SandboxUnavailable(f"unsupported language {lang!r} (python or javascript)")
-    req = sb_pb.ExecuteRequest(language=language, code=code,
-                               arguments_json=json.dumps(arguments, ensure_ascii=False, default=str))
-    out: list[bytes] = []
-    err: list[bytes] = []
-    result = None
-    call = stub.Execute(req, timeout=timeout_s)
-    try:
-        async for msg in call:
-            if msg.HasField("result"):
-                result = msg.result
-            elif msg.output.stream == sb_pb.OUTPUT_STREAM_STDERR:
-                err.append(msg.output.data)
-            else:
-                out.append(msg.output.data)
-    except grpc.aio.AioRpcError as exc:
-        raise SandboxUnavailable(f"sandbox {exc.code().name}: {exc.details() or ''}".rstrip(": ")) from None
-    finally:
-        call.cancel()  # no-op once finished; stops the run if we are cancelled
-    if result is None:
-        raise SandboxUnavailable("the sandbox ended the run without a result")
-    value = json.loads(result.value_json) if result.ok and result.value_json else None
-    e = result.error
-    return SandboxRun(
-        ok=result.ok, value=value,
-        stdout=b"".join(out).decode("utf-8", errors="replace"),
-        stderr=b"".join(err).decode("utf-8", errors="replace"),
-        error_kind="" if result.ok else sb_pb.ErrorKind.Name(e.kind).removeprefix("ERROR_KIND_"),
-        error_message=e.message, traceback=e.traceback, wall_time_ms=result.wall_time_ms,
-        output_truncated=result.output_truncated,
-    )
+    return await client.execute(language, code, arguments, timeout_s=timeout_s)

@@ -25,7 +25,7 @@ from typing import Any
 import json_repair
 from pydantic import Field, ValidationInfo, field_validator
 
-from services.llm_gateway.models import Tool
+from services.clients.llm_models import Tool
 
 from ..tracing import traced_tool
 from ..variables import Scope, to_text

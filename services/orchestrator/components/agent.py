@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from services.llm_gateway.models import Message, ResponseFormat
+from services.clients.llm_models import Message, ResponseFormat
 
 from . import _llm, _mcp_tools, _react, _tools
 from ._llm_params import LlmParams

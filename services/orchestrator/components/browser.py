@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 from pydantic import model_validator
 
-from services.llm_gateway.models import Message, Tool, ToolCall, ToolCallAssembler
+from services.clients.llm_models import Message, Tool, ToolCall, ToolCallAssembler
 
 from .. import attachments
 from ..events import ToolCallFinished, ToolCallStarted

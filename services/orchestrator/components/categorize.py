@@ -18,7 +18,7 @@ from typing import Annotated, Any, Iterator
 
 from pydantic import AfterValidator
 
-from services.llm_gateway.models import Message
+from services.clients.llm_models import Message
 
 from ..variables import StreamValue, to_text
 from . import _llm

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from services.llm_gateway.models import Message, ResponseFormat
+from services.clients.llm_models import Message, ResponseFormat
 
 from . import _llm
 from ._llm_params import LlmParams

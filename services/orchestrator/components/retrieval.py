@@ -19,10 +19,10 @@ import hashlib
 import json
 import logging
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Awaitable, TypeVar
 
-import grpc
-from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
+from services.clients.retrieval import Chunk, MetadataCondition, RetrievalClient
+from services.common.errors import Cancelled, DeadlineExceeded, InvalidArgument, NotFound, ServiceError, Unavailable
 
 from ..tracing import traced_retrieval
 from ._fields import FieldError
@@ -41,8 +41,8 @@ TOOL_PARAMETERS = {
     "required": ["query"],
 }
 DEFAULTS = {"top_n": 8, "top_k": 1024, "similarity_threshold": 0.2, "keywords_similarity_weight": 0.5}
-_RPC_TIMEOUT_S = 60.0
 _USER_PREFIX = re.compile(r"^user[:：\s]*", re.IGNORECASE)
+T = TypeVar("T")
 
 
 def hash_str2int(text: str, mod: int = 500) -> int:
@@ -95,15 +95,14 @@ def _draw(key: str, value: Any) -> str:
     return f"\n├── {key}: " + re.sub(r"\n+", " ", text) if text else ""
 
 
-def chunk_view(c: rr_pb.Chunk) -> dict[str, Any]:
+def chunk_view(c: Chunk) -> dict[str, Any]:
     """A chunk as RAGFlow's `chunks_format` writes it into references and the `json` output."""
-    meta = json.loads(c.metadata_json) if c.metadata_json else {}
     view = {"id": c.id, "content": c.content, "document_id": c.document_id, "document_name": c.document_name,
             "dataset_id": c.dataset_id, "image_id": "", "positions": list(c.positions), "url": None,
             "similarity": c.similarity, "vector_similarity": c.vector_similarity,
             "term_similarity": c.term_similarity, "doc_type": ""}
-    if meta:
-        view["document_metadata"] = meta
+    if c.metadata:
+        view["document_metadata"] = c.metadata
     return view
 
 
@@ -172,21 +171,20 @@ class Retrieval(Component):
         if not query:
             ctx.set_output("formalized_content", empty)
             return
-        stub = ctx.services.retrieval
-        if stub is None:
+        client: RetrievalClient | None = ctx.services.retrieval
+        if client is None:
             raise RuntimeError(f"{cid}: no retrieval service is configured")
         tenant = (ctx.request.tenant_id if ctx.request else "") or ""
-        dataset_ids = await self._dataset_ids(ctx, stub, tenant)
+        dataset_ids = await self._dataset_ids(ctx, client, tenant)
         conditions, logic = await self._metadata_filter(ctx)
-        req = rr_pb.SearchRequest(
-            tenant_id=tenant, query=query, dataset_ids=dataset_ids,
+        found = await self._call(cid, client.search(
+            tenant, query, dataset_ids,
             top_n=_number(p.top_n, int, DEFAULTS["top_n"]), top_k=_number(p.top_k, int, DEFAULTS["top_k"]),
             similarity_threshold=_number(p.similarity_threshold, float, DEFAULTS["similarity_threshold"]),
             keywords_similarity_weight=_number(p.keywords_similarity_weight, float,
                                                DEFAULTS["keywords_similarity_weight"]),
-            rerank_model=str(p.rerank_id or ""), metadata_filter=conditions, metadata_logic=logic)
-        resp = await self._call(cid, stub.Search, req)
-        chunks = [chunk_view(c) for c in resp.chunks]
+            rerank_model=str(p.rerank_id or ""), metadata_filter=conditions, metadata_logic=logic))
+        chunks = [chunk_view(c) for c in found]
         if not chunks:
             ctx.set_output("formalized_content", empty)
             return
@@ -194,7 +192,7 @@ class Retrieval(Component):
         ctx.set_output("json", chunks)
         ctx.set_output("formalized_content", formalize(chunks))
 
-    async def _dataset_ids(self, ctx: NodeContext, stub: Any, tenant: str) -> list[str]:
+    async def _dataset_ids(self, ctx: NodeContext, client: RetrievalClient, tenant: str) -> list[str]:
         cid = ctx.component_id
         raw = self.params.kb_ids or self.params.dataset_ids or []
         out: list[str] = []
@@ -209,14 +207,14 @@ class Retrieval(Component):
                 name_or_id = str(name_or_id or "").strip()
                 if not name_or_id:
                     continue
-                found = await self._call(cid, stub.ListDatasets, rr_pb.ListDatasetsRequest(tenant_id=tenant, name=name_or_id))
-                out.append(found.datasets[0].id if found.datasets else name_or_id)
+                dataset = await self._call(cid, client.find_dataset(tenant, name_or_id))
+                out.append(dataset.id if dataset else name_or_id)
         out = list(dict.fromkeys(out))
         if not out:
             raise FieldError(cid, "params.kb_ids", "No dataset is selected.")
         return out
 
-    async def _metadata_filter(self, ctx: NodeContext) -> tuple[list[rr_pb.MetadataCondition], str]:
+    async def _metadata_filter(self, ctx: NodeContext) -> tuple[list[MetadataCondition], str]:
         spec = self.params.meta_data_filter or {}
         if not isinstance(spec, dict) or not spec:
             return [], "and"
@@ -229,20 +227,22 @@ class Retrieval(Component):
         for flt in spec.get("manual") or []:
             if isinstance(flt, dict) and flt.get("key"):
                 value = await ctx.render(str(flt.get("value", "")))
-                conditions.append(rr_pb.MetadataCondition(key=str(flt["key"]), operator=str(flt.get("op") or flt.get("operator") or "="),
-                                                          value=value))
+                conditions.append(MetadataCondition(key=str(flt["key"]), operator=str(flt.get("op") or flt.get("operator") or "="),
+                                                    value=value))
         return conditions, str(spec.get("logic") or "and")
 
     @staticmethod
-    async def _call(cid: str, rpc: Any, req: Any) -> Any:
+    async def _call(cid: str, call: Awaitable[T]) -> T:
+        """A retrieval call, its failures told in this component's terms (a bad dataset names kb_ids)."""
         try:
-            return await rpc(req, timeout=_RPC_TIMEOUT_S)
-        except grpc.aio.AioRpcError as exc:
-            code = exc.code()
-            if code == grpc.StatusCode.NOT_FOUND:
-                raise FieldError(cid, "params.kb_ids", exc.details() or "dataset not found") from None
-            if code == grpc.StatusCode.INVALID_ARGUMENT:
-                raise FieldError(cid, "params", exc.details() or "invalid search") from None
-            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise TimeoutError(f"{cid}: the retrieval service did not answer in {_RPC_TIMEOUT_S:g}s") from None
-            raise RuntimeError(f"{cid}: retrieval service: {exc.details() or code.name}") from None
+            return await call
+        except NotFound as exc:
+            raise FieldError(cid, "params.kb_ids", exc.message) from None
+        except InvalidArgument as exc:
+            raise FieldError(cid, "params", exc.message) from None
+        except DeadlineExceeded:
+            raise TimeoutError(f"{cid}: the retrieval service did not answer in time") from None
+        except (Unavailable, Cancelled) as exc:  # "the retrieval service is unavailable: ..."
+            raise RuntimeError(f"{cid}: {exc.message}") from None
+        except ServiceError as exc:
+            raise RuntimeError(f"{cid}: retrieval service: {exc.message}") from None

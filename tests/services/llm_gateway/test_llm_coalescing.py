@@ -3,7 +3,7 @@ the text, each tool call's id, name and arguments, and their order (services/com
 
 from __future__ import annotations
 
-from services.llm_gateway.client import LlmClient
+from services.clients import LlmClient
 from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.models import Message, ToolCall
 from tests.support.fake_openai import Reply, chunk, tool_delta, usage_chunk

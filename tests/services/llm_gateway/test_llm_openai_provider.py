@@ -246,7 +246,7 @@ async def test_rerank_by_the_provider_or_by_similarity_and_says_which(fake_opena
 
 async def test_llm_client_breaking_out_of_a_stream_cancels_upstream(fake_openai):
     from services.common.errors import ServiceError
-    from services.llm_gateway.client import LlmClient
+    from services.clients import LlmClient
     from services.llm_gateway.models import Message
 
     fake_openai.chat(Reply.stream(text_chunks("alpha beta gamma"), stall_after=3),

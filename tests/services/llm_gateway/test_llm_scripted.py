@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from services.common.errors import InvalidArgument, ServiceError
-from services.llm_gateway.client import LlmClient
+from services.clients import LlmClient
 from services.llm_gateway.providers.scripted import ScriptBook
 from services.llm_gateway.models import ForceTool, Message, Tool, ToolCall
 from tests.support.llm_gateway import llm_gateway

@@ -151,7 +151,7 @@ async def test_llm_cite_prompt_only_with_chunks_and_cite_on_and_the_authors_guid
     ]
     async with llm_gateway({"chat": scripts}) as chat:
         client, provider = chat.client, chat.scripted
-        svc = Services(llm=client, retrieval=kb.stub)
+        svc = Services(llm=client, retrieval=kb.client)
         ends = []
         for params, query, _ in cases:
             dsl = retrieval_llm_canvas(kb.dataset_id, **params)
@@ -216,7 +216,7 @@ async def test_your_starter_dataset_chatbot_answers_from_the_dataset_with_citati
     dsl = with_dataset(template("your_starter_dataset_chatbot.json"), kb.dataset_id)
     async with llm_gateway({"chat": scripts}, default_chat_model="docs@Scripted") as chat:  # llm_id is ""
         client, provider = chat.client, chat.scripted
-        events = await run_in_engine(dsl, Services(llm=client, retrieval=kb.stub), tenant=kb.tenant,
+        events = await run_in_engine(dsl, Services(llm=client, retrieval=kb.client), tenant=kb.tenant,
                                      query="What port does the gateway use?")
         first, second = [c for _, c in provider.calls]
     agent = "Agent:StalePandasDream"
@@ -252,7 +252,7 @@ async def test_reflective_academic_paper_generator_researches_in_rounds_and_cite
                       {"qwen3-235b-a22b-instruct-2507@Tongyi-Qianwen": "researcher@Scripted"})
     # The template's model (Qwen3-235B-A22B-Instruct-2507) has a 262,144-token context and the template asks
     # for max_tokens 128000: the engine must know the context to leave the prompt room next to that answer.
-    svc = Services(llm=None, retrieval=kb.stub, extra={"llm_context_tokens": 262_144})
+    svc = Services(llm=None, retrieval=kb.client, extra={"llm_context_tokens": 262_144})
     async with llm_gateway({"chat": scripts}) as chat:
         client, provider = chat.client, chat.scripted
         svc.llm = client

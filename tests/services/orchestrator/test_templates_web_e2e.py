@@ -311,7 +311,7 @@ async def test_web_search_assistant_asks_every_search_engine_and_the_dataset(web
         *agent("Answer Organizer", "About 30:1 carbon to nitrogen.")]}}}
     dsl = with_dataset(canvas("templates/web_search_assistant.json"), kb.dataset_id)
     async with llm_gateway(scripts, default_chat_model="web@Scripted") as llm:
-        svc = Services(settings=allow_local(), llm=llm.client, retrieval=kb.stub)
+        svc = Services(settings=allow_local(), llm=llm.client, retrieval=kb.client)
         events = await run_for(dsl, svc, "how much brown vs green in compost?", kb.tenant)
         organizer = [c for c in llm.calls_to("web") if "Answer Organizer" in c.messages[0].content][-1]
     finished(events)
@@ -350,7 +350,7 @@ async def test_stock_market_research_assistant_reads_the_balance_sheet_and_the_r
     dsl = with_dataset(canvas("templates/stock_market_research_assistant.json",
                               {"kimi-k2-turbo-preview@Moonshot": "analyst@Scripted"}), kb.dataset_id)
     async with llm_gateway(scripts, default_chat_model="web@Scripted") as llm, sandbox_service() as sandbox:
-        svc = Services(settings=allow_local(), llm=llm.client, retrieval=kb.stub, sandbox=sandbox)
+        svc = Services(settings=allow_local(), llm=llm.client, retrieval=kb.client, sandbox=sandbox)
         events = await run_for(dsl, svc, "NVDA", kb.tenant)
     finished(events)
     sheets = web.seen("/ws/fundamentals-timeseries/v1/finance/timeseries/NVDA")

@@ -32,7 +32,7 @@ async def kb(tmp_path):
 
 def _ctx(stack, params, **kw) -> NodeContext:
     ctx = NodeContext.for_test(params, component_id="Retrieval:R", component_name="Retrieval",
-                               services=Services(retrieval=stack.stub),
+                               services=Services(retrieval=stack.client),
                                request=RunRequest(run_id="r", tenant_id=kw.pop("tenant", stack.tenant)), **kw)
     ctx.env.state = SessionState.fresh()
     ctx.env.state.retrieval.append({"chunks": {}, "doc_aggs": {}})

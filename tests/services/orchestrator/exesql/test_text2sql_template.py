@@ -65,7 +65,7 @@ async def test_text2sql_data_expert_answers_with_the_rows_of_the_models_query(tm
         assert doc.status == rr_pb.DOCUMENT_STATUS_DONE, doc.error
         dsl = shipped_template(ds.id, db_params)
         async with llm_gateway({"chat": {"sqlwriter": [SQL]}}) as llm:
-            svc = Services(settings=EngineSettings(ssrf_allowlist=("127.0.0.1",)), llm=llm.client, retrieval=kb.stub)
+            svc = Services(settings=EngineSettings(ssrf_allowlist=("127.0.0.1",)), llm=llm.client, retrieval=kb.client)
             req = RunRequest(run_id="run-1", session_id="s-1", query="Revenue of completed orders per product?",
                              tenant_id=kb.tenant)
             events = [e async for e in run(compile_plan(load_canvas(dsl)), req, None, svc)]
