@@ -20,10 +20,8 @@ def tavily(seen):
 
 
 async def test_categorize_and_agent_with_tavily_over_ragflows_sse(redis_server, monkeypatch):
+    # As shipped: its "deepseek-chat" goes to the OPENAI_BASE_URL endpoint (bare names), the test's server.
     dsl = json.loads((DATA / "dsl_examples" / "categorize_and_agent_with_tavily.json").read_text(encoding="utf-8"))
-    for cpn in dsl["components"].values():  # the example's "deepseek-chat": the test's OpenAI-compatible model
-        if "llm_id" in cpn["obj"]["params"]:
-            cpn["obj"]["params"]["llm_id"] = "gpt-test"
     model = FakeOpenAI()
     base_url = await model.start()
     model.chat(
@@ -59,6 +57,7 @@ async def test_categorize_and_agent_with_tavily_over_ragflows_sse(redis_server, 
     [search] = web.seen("/search")
     assert search.json["query"] == "X200 charging"
     assert search.headers["Authorization"].startswith("Bearer tvly-dev-")
+    assert {r["model"] for r in model.chat_requests()} == {"deepseek-chat"}
     final = model.chat_requests()[-1]
     tool_msg = [m for m in final["messages"] if m["role"] == "tool"][0]
     assert "The X200 charges from 10 to 80 percent in 40 minutes." in tool_msg["content"]

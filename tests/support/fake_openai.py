@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
@@ -32,6 +32,7 @@ class Reply:
     delay_s: float = 0.0  # before the reply (and between chunks of a stream)
     stall_after: int | None = None  # stream: after this many chunks, go silent until the client leaves
     done: bool = True  # stream: end with "data: [DONE]"
+    source: AsyncIterator[dict[str, Any]] | None = None  # a stream produced while it is sent (its own pace)
 
     @classmethod
     def json(cls, body: dict[str, Any], *, status: int = 200, headers: dict[str, str] | None = None, delay_s: float = 0.0) -> "Reply":
@@ -134,6 +135,9 @@ class FakeOpenAI:
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.base_url = ""
+        self.headers: list[dict[str, str]] = []  # the headers of each request, as `requests`
+        # Answers chat requests once the queued replies are used up (tests/support/scripted_openai.py).
+        self.responder: Callable[[dict[str, Any]], Awaitable[Reply]] | None = None
 
     # -- scripting --------------------------------------------------------------------------------------
     def chat(self, *replies: Reply) -> None:
@@ -170,13 +174,16 @@ class FakeOpenAI:
     async def _record(self, request: web.Request) -> dict[str, Any]:
         body = await request.json()
         self.requests.append((request.path, body))
+        self.headers.append(dict(request.headers))
         return body
 
     async def _on_chat(self, request: web.Request) -> web.StreamResponse:
         body = await self._record(request)
-        if not self._chat:
+        if not self._chat and self.responder is None:
             return web.json_response({"error": {"message": "FakeOpenAI: no scripted chat reply left"}}, status=500)
-        reply = self._chat.pop(0)
+        reply = self._chat.pop(0) if self._chat else await self.responder(body)  # type: ignore[misc]
+        if reply.source is not None:
+            return await self._relay(request, reply.source)
         if reply.delay_s and not reply.chunks:
             await asyncio.sleep(reply.delay_s)
         if not reply.chunks:
@@ -198,6 +205,16 @@ class FakeOpenAI:
         except (asyncio.CancelledError, ConnectionResetError):
             self.disconnected.set()
             raise
+        self.completed_streams += 1
+        return resp
+
+    async def _relay(self, request: web.Request, source: AsyncIterator[dict[str, Any]]) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        async for data in source:
+            await resp.write(f"data: {json.dumps(data)}\n\n".encode())
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
         self.completed_streams += 1
         return resp
 

@@ -22,7 +22,7 @@ from services.orchestrator.runner import run
 from services.orchestrator.state import RunRequest, SessionState
 from services.orchestrator.validate import compile_plan
 from tests.support.canvas import services
-from tests.support.llm_gateway import llm_gateway
+from tests.support.template_models import MODES, template_models
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -70,30 +70,27 @@ def started(events: list[Any]) -> list[str]:
     return [e.node_id for e in events if isinstance(e, NodeStarted)]
 
 
-async def test_user_interaction_template_plans_asks_and_answers_with_the_users_feedback() -> None:
+@pytest.mark.parametrize("mode", MODES)
+async def test_user_interaction_template_plans_asks_and_answers_with_the_users_feedback(mode) -> None:
     dsl = json.loads((DATA / "templates" / "user_interaction.json").read_text(encoding="utf-8"))
-    scripts = {"chat": {"qwen-turbo": {"rules": [
+    scripts = {"qwen-turbo": {"rules": [
         {"when": {"system_contains": "Planning Agent"}, "reply": "Search plan: 1) official docs 2) reviews"},
         {"when": {"any_contains": "Await Response feedback"}, "reply": "Searched as you asked: {last_user}"},
-    ], "turns": ["unexpected"]}}}
+    ], "turns": ["unexpected"]}}
 
-    def scripted(node: Any) -> Any:  # the template's models, on scripted ones of the same name
-        if isinstance(node, dict):
-            return {k: ("qwen-turbo@Scripted" if k == "llm_id" else scripted(v)) for k, v in node.items()}
-        return [scripted(v) for v in node] if isinstance(node, list) else node
-
-    async with llm_gateway(scripts) as llm:
-        talk = Conversation(scripted(dsl), services(llm))
+    async with template_models(mode, scripts, {"qwen-turbo@Tongyi-Qianwen": "qwen-turbo"}) as tm:
+        talk = Conversation(tm.dsl(dsl), services(tm.llm))
         first = await talk.turn("Which laptop should I buy?")
         question = asked(first)
         assert question is not None and question.node_id == "UserFillUp:GoldBroomsRelate"
         assert question.tips.startswith("Here is my search plan:\nSearch plan: 1) official docs")
         assert set(question.inputs) == {"instructions"}
-        planner_calls = len(llm.calls)
+        planner_calls = len(tm.calls_to("qwen-turbo"))
+        tm.check(first)
 
         second = await talk.turn(answer={"instructions": {"type": "paragraph", "value": "only reviews, please"}})
         assert "Agent:LargeFliesMelt" not in started(second)  # the planner finished before the pause
-        assert len(llm.calls) == planner_calls + 1  # only the second Agent called the model
+        assert len(tm.calls_to("qwen-turbo")) == planner_calls + 1  # only the second Agent called the model
         assert "only reviews, please" in answer_text(second)
         assert not second[-1].waiting_for_user
 
@@ -138,3 +135,22 @@ async def test_go_fixture_loop_asks_on_every_pass_until_the_answer_is_one(go_fix
     events = await talk.turn(answer={"value": "1"})
     assert not events[-1].waiting_for_user
     assert any(e.node_id == "Message:LoopDone" for e in events if isinstance(e, NodeFinished))
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_go_fixture_categorize_demo_asks_the_model_for_the_category(mode) -> None:
+    dsl = json.loads((DATA / "dsl_examples" / "go_fixture_all_components.json").read_text(encoding="utf-8"))
+    scripts = {"qwen3": {"rules": [{"when": {"system_contains": "打招呼", "contains": "春节快乐"}, "reply": "打招呼"},
+                                   {"reply": "Other"}]}}
+    async with template_models(mode, scripts, {"Qwen/Qwen3-8B@default@SILICONFLOW": "qwen3"}) as tm:
+        talk = Conversation(tm.dsl(dsl), services(tm.llm))
+        await talk.turn("hi")
+        asked_text = await talk.turn(answer={"demo": "categorize"})
+        assert asked(asked_text).node_id == "UserFillUp:CateInput"
+        events = await talk.turn(answer={"text": {"type": "paragraph", "value": "春节快乐啊"}})
+        [call] = tm.calls_to("qwen3")
+    tm.check(events)
+    assert not events[-1].waiting_for_user
+    ran = {e.node_id for e in events if isinstance(e, NodeFinished) and not e.skipped}
+    assert "Message:CateLoop" in ran and not {"Message:CateRetrieval", "Message:CateOther"} & ran
+    assert "春节快乐啊" in call.messages[-1].content

@@ -1,7 +1,8 @@
 """RAGFlow agent templates end to end through the engine: the real llm_gateway (scripted models) on port 0,
 the real sandbox for code, and test doubles for the tools that would need the internet (Tavily).
 
-The templates run as shipped except for their `llm_id`s, which point at scripted models.
+Each runs with scripted models, and as shipped on a real-shaped provider and with the model fallback
+(tests/support/template_models.py says how).
 """
 from __future__ import annotations
 
@@ -16,22 +17,15 @@ from services.orchestrator.components._fields import resolve_operand
 from services.orchestrator.components.base import Component, NodeContext
 from services.orchestrator.events import MessageDelta, NodeFinished, RunFinished, ToolCallFinished, ToolCallStarted
 from tests.support.canvas import of, registered, run_canvas, services
-from tests.support.llm_gateway import llm_gateway
 from tests.support.sandbox import sandbox_service
+from tests.support.template_models import MODES, template_models
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"  # see NOTICE.md there
 SEARCHED: list[str] = []
 
 
-def template(name: str, models: dict[str, str]) -> dict[str, Any]:
-    """The template's DSL with each `llm_id` mapped to a scripted model."""
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: (models.get(v, v) if k == "llm_id" else walk(v)) for k, v in node.items()}
-        if isinstance(node, list):
-            return [walk(v) for v in node]
-        return node
-    return walk(json.loads((TEMPLATES / name).read_text(encoding="utf-8")))
+def template(name: str) -> dict[str, Any]:
+    return json.loads((TEMPLATES / name).read_text(encoding="utf-8"))
 
 
 class FakeTavilySearch(Component):
@@ -55,22 +49,24 @@ class FakeTavilyExtract(Component):
         ctx.set_output("json", [{"url": u, "raw_content": f"content of {u}"} for u in urls])
 
 
-async def test_data_analysis_assistant_runs_the_models_code_in_the_sandbox():
+@pytest.mark.parametrize("mode", MODES)
+async def test_data_analysis_assistant_runs_the_models_code_in_the_sandbox(mode):
     code = ("import statistics\n"
             "def main():\n"
             "    sales = [120, 95, 143, 88, 170, 132]\n"
             "    print('rows:', len(sales))\n"
             "    return {'mean': round(statistics.mean(sales), 2), 'median': statistics.median(sales),\n"
             "            'stdev': round(statistics.stdev(sales), 3)}\n")
-    scripts = {"chat": {"analyst": [
+    scripts = {"analyst": [
         {"tool_calls": [{"name": "execute_code_0", "arguments": {"lang": "python", "script": code}}]},
         # paced: a model faster than the pipe arrives merged (services/common/coalesce.py)
-        {"reply": "Here is the analysis: {last_tool}", "chunk_chars": 12, "chunk_delay_s": 0.1}]}}
-    dsl = template("data_analysis_beginner_assistant.json", {"kimi-k2.5@Moonshot": "analyst@Scripted"})
-    async with llm_gateway(scripts) as llm, sandbox_service() as sandbox:
-        events = await run_canvas(dsl, services(llm, sandbox), query="Analyse my monthly sales.")
-        first, second = llm.calls_to("analyst")
+        {"reply": "Here is the analysis: {last_tool}", "chunk_chars": 12, "chunk_delay_s": 0.1}]}
+    dsl = template("data_analysis_beginner_assistant.json")
+    async with template_models(mode, scripts, {"kimi-k2.5@Moonshot": "analyst"}) as tm, sandbox_service() as sandbox:
+        events = await run_canvas(tm.dsl(dsl), services(tm.llm, sandbox), query="Analyse my monthly sales.")
+        first, second = tm.calls_to("analyst")
     assert events[-1].error is None
+    tm.check(events)
     [done] = of(events, ToolCallFinished, "Agent:SillyStatesRun")
     # Values only a real Python run can produce (statistics.stdev of the model's data).
     stdev = round(statistics.stdev([120, 95, 143, 88, 170, 132]), 3)
@@ -87,12 +83,13 @@ async def test_data_analysis_assistant_runs_the_models_code_in_the_sandbox():
     assert len(of(events, MessageDelta, "Message:VastWaspsBrush")) > 1
 
 
-async def test_deep_research_lead_runs_sub_agents_with_their_own_tools():
+@pytest.mark.parametrize("mode", ["scripted", "provider"])  # fallback: test_templates_web_e2e.py
+async def test_deep_research_lead_runs_sub_agents_with_their_own_tools(mode):
     SEARCHED.clear()
-    models = {"qwen-max@Tongyi-Qianwen": "lead@Scripted", "qwen-plus@Tongyi-Qianwen": "searcher@Scripted",
-              "moonshot-v1-auto@Moonshot": "reader@Scripted", "moonshot-v1-128k@Moonshot": "writer@Scripted"}
+    models = {"qwen-max@Tongyi-Qianwen": "lead", "qwen-plus@Tongyi-Qianwen": "searcher",
+              "moonshot-v1-auto@Moonshot": "reader", "moonshot-v1-128k@Moonshot": "writer"}
     order = {"user_prompt": "find sources on {q}", "reasoning": "stage 1", "context": "none yet"}
-    scripts = {"chat": {
+    scripts = {
         "lead": [
             {"tool_calls": [
                 {"name": "Web_Search_Specialist_0", "arguments": {**order, "user_prompt": "find sources on EV batteries"}},
@@ -105,14 +102,15 @@ async def test_deep_research_lead_runs_sub_agents_with_their_own_tools():
         "reader": [{"tool_calls": [{"name": "tavily_extract_0", "arguments": {"urls": ["https://example.org/1"]}}]},
                    "Extracted: {last_tool}"],
         "writer": ["Report: EV batteries are growing fast."],
-    }}
-    dsl = template("deep_research.json", models)
+    }
+    dsl = template("deep_research.json")
     with registered(FakeTavilySearch, FakeTavilyExtract):
-        async with llm_gateway(scripts) as llm:
-            events = await run_canvas(dsl, services(llm), query="EV battery market outlook")
-            lead_calls = llm.calls_to("lead")
-            searcher_first = llm.calls_to("searcher")[0]
+        async with template_models(mode, scripts, models) as tm:
+            events = await run_canvas(tm.dsl(dsl), services(tm.llm), query="EV battery market outlook")
+            lead_calls = tm.calls_to("lead")
+            searcher_first = tm.calls_to("searcher")[0]
     assert events[-1].error is None, events[-1].error
+    tm.check(events)
     lead = "Agent:NewPumasLick"
     assert [e.tool_name for e in of(events, ToolCallStarted, lead)] == [
         "Web_Search_Specialist_0", "Content_Deep_Reader_1", "Research_Synthesizer_2"]
@@ -132,6 +130,7 @@ async def test_deep_research_lead_runs_sub_agents_with_their_own_tools():
     assert isinstance(events[-1], RunFinished) and events[-1].usage["calls"] == 3 + 2 + 2 + 1
 
 
+@pytest.mark.parametrize("mode", ["scripted", "provider"])  # llm_id "": the default model, no fallback to make
 @pytest.mark.parametrize("review, path, category", [
     ("The parcel came three weeks late and nobody could tell me where it was.",
      ["Categorize:RottenWallsObey", "Categorize:FourTeamsFold", "VariableAggregator:FlatBerriesRest",
@@ -139,17 +138,34 @@ async def test_deep_research_lead_runs_sub_agents_with_their_own_tools():
     ("I love it, it makes my work easier.", ["Categorize:RottenWallsObey", "Message:SevenPlanetsPeel"],
      "Positive review"),
 ], ids=["negative-transport", "positive"])
-async def test_customer_feedback_dispatcher_routes_through_two_categorizes(review, path, category):
-    scripts = {"chat": {"classifier": {"rules": [
+async def test_customer_feedback_dispatcher_routes_through_two_categorizes(review, path, category, mode):
+    scripts = {"classifier": {"rules": [
         {"when": {"system_contains": "Transportation issue", "contains": "late"}, "reply": "Transportation issue"},
         {"when": {"system_contains": "Transportation issue"}, "reply": "After-sales issues"},
         {"when": {"contains": "late"}, "reply": "Negative review"},
-        {"reply": "Positive review"}]}}}
-    dsl = template("customer_feedback_dispatcher.json", {})
-    async with llm_gateway(scripts, default_chat_model="classifier@Scripted") as llm:  # the template's llm_id is ""
-        events = await run_canvas(dsl, services(llm), inputs={"customer_review": {"type": "line", "value": review}})
+        {"reply": "Positive review"}]}}
+    dsl = template("customer_feedback_dispatcher.json")
+    async with template_models(mode, scripts, default="classifier") as tm:  # the template's llm_id is ""
+        events = await run_canvas(tm.dsl(dsl), services(tm.llm),
+                                  inputs={"customer_review": {"type": "line", "value": review}})
     assert events[-1].error is None
+    tm.check(events)
     ran = [e.node_id for e in of(events, NodeFinished) if not e.skipped and e.node_id != "begin"]
     assert ran == path
     final = of(events, NodeFinished, path[-1])[0].outputs["content"]
     assert final.startswith(f"Customer's original review: {review}") and final.rstrip().endswith(category)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_photo_text_translator_answers_with_the_models_translation(mode):
+    scripts = {"translator": ["**Detected (French):** Sortie\n**Translation:** Exit"]}
+    dsl = template("photo_text_translator.json")
+    async with template_models(mode, scripts, {"qwen-vl-plus@Tongyi-Qianwen": "translator"}) as tm:
+        events = await run_canvas(tm.dsl(dsl), services(tm.llm), query="The sign says: Sortie")
+        [call] = tm.calls_to("translator")
+    assert events[-1].error is None, events[-1].error
+    tm.check(events)
+    [msg] = of(events, NodeFinished, "Message:CurlyApplesRelate")
+    assert msg.outputs["content"] == "**Detected (French):** Sortie\n**Translation:** Exit"
+    assert call.messages[0].content.startswith("You are a multilingual translation assistant that works from images.")
+    assert call.messages[-1].content.startswith("The user query is The sign says: Sortie")

@@ -6,9 +6,10 @@ from a real llm_gateway), then runs a canvas whose models are scripted in a seco
   document's chunk as [ID:n] and `message_end` carries that chunk under key n, in RAGFlow's shape.
 - LLM `cite` as RAGFlow: the citation prompt only with chunks and `cite` on; `<CITATION_GUIDELINES>`.
 - The RAGFlow templates `your_starter_dataset_chatbot.json` and `reflective_academic_paper_generator.json`
-  as shipped, except two things the shipped file cannot know: each Retrieval tool's `kb_ids` (empty in
-  the templates) becomes the test's dataset id (`with_dataset`, on the DSL params), and each `llm_id`
-  names a scripted model (`with_models`; "" resolves to the gateway's default chat model).
+  as shipped, except what the shipped file cannot know: each Retrieval tool's `kb_ids` (empty in the
+  templates) becomes the test's dataset id (`with_dataset`, on the DSL params). Their models are scripted,
+  or the template's own model ids on a real-shaped provider, or the model fallback
+  (tests/support/template_models.py).
 
 The scripted answers cite chunk ids computed from the ingested chunks (`hash_str2int`, RAGFlow's
 citation id), which is why the chat gateway is started after ingestion.
@@ -29,7 +30,8 @@ from services.orchestrator.components import _llm
 from services.orchestrator.components.retrieval import hash_str2int
 from services.orchestrator.dsl import load_canvas
 from services.orchestrator.engine_settings import Services
-from services.orchestrator.events import MessageDelta, MessageEnd, RunFinished, ToolCallFinished, ToolCallStarted
+from services.orchestrator.events import (MessageDelta, MessageEnd, NodeFinished, RunFinished, ToolCallFinished,
+                                         ToolCallStarted)
 from services.orchestrator.runner import run
 from services.orchestrator.state import RunRequest
 from services.orchestrator.validate import compile_plan
@@ -37,6 +39,7 @@ from tests.support.canvas import cpn, of
 from tests.support.llm_gateway import llm_gateway
 from tests.support.orchestrator import orchestrator
 from tests.support.retrieval import embedding_gateway, running_stack
+from tests.support.template_models import MODES, template_models
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"  # see NOTICE.md there
 HANDBOOK = """# Trellis operations handbook
@@ -194,31 +197,24 @@ def with_dataset(node: Any, dataset_id: str) -> Any:
     return node
 
 
-def with_models(node: Any, models: dict[str, str]) -> Any:
-    if isinstance(node, dict):
-        return {k: (models.get(v, v) if k == "llm_id" else with_models(v, models)) for k, v in node.items()}
-    if isinstance(node, list):
-        return [with_models(v, models) for v in node]
-    return node
-
-
 def agent_text(events: list[Any], message_id: str) -> tuple[str, dict[str, Any]]:
     answer = "".join(d.content for d in of(events, MessageDelta, message_id))
     [end] = of(events, MessageEnd, message_id)
     return answer, end.reference
 
 
-async def test_your_starter_dataset_chatbot_answers_from_the_dataset_with_citations(kb):
+@pytest.mark.parametrize("mode", ["scripted", "provider"])  # llm_id "": the default model, no fallback to make
+async def test_your_starter_dataset_chatbot_answers_from_the_dataset_with_citations(kb, mode):
     n = kb.cite["8080"]
     reply = f"## Answer\n\nAccording to the documentation, the gateway listens on port 8080 [ID:{n}]."
     scripts = {"docs": [{"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "gateway port"}}]},
                         {"reply": reply, "chunk_chars": 16, "chunk_delay_s": 0.1}]}
     dsl = with_dataset(template("your_starter_dataset_chatbot.json"), kb.dataset_id)
-    async with llm_gateway({"chat": scripts}, default_chat_model="docs@Scripted") as chat:  # llm_id is ""
-        client, provider = chat.client, chat.scripted
-        events = await run_in_engine(dsl, Services(llm=client, retrieval=kb.client), tenant=kb.tenant,
+    async with template_models(mode, scripts, default="docs") as tm:  # llm_id is ""
+        events = await run_in_engine(dsl, Services(llm=tm.llm.client, retrieval=kb.client), tenant=kb.tenant,
                                      query="What port does the gateway use?")
-        first, second = [c for _, c in provider.calls]
+        first, second = tm.calls_to("docs")
+    tm.check(events)
     agent = "Agent:StalePandasDream"
     [started] = of(events, ToolCallStarted, agent)
     [done] = of(events, ToolCallFinished, agent)
@@ -239,7 +235,8 @@ async def test_your_starter_dataset_chatbot_answers_from_the_dataset_with_citati
     assert second.messages[-1].role == "tool" and f"ID: {n}" in second.messages[-1].content
 
 
-async def test_reflective_academic_paper_generator_researches_in_rounds_and_cites_both_sources(kb):
+@pytest.mark.parametrize("mode", MODES)
+async def test_reflective_academic_paper_generator_researches_in_rounds_and_cites_both_sources(kb, mode):
     backups, escalation = kb.cite["fourteen days"], kb.cite["two percent"]
     report = (f"# Operations report\n\n*Retention*: snapshots are kept for fourteen days [ID:{backups}]. "
               "**Escalation**: page the on-call engineer when the error rate stays above two percent "
@@ -248,17 +245,16 @@ async def test_reflective_academic_paper_generator_researches_in_rounds_and_cite
         {"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "backups snapshots kept"}}]},
         {"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "escalation error rate percent"}}]},
         {"reply": report}]}
-    dsl = with_models(with_dataset(template("reflective_academic_paper_generator.json"), kb.dataset_id),
-                      {"qwen3-235b-a22b-instruct-2507@Tongyi-Qianwen": "researcher@Scripted"})
+    dsl = with_dataset(template("reflective_academic_paper_generator.json"), kb.dataset_id)
     # The template's model (Qwen3-235B-A22B-Instruct-2507) has a 262,144-token context and the template asks
     # for max_tokens 128000: the engine must know the context to leave the prompt room next to that answer.
     svc = Services(llm=None, retrieval=kb.client, extra={"llm_context_tokens": 262_144})
-    async with llm_gateway({"chat": scripts}) as chat:
-        client, provider = chat.client, chat.scripted
-        svc.llm = client
-        events = await run_in_engine(dsl, svc, query="Write a short report on backups and escalation.",
+    async with template_models(mode, scripts, {"qwen3-235b-a22b-instruct-2507@Tongyi-Qianwen": "researcher"}) as tm:
+        svc.llm = tm.llm.client
+        events = await run_in_engine(tm.dsl(dsl), svc, query="Write a short report on backups and escalation.",
                                      tenant=kb.tenant)
-        calls = [c for _, c in provider.calls]
+        calls = tm.calls_to("researcher")
+    tm.check(events)
     agent = "Agent:NewPumasLick"
     assert [e.arguments["query"] for e in of(events, ToolCallStarted, agent)] == [
         "backups snapshots kept", "escalation error rate percent"]
@@ -272,3 +268,76 @@ async def test_reflective_academic_paper_generator_researches_in_rounds_and_cite
     assert "LaTeX formula requirements" in calls[0].messages[0].content
     assert [_llm.CITATION_PROMPT.strip() in c.messages[0].content for c in calls] == [False, True, True]
     assert calls[0].messages[-1].content == "# User Query\n Write a short report on backups and escalation."
+
+
+def example(name: str) -> dict[str, Any]:
+    return json.loads((TEMPLATES.parent / "dsl_examples" / name).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_cajal_scientific_paper_agent_drafts_from_the_retrieved_evidence(kb, mode):
+    n = kb.cite["two percent"]
+    draft = f"## Escalation policy\n\nThe on-call engineer is paged above a two percent error rate [ID:{n}]."
+    scripts = {"cajal": [
+        {"tool_calls": [{"name": "search_my_dateset_0", "arguments": {"query": "escalation error rate"}}]},
+        draft]}
+    dsl = with_dataset(template("cajal_scientific_paper_agent.json"), kb.dataset_id)
+    async with template_models(mode, scripts, {"agnuxo/cajal-4b-p2pclaw@Ollama": "cajal"}) as tm:
+        events = await run_in_engine(tm.dsl(dsl), Services(llm=tm.llm.client, retrieval=kb.client),
+                                     query="Draft the escalation section.", tenant=kb.tenant)
+        first, second = tm.calls_to("cajal")
+    tm.check(events)
+    [done] = of(events, ToolCallFinished, "Agent:NewPumasLick")
+    assert done.error is None and f"ID: {n}" in done.result and "two percent" in done.result
+    answer, reference = agent_text(events, "Message:OrangeYearsShine")
+    assert answer == draft
+    check_reference(reference, answer, kb, [n])
+    assert first.messages[0].content.startswith("## Role & Task\nYou are **CAJAL**")
+    assert first.messages[-1].content.startswith("# Research request\nDraft the escalation section.")
+    assert first.sampling.temperature == pytest.approx(0.2) and first.max_tokens == 32768
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_smart_customer_service_specialist_routes_a_usage_question_to_the_guide(kb, mode):
+    n = kb.cite["fourteen days"]
+    guide = f"1. Open the backup panel.\n2. Snapshots stay for fourteen days [ID:{n}]."
+    scripts = {"service": {"rules": [
+        {"when": {"system_contains": "You are a product usage guide assistant"}, "reply": guide},
+        {"when": {"system_contains": "Product Feature Comparison", "contains": "backups"},
+         "reply": "Product Usage Guide"},  # the Categorize
+        {"reply": "WRONG AGENT"}]}}
+    dsl = with_dataset(template("smart_customer_service_specialist.json"), kb.dataset_id)
+    async with template_models(mode, scripts, {"deepseek-v4-pro@default@DeepSeek": "service"}) as tm:
+        events = await run_in_engine(tm.dsl(dsl), Services(llm=tm.llm.client, retrieval=kb.client),
+                                     query="How long are backups kept?", tenant=kb.tenant)
+        calls = tm.calls_to("service")
+    tm.check(events)
+    ran = {e.node_id for e in of(events, NodeFinished) if not e.skipped and e.node_id != "begin"}
+    assert ran == {"Categorize:NewDonkeysShare", "Retrieval:EagerTipsFeel", "Agent:ShinyCooksCall",
+                   "VariableAggregator:GentleLawsSneeze", "Message:KhakiSymbolsMarry"}  # the other two branches: skipped
+    answer, reference = agent_text(events, "Message:KhakiSymbolsMarry")
+    assert answer == guide
+    check_reference(reference, answer, kb, [n])
+    [guide_call] = [c for c in calls if "usage guide assistant" in c.messages[0].content]
+    assert "fourteen days" in guide_call.messages[-1].content  # the Retrieval's chunks, as the template's prompt
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name, message", [("retrieval_and_generate.json", "message:0"),
+                                           ("retrieval_categorize_and_generate.json", "message:1")])
+async def test_retrieval_examples_answer_from_the_dataset(kb, mode, name, message):
+    n = kb.cite["8080"]
+    reply = f"The gateway listens on port 8080 [ID:{n}]."
+    scripts = {"assistant": {"rules": [
+        {"when": {"system_contains": "product_related"}, "reply": "product_related"},  # the Categorize
+        {"reply": reply}]}}
+    dsl = with_dataset(example(name), kb.dataset_id)
+    async with template_models(mode, scripts, {"deepseek-chat": "assistant"}) as tm:
+        events = await run_in_engine(tm.dsl(dsl), Services(llm=tm.llm.client, retrieval=kb.client),
+                                     query="Which port does the gateway use?", tenant=kb.tenant)
+        answering = [c for c in tm.calls_to("assistant") if "product_related" not in c.messages[0].content]
+    tm.check(events)
+    answer, reference = agent_text(events, message)
+    assert answer == reply
+    check_reference(reference, answer, kb, [n])
+    assert f"ID: {n}\n├── Title: handbook.md" in answering[-1].messages[0].content

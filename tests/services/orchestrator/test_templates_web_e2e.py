@@ -2,8 +2,9 @@
 Wikipedia, YahooFinance...) against one local fake speaking each service's API (tests/support/fake_web_services.py), models
 scripted in a real llm_gateway, the real sandbox and retrieval services where a template needs them.
 
-The canvases (tests/data, see NOTICE.md) run as shipped except for their `llm_id`s, which name scripted
-models ("" is the gateway's default chat model), and, for Retrieval, the dataset id. Each test checks the
+The canvases (tests/data, see NOTICE.md) run as shipped except, for Retrieval, the dataset id; their models
+are scripted, or a real-shaped provider the template's own model ids resolve to, or the model fallback
+(tests/support/template_models.py). Each test checks the
 run reaches RunFinished without error, what the tools sent, what the models were shown, the answer, and
 the references `message_end` carries (RAGFlow's shape: chunks by citation id, doc_aggs by title).
 """
@@ -25,21 +26,13 @@ from tests.support.canvas import of, run_canvas, services
 from tests.support.data import DATA
 from tests.support.fake_web_api import allow_local
 from tests.support.fake_web_services import fake_web, slug, tavily_results
-from tests.support.llm_gateway import llm_gateway
 from tests.support.sandbox import sandbox_service
+from tests.support.template_models import MODES, template_models
 
 
-def canvas(path: str, models: dict[str, str] | None = None) -> dict[str, Any]:
-    """A canvas of tests/data with each `llm_id` mapped through `models`."""
-    models = models or {}
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: (models.get(v, v) if k == "llm_id" else walk(v)) for k, v in node.items()}
-        if isinstance(node, list):
-            return [walk(v) for v in node]
-        return node
-    return walk(json.loads((DATA / path).read_text(encoding="utf-8")))
+def canvas(path: str) -> dict[str, Any]:
+    """A canvas of tests/data, as shipped."""
+    return json.loads((DATA / path).read_text(encoding="utf-8"))
 
 
 def citation(content: str) -> str:
@@ -74,13 +67,15 @@ async def web(monkeypatch):
         yield api
 
 
-async def test_tavily_and_generate_searches_as_a_canvas_node_and_the_llm_answers_from_it(web):
-    scripts = {"chat": {"writer": ["Solid-state cells lead the market [ID:0]."]}}
-    dsl = canvas("dsl_examples/tavily_and_generate.json", {"deepseek-chat": "writer@Scripted"})
-    async with llm_gateway(scripts) as llm:
-        events = await run_canvas(dsl, services(llm, settings=allow_local()), query="solid state batteries")
-        [call] = llm.calls_to("writer")
+@pytest.mark.parametrize("mode", MODES)
+async def test_tavily_and_generate_searches_as_a_canvas_node_and_the_llm_answers_from_it(web, mode):
+    scripts = {"writer": ["Solid-state cells lead the market [ID:0]."]}
+    async with template_models(mode, scripts, {"deepseek-chat": "writer"}) as tm:
+        events = await run_canvas(tm.dsl(canvas("dsl_examples/tavily_and_generate.json")),
+                                  services(tm.llm, settings=allow_local()), query="solid state batteries")
+        [call] = tm.calls_to("writer")
     finished(events)
+    tm.check(events)
     [seen] = web.seen("/search")
     assert seen.json["query"] == "solid state batteries"
     assert seen.headers["Authorization"].startswith("Bearer tvly-dev-")  # the DSL's own key
@@ -96,19 +91,21 @@ async def test_tavily_and_generate_searches_as_a_canvas_node_and_the_llm_answers
     assert ref["doc_aggs"][first["title"]]["url"] == first["url"]
 
 
-ITERATION_SCRIPTS = {"chat": {"researcher": {"rules": [
+ITERATION_SCRIPTS = {"researcher": {"rules": [
     {"when": {"system_contains": "decompose"}, "reply": '["battery chemistry", "charging networks"]'},
     {"when": {"system_contains": "battery chemistry overview"}, "reply": "REPORT on battery chemistry."},
     {"when": {"system_contains": "charging networks overview"}, "reply": "REPORT on charging networks."},
-]}}}
+]}}
 
 
-async def test_iteration_example_runs_its_body_once_per_sub_topic(web):
-    dsl = canvas("dsl_examples/iteration.json", {"deepseek-chat": "researcher@Scripted"})
-    async with llm_gateway(ITERATION_SCRIPTS) as llm:
-        events = await run_canvas(dsl, services(llm, settings=allow_local()), query="electric vehicles")
-        calls = llm.calls_to("researcher")
+@pytest.mark.parametrize("mode", MODES)
+async def test_iteration_example_runs_its_body_once_per_sub_topic(web, mode):
+    async with template_models(mode, ITERATION_SCRIPTS, {"deepseek-chat": "researcher"}) as tm:
+        events = await run_canvas(tm.dsl(canvas("dsl_examples/iteration.json")),
+                                  services(tm.llm, settings=allow_local()), query="electric vehicles")
+        calls = tm.calls_to("researcher")
     finished(events)
+    tm.check(events)
     assert sorted(s.json["query"] for s in web.seen("/search")) == ["battery chemistry", "charging networks"]
     reports = [c for c in calls if "based on information from the internet" in c.messages[0].content]
     assert len(reports) == 2
@@ -127,26 +124,28 @@ async def test_iteration_example_runs_its_body_once_per_sub_topic(web):
 
 
 async def test_iteration_example_with_declared_outputs_collects_the_reports_in_item_order(web):
-    dsl = canvas("dsl_examples/iteration.json", {"deepseek-chat": "researcher@Scripted"})
+    dsl = canvas("dsl_examples/iteration.json")
     dsl["components"]["iteration:0"]["obj"]["params"]["outputs"] = {"reports": {"ref": "generate:1@content"}}
     dsl["components"]["message:0"]["obj"]["params"]["content"] = ["{iteration:0@reports}"]
-    async with llm_gateway(ITERATION_SCRIPTS) as llm:
-        events = await run_canvas(dsl, services(llm, settings=allow_local()), query="electric vehicles")
+    async with template_models("scripted", ITERATION_SCRIPTS, {"deepseek-chat": "researcher"}) as tm:
+        events = await run_canvas(tm.dsl(dsl), services(tm.llm, settings=allow_local()), query="electric vehicles")
     finished(events)
     [msg] = of(events, NodeFinished, "message:0")
     assert json.loads(msg.outputs["content"]) == ["REPORT on battery chemistry.", "REPORT on charging networks."]
 
 
-async def test_categorize_then_an_agent_with_tavily(web):
-    scripts = {"chat": {"router": {"rules": [
+@pytest.mark.parametrize("mode", MODES)
+async def test_categorize_then_an_agent_with_tavily(web, mode):
+    scripts = {"router": {"rules": [
         {"when": {"system_contains": "product_related"}, "reply": "product_related"},
         {"when": {"last_role": "tool"}, "reply": "The X200 charges in 40 minutes (source: {last_tool})"},
-        {"tool_calls": [{"name": "tavily_search_0", "arguments": {"query": "X200 charging time"}}]}]}}}
-    dsl = canvas("dsl_examples/categorize_and_agent_with_tavily.json", {"deepseek-chat": "router@Scripted"})
-    async with llm_gateway(scripts) as llm:
-        events = await run_canvas(dsl, services(llm, settings=allow_local()), query="How fast does the X200 charge?")
-        agent_call = [c for c in llm.calls_to("router") if c.tools][0]
+        {"tool_calls": [{"name": "tavily_search_0", "arguments": {"query": "X200 charging time"}}]}]}}
+    async with template_models(mode, scripts, {"deepseek-chat": "router"}) as tm:
+        events = await run_canvas(tm.dsl(canvas("dsl_examples/categorize_and_agent_with_tavily.json")),
+                                  services(tm.llm, settings=allow_local()), query="How fast does the X200 charge?")
+        agent_call = [c for c in tm.calls_to("router") if c.tools][0]
     finished(events)
+    tm.check(events)
     assert [t.name for t in agent_call.tools] == ["tavily_search_0"]  # `llm_enabled_tools`, the pre-0.20 key
     assert [s.json["query"] for s in web.seen("/search")] == ["X200 charging time"]
     [done] = of(events, ToolCallFinished, "agent:0")
@@ -169,10 +168,11 @@ def order(prompt: str) -> dict[str, str]:
     return {"user_prompt": prompt, "reasoning": "next stage", "context": "{last_tool}"}
 
 
-async def test_deep_research_lead_and_sub_agents_search_and_read_the_web(web):
-    models = {"qwen-max@Tongyi-Qianwen": "lead@Scripted", "qwen-plus@Tongyi-Qianwen": "searcher@Scripted",
-              "moonshot-v1-auto@Moonshot": "reader@Scripted", "moonshot-v1-128k@Moonshot": "writer@Scripted"}
-    scripts = {"chat": {
+@pytest.mark.parametrize("mode", ["scripted", "provider"])  # fallback: the as-shipped test below
+async def test_deep_research_lead_and_sub_agents_search_and_read_the_web(web, mode):
+    models = {"qwen-max@Tongyi-Qianwen": "lead", "qwen-plus@Tongyi-Qianwen": "searcher",
+              "moonshot-v1-auto@Moonshot": "reader", "moonshot-v1-128k@Moonshot": "writer"}
+    scripts = {
         "lead": [{"tool_calls": [{"name": "Web_Search_Specialist_0", "arguments": order("find sources on EV batteries")},
                                  {"name": "Content_Deep_Reader_1", "arguments": order("read https://web.example/ev-battery-market/1")}]},
                  {"tool_calls": [{"name": "Research_Synthesizer_2", "arguments": order("write the report")}]},
@@ -181,12 +181,13 @@ async def test_deep_research_lead_and_sub_agents_search_and_read_the_web(web):
                      "URLs found: {last_tool}"],
         "reader": [{"tool_calls": [{"name": "tavily_extract_0", "arguments": {"urls": ["https://web.example/ev-battery-market/1"]}}]},
                    "Extracted: {last_tool}"],
-        "writer": ["Report: EV batteries are growing fast."]}}
-    async with llm_gateway(scripts) as llm:
-        events = await run_canvas(canvas("templates/deep_research.json", models), services(llm, settings=allow_local()),
-                                  query="EV battery market outlook")
-        lead_second = llm.calls_to("lead")[1]
+        "writer": ["Report: EV batteries are growing fast."]}
+    async with template_models(mode, scripts, models) as tm:
+        events = await run_canvas(tm.dsl(canvas("templates/deep_research.json")),
+                                  services(tm.llm, settings=allow_local()), query="EV battery market outlook")
+        lead_second = tm.calls_to("lead")[1]
     finished(events)
+    tm.check(events)
     [search] = web.seen("/search")
     assert search.json["query"] == "EV battery market" and search.json["max_results"] == 5  # the template's params
     assert search.headers["Authorization"] == "Bearer tavily-env-key"  # api_key "" in the template: TAVILY_API_KEY
@@ -198,18 +199,20 @@ async def test_deep_research_lead_and_sub_agents_search_and_read_the_web(web):
     assert urls(reference(events)) == {r["url"] for r in tavily_results("EV battery market")}
 
 
-async def test_trip_planner_searches_and_extracts_then_plans(web):
-    scripts = {"chat": {"web": {"rules": [
+@pytest.mark.parametrize("mode", ["scripted", "provider"])  # llm_id "": the default model, no fallback to make
+async def test_trip_planner_searches_and_extracts_then_plans(web, mode):
+    scripts = {"web": {"rules": [
         *agent("Professional tour guide", "ITINERARY: three days in Lisbon."),
         *agent("Transit & Stay Agent", "STAY: {last_tool}",
                ("tavily_search_0", {"query": "Lisbon hotels"}),
                ("tavily_extract_1", {"urls": ["https://web.example/lisbon-hotels/1"]})),
-        *agent("Result Generator", "PLAN: day 1 Alfama, day 2 Belem, day 3 Sintra.")]}}}
-    async with llm_gateway(scripts, default_chat_model="web@Scripted") as llm:
-        events = await run_canvas(canvas("templates/trip_planner.json"), services(llm, settings=allow_local()),
+        *agent("Result Generator", "PLAN: day 1 Alfama, day 2 Belem, day 3 Sintra.")]}}
+    async with template_models(mode, scripts, default="web") as tm:
+        events = await run_canvas(canvas("templates/trip_planner.json"), services(tm.llm, settings=allow_local()),
                                   query="Plan 3 days in Lisbon from Paris")
-        generator = [c for c in llm.calls_to("web") if "Result Generator" in c.messages[0].content][-1]
+        generator = [c for c in tm.calls_to("web") if "Result Generator" in c.messages[0].content][-1]
     finished(events)
+    tm.check(events)
     assert [s.json["query"] for s in web.seen("/search")] == ["Lisbon hotels"]
     assert [s.json["urls"] for s in web.seen("/extract")] == [["https://web.example/lisbon-hotels/1"]]
     assert "ITINERARY: three days in Lisbon." in generator.messages[-1].content
@@ -219,8 +222,9 @@ async def test_trip_planner_searches_and_extracts_then_plans(web):
     assert urls(reference(events)) == {r["url"] for r in tavily_results("Lisbon hotels")}
 
 
-async def test_seo_article_writer_lead_runs_outline_body_and_editor_agents(web):
-    scripts = {"chat": {"web": {"rules": [
+@pytest.mark.parametrize("mode", ["scripted", "provider"])  # llm_id "": the default model, no fallback to make
+async def test_seo_article_writer_lead_runs_outline_body_and_editor_agents(web, mode):
+    scripts = {"web": {"rules": [
         {"when": {"system_contains": "You are the **Lead Agent**", "turn": 0},
          "tool_calls": [{"name": "Outline_Agent_0", "arguments": order("outline a post on home composting")}]},
         {"when": {"system_contains": "You are the **Lead Agent**", "turn": 1},
@@ -231,11 +235,12 @@ async def test_seo_article_writer_lead_runs_outline_body_and_editor_agents(web):
         *agent("You are the **Outline Agent**", "OUTLINE: {last_tool}",
                ("tavily_search_0", {"query": "home composting basics"})),
         *agent("You are the **Body Agent**", "BODY written.", ("tavily_search_0", {"query": "compost ratio"})),
-        *agent("You are the **Editor Agent**", "EDITED ARTICLE about composting.")]}}}
-    async with llm_gateway(scripts, default_chat_model="web@Scripted") as llm:
-        events = await run_canvas(canvas("templates/seo_article_writer.json"), services(llm, settings=allow_local()),
+        *agent("You are the **Editor Agent**", "EDITED ARTICLE about composting.")]}}
+    async with template_models(mode, scripts, default="web") as tm:
+        events = await run_canvas(canvas("templates/seo_article_writer.json"), services(tm.llm, settings=allow_local()),
                                   query="Write an SEO blog post about home composting")
     finished(events)
+    tm.check(events)
     assert [s.json["query"] for s in web.seen("/search")] == ["home composting basics", "compost ratio"]
     lead = "Agent:LuckyApplesGrab"
     assert [e.tool_name for e in of(events, ToolCallFinished, lead)] == ["Outline_Agent_0", "Body_Agent_1",
@@ -247,18 +252,20 @@ async def test_seo_article_writer_lead_runs_outline_body_and_editor_agents(web):
         r["url"] for q in ("home composting basics", "compost ratio") for r in tavily_results(q)}
 
 
-async def test_market_seo_article_writer_chains_four_agents_two_of_them_searching(web):
-    scripts = {"chat": {"web": {"rules": [
+@pytest.mark.parametrize("mode", ["scripted", "provider"])  # llm_id "": the default model, no fallback to make
+async def test_market_seo_article_writer_chains_four_agents_two_of_them_searching(web, mode):
+    scripts = {"web": {"rules": [
         *agent("You are the **Parse_And_Keyword_Agent**", "KEYWORDS: compost bins, small gardens"),
         *agent("You are the **Outline_Agent**", "OUTLINE: 1. Why 2. How", ("tavily_search_0", {"query": "compost bins"})),
         *agent("You are the **Body_Agent**", "BODY: bins turn waste into soil.",
                ("tavily_search_0", {"query": "compost bin sizes"})),
-        *agent("You are the **Editor_Agent**", "FINAL POST: Compost bins for small gardens.")]}}}
-    async with llm_gateway(scripts, default_chat_model="web@Scripted") as llm:
+        *agent("You are the **Editor_Agent**", "FINAL POST: Compost bins for small gardens.")]}}
+    async with template_models(mode, scripts, default="web") as tm:
         events = await run_canvas(canvas("templates/market_seo_article_writer.json"),
-                                  services(llm, settings=allow_local()), query="A post on compost bins")
-        editor = [c for c in llm.calls_to("web") if "**Editor_Agent**" in c.messages[0].content][-1]
+                                  services(tm.llm, settings=allow_local()), query="A post on compost bins")
+        editor = [c for c in tm.calls_to("web") if "**Editor_Agent**" in c.messages[0].content][-1]
     finished(events)
+    tm.check(events)
     assert [s.json["query"] for s in web.seen("/search")] == ["compost bins", "compost bin sizes"]
     assert "KEYWORDS: compost bins" in editor.messages[-1].content and "BODY: bins turn waste" in editor.messages[-1].content
     assert answer(events, "Message:LegalBeansBet") == "FINAL POST: Compost bins for small gardens."
@@ -300,21 +307,23 @@ async def run_for(dsl: dict[str, Any], svc: Services, query: str, tenant: str) -
     return [ev async for ev in run(plan, req, None, svc)]
 
 
-async def test_web_search_assistant_asks_every_search_engine_and_the_dataset(web, kb):
+@pytest.mark.parametrize("mode", ["scripted", "provider"])  # llm_id "": the default model, no fallback to make
+async def test_web_search_assistant_asks_every_search_engine_and_the_dataset(web, kb, mode):
     q = "compost carbon nitrogen ratio"
-    scripts = {"chat": {"web": {"rules": [
+    scripts = {"web": {"rules": [
         *agent("Question Refinement Agent", q),
         *agent("Search-Driven Information Agent", "WEB: {last_tool}",
                ("tavily_search_0", {"query": q}), ("tavily_extract_1", {"urls": ["https://web.example/x"]}),
                ("google_search_2", {"q": q}), ("bing_search_3", {"query": q}),
                ("duckduckgo_search_4", {"query": q}), ("wikipedia_search_5", {"query": "Compost"})),
-        *agent("Answer Organizer", "About 30:1 carbon to nitrogen.")]}}}
+        *agent("Answer Organizer", "About 30:1 carbon to nitrogen.")]}}
     dsl = with_dataset(canvas("templates/web_search_assistant.json"), kb.dataset_id)
-    async with llm_gateway(scripts, default_chat_model="web@Scripted") as llm:
-        svc = Services(settings=allow_local(), llm=llm.client, retrieval=kb.client)
+    async with template_models(mode, scripts, default="web") as tm:
+        svc = Services(settings=allow_local(), llm=tm.llm.client, retrieval=kb.client)
         events = await run_for(dsl, svc, "how much brown vs green in compost?", kb.tenant)
-        organizer = [c for c in llm.calls_to("web") if "Answer Organizer" in c.messages[0].content][-1]
+        organizer = [c for c in tm.calls_to("web") if "Answer Organizer" in c.messages[0].content][-1]
     finished(events)
+    tm.check(events)
     assert [s.json["query"] for s in web.seen("/search")] == [q]
     assert web.seen("/search.json")[0].query["q"] == q and web.seen("/search.json")[0].query["gl"] == "us"
     assert web.seen("/v7.0/search")[0].query["cc"] == "CH"  # the template's Bing params, BING_API_KEY for the key
@@ -338,21 +347,23 @@ async def test_web_search_assistant_asks_every_search_engine_and_the_dataset(web
             "https://wiki.example/compost"} <= {a.get("url") for a in ref["doc_aggs"].values()}
 
 
-async def test_stock_market_research_assistant_reads_the_balance_sheet_and_the_reports(web, kb):
-    scripts = {"chat": {
+@pytest.mark.parametrize("mode", MODES)
+async def test_stock_market_research_assistant_reads_the_balance_sheet_and_the_reports(web, kb, mode):
+    scripts = {
         "web": {"rules": [
             *agent("identify and extract the stock name", "NVDA"),
             *agent("senior investment banking (IB) analyst", "ANALYSIS: strong balance sheet; {last_user}")]},
         "analyst": {"rules": [
-            *agent("information extraction agent", "EXTRACTED: {last_tool}",
+            *agent("You are the information extraction agent", "EXTRACTED: {last_tool}",
                    ("Internal_Research_Report_Retrieval_Agent_0", order("find NVDA research reports"))),
-            *agent("<Task Objective>", "REPORTS: {last_tool}", ("search_my_dateset_0", {"query": "NVDA data center revenue"}))]}}}
-    dsl = with_dataset(canvas("templates/stock_market_research_assistant.json",
-                              {"kimi-k2-turbo-preview@Moonshot": "analyst@Scripted"}), kb.dataset_id)
-    async with llm_gateway(scripts, default_chat_model="web@Scripted") as llm, sandbox_service() as sandbox:
-        svc = Services(settings=allow_local(), llm=llm.client, retrieval=kb.client, sandbox=sandbox)
-        events = await run_for(dsl, svc, "NVDA", kb.tenant)
+            *agent("Retrieve the most relevant research reports", "REPORTS: {last_tool}", ("search_my_dateset_0", {"query": "NVDA data center revenue"}))]}}
+    dsl = with_dataset(canvas("templates/stock_market_research_assistant.json"), kb.dataset_id)
+    async with (template_models(mode, scripts, {"kimi-k2-turbo-preview@Moonshot": "analyst"}, default="web") as tm,
+                sandbox_service() as sandbox):
+        svc = Services(settings=allow_local(), llm=tm.llm.client, retrieval=kb.client, sandbox=sandbox)
+        events = await run_for(tm.dsl(dsl), svc, "NVDA", kb.tenant)
     finished(events)
+    tm.check(events)
     sheets = web.seen("/ws/fundamentals-timeseries/v1/finance/timeseries/NVDA")
     assert [s.query["type"].split(",")[0] for s in sheets] == ["annualTotalAssets", "quarterlyTotalAssets"]
     assert all(s.query["crumb"] == "crumb-1" for s in sheets)
@@ -368,7 +379,7 @@ async def test_stock_market_research_assistant_reads_the_balance_sheet_and_the_r
 async def test_deep_research_as_shipped_runs_on_the_default_model_with_the_fallback(web):
     """The template names qwen-max@Tongyi-Qianwen and three other factory models, none configured here:
     with TRELLIS_MODEL_FALLBACK each runs on the default chat model, and node_finished says so."""
-    scripts = {"chat": {"web": {"rules": [
+    scripts = {"web": {"rules": [
         {"when": {"system_contains": "Strategy Research Director", "turn": 0}, "tool_calls": [
             {"name": "Web_Search_Specialist_0", "arguments": order("find sources on EV batteries")},
             {"name": "Content_Deep_Reader_1", "arguments": order("read https://web.example/ev-battery-market/1")}]},
@@ -379,11 +390,14 @@ async def test_deep_research_as_shipped_runs_on_the_default_model_with_the_fallb
                ("tavily_search_0", {"query": "EV battery market"})),
         *agent("You are a Content Deep Reader", "Extracted: {last_tool}",
                ("tavily_extract_0", {"urls": ["https://web.example/ev-battery-market/1"]})),
-        *agent("You are a Research Synthesizer", "Report: EV batteries are growing fast.")]}}}
-    async with llm_gateway(scripts, default_chat_model="web@Scripted", model_fallback=True) as llm:
-        events = await run_canvas(canvas("templates/deep_research.json"), services(llm, settings=allow_local()),
+        *agent("You are a Research Synthesizer", "Report: EV batteries are growing fast.")]}}
+    models = dict.fromkeys(["qwen-max@Tongyi-Qianwen", "qwen-plus@Tongyi-Qianwen", "moonshot-v1-auto@Moonshot",
+                            "moonshot-v1-128k@Moonshot"], "web")
+    async with template_models("fallback", scripts, models) as tm:
+        events = await run_canvas(canvas("templates/deep_research.json"), services(tm.llm, settings=allow_local()),
                                   query="EV battery market outlook")
     finished(events)
+    tm.check(events)  # each of the four models: node_finished says it ran on the default
     assert [s.json["query"] for s in web.seen("/search")] == ["EV battery market"]
     assert answer(events, "Message:OrangeYearsShine") == "FINAL REPORT\nReport: EV batteries are growing fast."
     [lead] = of(events, NodeFinished, "Agent:NewPumasLick")

@@ -4,8 +4,9 @@ llm_gateway) writes the SQL, ExeSQL runs it on the REAL MariaDB server (conftest
 the table.
 
 The template runs as shipped except what it cannot know: the Retrievals' `kb_ids` (empty in the template)
-become the test's dataset, the ExeSQL connection fields (empty) point at the test server, and the Agent's
-`llm_id` names a scripted model.
+become the test's dataset and the ExeSQL connection fields (empty) point at the test server. The Agent's
+model is scripted, or the template's own `qwen-max@Tongyi-Qianwen` on a real-shaped provider, or the model
+fallback (tests/support/template_models.py).
 """
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ from services.orchestrator.runner import run
 from services.orchestrator.state import RunRequest
 from services.orchestrator.validate import compile_plan
 from tests.support.canvas import of
-from tests.support.llm_gateway import llm_gateway
 from tests.support.retrieval import embedding_gateway, running_stack
+from tests.support.template_models import MODES, template_models
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "data" / "templates" / "text2sql_data_expert.json"  # see NOTICE.md
 AGENT, EXESQL, MESSAGE = "Agent:WickedGoatsDivide", "ExeSQL:TiredShirtsPull", "Message:ShaggyMasksAttend"
@@ -50,27 +51,28 @@ def shipped_template(dataset_id: str, db_params: dict[str, Any]) -> dict[str, An
         obj = cpn["obj"]
         if obj["component_name"] == "Retrieval":
             obj["params"]["kb_ids"] = [dataset_id]
-        elif obj["component_name"] == "Agent":
-            obj["params"]["llm_id"] = "sqlwriter@Scripted"
         elif obj["component_name"] == "ExeSQL":
             obj["params"].update(db_params)
     return dsl
 
 
-async def test_text2sql_data_expert_answers_with_the_rows_of_the_models_query(tmp_path, mariadb_db):
+@pytest.mark.parametrize("mode", MODES)
+async def test_text2sql_data_expert_answers_with_the_rows_of_the_models_query(tmp_path, mariadb_db, mode):
     db_params = {k: v for k, v in mariadb_db.params().items() if k != "db_type"}  # keeps the template's "mysql"
     async with embedding_gateway() as embed_addr, running_stack("sqlite", tmp_path, embed_addr) as kb:
         ds = await kb.dataset("shop", size=64, overlap=0)
         doc = await kb.ingest(ds.id, "shop.md", KNOWLEDGE)
         assert doc.status == rr_pb.DOCUMENT_STATUS_DONE, doc.error
         dsl = shipped_template(ds.id, db_params)
-        async with llm_gateway({"chat": {"sqlwriter": [SQL]}}) as llm:
-            svc = Services(settings=EngineSettings(ssrf_allowlist=("127.0.0.1",)), llm=llm.client, retrieval=kb.client)
+        async with template_models(mode, {"sqlwriter": [SQL]}, {"qwen-max@Tongyi-Qianwen": "sqlwriter"}) as tm:
+            svc = Services(settings=EngineSettings(ssrf_allowlist=("127.0.0.1",)), llm=tm.llm.client,
+                           retrieval=kb.client)
             req = RunRequest(run_id="run-1", session_id="s-1", query="Revenue of completed orders per product?",
                              tenant_id=kb.tenant)
-            events = [e async for e in run(compile_plan(load_canvas(dsl)), req, None, svc)]
-            [call] = llm.calls_to("sqlwriter")
+            events = [e async for e in run(compile_plan(load_canvas(tm.dsl(dsl))), req, None, svc)]
+            [call] = tm.calls_to("sqlwriter")
     assert isinstance(events[-1], RunFinished) and events[-1].error is None, events[-1].error
+    tm.check(events)
     assert not of(events, RunError)
     # The model saw what the Retrievals found (the template's user prompt) and wrote MySQL for it.
     prompt = call.messages[-1].content
