@@ -29,6 +29,8 @@ def _engine_from_env() -> EngineSettings:
         # TRELLIS_MCP_TIMEOUT_S: one MCP tool call's default limit; TRELLIS_MCP_ALLOW_STDIO=1 allows stdio servers
         mcp_timeout_s=env_float("TRELLIS_MCP_TIMEOUT_S", defaults.mcp_timeout_s),
         mcp_allow_stdio=env_bool("TRELLIS_MCP_ALLOW_STDIO", defaults.mcp_allow_stdio),
+        # TRELLIS_BROWSER_MAX_DOWNLOAD_BYTES: the largest response or download a Browser page may receive
+        browser_max_download_bytes=env_int("TRELLIS_BROWSER_MAX_DOWNLOAD_BYTES", defaults.browser_max_download_bytes),
     )
 
 

@@ -41,6 +41,8 @@ class EngineSettings:
     mcp_timeout_s: float = 60.0
     # MCP servers of type "stdio" start a local command: off unless a deployment allows it.
     mcp_allow_stdio: bool = False
+    # Browser: the largest response, and so the largest download, a page may receive (bytes).
+    browser_max_download_bytes: int = 32 * 1024 * 1024
 
     def timeout_for(self, component_name: str) -> float | None:
         if component_name in self.component_timeouts:

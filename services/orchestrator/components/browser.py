@@ -116,7 +116,8 @@ class Browser(Component):
         messages = [Message("system", SYSTEM_PROMPT), Message("user", task)]
         steps = _max_steps(p.max_steps) or DEFAULT_MAX_STEPS
         session = _browser.BrowserSession(ctx.http, headless=as_bool(p.headless),
-                                          chromium_sandbox=as_bool(p.chromium_sandbox), uploads=uploads)
+                                          chromium_sandbox=as_bool(p.chromium_sandbox), uploads=uploads,
+                                          max_download_bytes=ctx.settings.browser_max_download_bytes)
         answer = ""
         async with session:
             for step in range(steps):
