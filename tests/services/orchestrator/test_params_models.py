@@ -4,9 +4,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from services.orchestrator.components import get_class
-from services.orchestrator.components.params import ParamsInvalid
+from services.orchestrator.components.params import Number, Params, ParamsInvalid, as_issues
 from services.orchestrator.dsl import load_canvas, load_with_state, to_v1
 from services.orchestrator.validate import validate
 from tests.support.canvas import cpn
@@ -74,3 +75,27 @@ def test_typed_attributes_and_extra_keys_are_both_there():
     cond = switch.params.conditions[0]
     assert cond.to == "A" and cond.logical_operator == "and" and cond.model_extra == {"uuid": "u-1"}
     assert switch.params.model_extra == {"ui_only": {"x": 1}}
+
+
+def test_a_reference_where_a_choice_or_a_number_goes_is_kept_for_the_run():
+    # A tool's choice may be a reference, resolved when the node runs (as before the models).
+    assert get_class("DeepL").check("DeepL:d", {"target_lang": "{begin@lang}", "source_lang": "begin@src"}) == []
+    [issue] = get_class("DeepL").check("DeepL:d", {"target_lang": "Klingon"})
+    assert issue.field == "params.target_lang" and "'Klingon'" in issue.message
+
+    class Counted(Params):
+        n: Number(ge=1, integer=True, ref=True) = 3  # type: ignore[valid-type]
+
+    assert Counted.model_validate({"n": "{sys.n}"}).n == "{sys.n}"  # kept as text: resolved when run
+    assert Counted.model_validate({"n": "4"}).n == "4"  # numeric text is kept as given too
+    with pytest.raises(ValidationError) as err:
+        Counted.model_validate({"n": "many"})
+    assert as_issues(err.value, "X:x", "X")[0].message == "must be an integer or a variable reference, not 'many'"
+    with pytest.raises(ValidationError):
+        Counted.model_validate({"n": 0})
+
+
+def test_given_tells_a_key_that_was_given_from_a_default():
+    params = get_class("DeepL")("DeepL:d", {"auth_key": ""}).params
+    assert params.target_lang == "EN-GB" and params.given("target_lang") is None  # the default, not given
+    assert params.given("auth_key") == "" and params.given("nope", 7) == 7
