@@ -1,6 +1,7 @@
 """RAGFlow's document endpoints, backed by the retrieval service:
 
     POST/GET/DELETE /api/v1/datasets/{dataset_id}/documents              (upload is multipart, field `file`)
+    GET             /api/v1/datasets/{dataset_id}/documents/{document_id}  (download the uploaded file)
     PUT/PATCH       /api/v1/datasets/{dataset_id}/documents/{document_id}  (update; 0.22's SDK PUTs, today's PATCHes)
     POST/DELETE     /api/v1/datasets/{dataset_id}/chunks                 (parse, stop parsing)
 
@@ -18,6 +19,7 @@ import math
 import re
 from pathlib import PurePath
 from typing import Any
+from urllib.parse import quote
 
 import grpc
 from aiohttp import web
@@ -42,6 +44,7 @@ from gateway.routes._datasets import (
     data_error,
     document_view,
     documents,
+    find_dataset,
     next_name,
     owned_dataset,
     retrieval,
@@ -265,6 +268,33 @@ async def update_document(request: web.Request) -> web.Response:
     return ok(document_view(updated, dataset))
 
 
+# ---------------------------------------------------------------------------------------- download
+def _bare_error(message: str) -> web.Response:
+    """RAGFlow's download errors are `{"code", "message"}` without `data`: exactly what the SDK's
+    `Document.download` tells from a file."""
+    return web.json_response({"code": 102, "message": message})
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("Download a document's uploaded file", binary=True, tags=TAGS))
+async def download_document(request: web.Request) -> web.StreamResponse:
+    dataset_id, document_id = request.match_info["dataset_id"], request.match_info["document_id"]
+    rv = retrieval(request)
+    if await find_dataset(request, dataset_id) is None:
+        return _bare_error("document not found")
+    req = rr_pb.GetDocumentFileRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id)
+    try:
+        found = await rv.call(rv.stub.GetDocumentFile, req)
+    except GatewayError as err:
+        if err.code == grpc.StatusCode.NOT_FOUND:
+            return _bare_error("document not found")
+        raise
+    if not found.content:
+        return _bare_error("This file is empty.")
+    name = found.document.name
+    return web.Response(body=found.content, content_type=found.document.mime_type or "application/octet-stream",
+                        headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quote(name)}"})
+
+
 # ---------------------------------------------------------------------------------------- delete, parse
 @endpoint(Dialect.RAGFLOW, contract=Contract("Delete documents", body=DeleteDocumentsBody, response=dict[str, int], tags=TAGS))
 async def delete_documents(request: web.Request) -> web.Response:
@@ -327,6 +357,7 @@ def add_routes(app: web.Application) -> None:
     r.add_post("/api/v1/datasets/{dataset_id}/documents", upload_documents)
     r.add_get("/api/v1/datasets/{dataset_id}/documents", list_documents)
     r.add_delete("/api/v1/datasets/{dataset_id}/documents", delete_documents)
+    r.add_get("/api/v1/datasets/{dataset_id}/documents/{document_id}", download_document)
     r.add_put("/api/v1/datasets/{dataset_id}/documents/{document_id}", update_document)  # ragflow-sdk 0.22
     r.add_patch("/api/v1/datasets/{dataset_id}/documents/{document_id}", update_document)
     r.add_post("/api/v1/datasets/{dataset_id}/chunks", parse_documents)

@@ -2,7 +2,8 @@
 
 The document row is written RUNNING before any work, so ListDocuments shows progress; it ends DONE with
 its chunk count, or FAILED with the reason. A failure never touches other documents, and a failed
-re-ingest keeps the document's previous chunks searchable (the swap happens only on success).
+re-ingest keeps the document's previous chunks searchable (the swap happens only on success). The uploaded
+file is kept with the document as soon as its row is written (GetDocumentFile), parsed or not.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class Ingestor:
             doc = Document(new_id(), ds.id, name, kind, len(content), metadata=metadata)
         doc.status, doc.error, doc.updated_at = DocStatus.RUNNING, "", now()
         await self.backend.put_document(tenant_id, doc)
+        await self.backend.put_file(tenant_id, ds.id, doc.id, content)  # kept for download, parsed or not
         try:
             await self._run(tenant_id, ds, doc, content)
         except asyncio.CancelledError:

@@ -108,6 +108,7 @@ class Candidate:
     keyword_rank: float = 0.0  # backend's keyword score (higher is better), a tie-breaker only
     positions: list[int] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # ChunkRecord.extra: `available`, `important_keywords`...
+    document_disabled: bool = False  # its document is disabled: search leaves it out
 
 
 @dataclass

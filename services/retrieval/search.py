@@ -18,7 +18,7 @@ from services.common.errors import InvalidArgument, NotFound
 from services.retrieval import metadata_filter, scoring
 from services.retrieval.backends.base import Backend
 from services.retrieval.llm import LlmPeer
-from services.retrieval.models import Candidate, CandidateQuery, Dataset, Document, Hit, MetadataCondition, SearchResult
+from services.retrieval.models import Candidate, CandidateQuery, Dataset, Hit, MetadataCondition, SearchResult
 
 log = logging.getLogger(__name__)
 
@@ -93,22 +93,15 @@ class Searcher:
                             limit, 1.0 - weight)
         ds_ids = [d.id for d in datasets]
         found = await self.backend.candidates(cq)
-        docs = await self._enabled_documents(p.tenant_id, ds_ids, found.items)
         matcher = scoring.term_matcher(terms)
         scored = [self._score(c, terms, matcher, found.term_weights, weight) for c in found.items
-                  if c.document_id in docs and scoring.available(c.extra)]
+                  if not c.document_disabled and scoring.available(c.extra)]
         scored.sort(key=lambda s: (-s.sim, -s.keyword_hits, -s.cand.keyword_rank, s.cand.chunk_id))
         if p.rerank_model and scored:
             scored = await self._rerank(query, scored[: max(self.rerank_limit, top_n)], p.rerank_model, weight)
         kept = [s for s in scored if s.sim >= p.similarity_threshold]
         page = kept[:top_n]
-        return SearchResult(self._hits(docs, page), len(kept))
-
-    async def _enabled_documents(self, tenant_id: str, dataset_ids: list[str], found: list[Candidate]) -> dict[str, Document]:
-        """The candidates' documents that are not disabled, by id (their names and metadata go into the hits)."""
-        doc_ids = sorted({c.document_id for c in found})
-        docs = await self.backend.get_documents(tenant_id, dataset_ids, doc_ids) if doc_ids else []
-        return {d.id: d for d in docs if not d.disabled}
+        return SearchResult(await self._hits(p.tenant_id, ds_ids, page), len(kept))
 
     async def _allowed_documents(self, p: SearchParams, datasets: list[Dataset]) -> frozenset[str] | None:
         allowed: set[str] | None = set(p.document_ids) if p.document_ids else None
@@ -151,8 +144,9 @@ class Searcher:
         scored.sort(key=lambda s: (-s.sim, -s.keyword_hits, s.cand.chunk_id))
         return scored
 
-    @staticmethod
-    def _hits(docs: dict[str, Document], page: list[_Scored]) -> list[Hit]:
+    async def _hits(self, tenant_id: str, dataset_ids: list[str], page: list[_Scored]) -> list[Hit]:
+        doc_ids = sorted({s.cand.document_id for s in page})
+        docs = {d.id: d for d in await self.backend.get_documents(tenant_id, dataset_ids, doc_ids)} if doc_ids else {}
         hits = []
         for s in page:
             doc = docs.get(s.cand.document_id)

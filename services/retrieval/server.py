@@ -141,6 +141,14 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
             settings=settings, disabled=_given(request, "disabled"))
         return rr_pb.UpdateDocumentResponse(document=convert.document_to_proto(doc))
 
+    async def GetDocumentFile(self, request: rr_pb.GetDocumentFileRequest, context: grpc.aio.ServicerContext) -> rr_pb.GetDocumentFileResponse:
+        tenant = _tenant(request)
+        found = await self.backend.get_documents(tenant, [request.dataset_id], [request.document_id])
+        if not found:
+            raise NotFound(f"document {request.document_id!r} not found in dataset {request.dataset_id!r}")
+        content = await self.backend.get_file(tenant, request.dataset_id, request.document_id)
+        return rr_pb.GetDocumentFileResponse(document=convert.document_to_proto(found[0]), content=content or b"")
+
     # ------------------------------------------------------------------------------------ search
     async def Search(self, request: rr_pb.SearchRequest, context: grpc.aio.ServicerContext) -> rr_pb.SearchResponse:
         result = await self.searcher.search(convert.search_params(_tenant(request), request))

@@ -262,3 +262,22 @@ async def test_auto_metadata_config_is_kept_in_the_parser_config(live):
                                   "'number'> - Value: <colour>" == bad["message"]
     other = await live.call("GET", path, key=live.key_b)
     assert other["code"] == 102 and other["message"].endswith(f"lacks permission for dataset '{ds['id']}'")
+
+
+# ---- GET /api/v1/datasets/{id}/documents/{doc} ----------------------------------------------------------------------
+
+async def test_download_gives_the_uploaded_file_back(live):
+    ds = await _dataset(live, "files")
+    raw = "# Boiler\n\nBleed the radiator valve every autumn. Ünïcode too.".encode()
+    doc, = await _upload(live, ds["id"], ("boiler_guide.md", raw))
+    path = f"/api/v1/datasets/{ds['id']}/documents/{doc['id']}"
+    resp = await live.client.get(path, headers=live.auth())
+    assert resp.status == 200 and await resp.read() == raw
+    assert resp.content_type == "text/markdown"
+    assert resp.headers["Content-Disposition"] == "attachment; filename*=UTF-8''boiler_guide.md"
+    # Errors are RAGFlow's bare {"code", "message"}, which the SDK's download tells from a file.
+    assert await live.call("GET", f"/api/v1/datasets/{ds['id']}/documents/{uuid.uuid4().hex}") == \
+        {"code": 102, "message": "document not found"}
+    assert await live.call("GET", path, key=live.key_b) == {"code": 102, "message": "document not found"}
+    await live.call("DELETE", f"/api/v1/datasets/{ds['id']}/documents", json={"ids": [doc["id"]]})
+    assert await live.call("GET", path) == {"code": 102, "message": "document not found"}

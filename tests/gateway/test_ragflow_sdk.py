@@ -45,6 +45,7 @@ def _common(out: dict) -> None:
     assert out["uploaded"] == ["boiler.md", "boiler(1).md"]
     assert out["parsed"] == ["DONE", "DONE"]
     assert out["listed_documents"] == ["boiler(1).md", "boiler.md"]
+    assert out["downloaded"] == "# Boiler\n\nBleed the radiator valve every autumn."
     assert out["chunks"] == ["Boiler\nBleed the radiator valve every autumn."]  # the markdown parser's text
     assert out["chunks_after_add"] == 2 and out["chunks_after_delete"] == 1
     assert out["chunk_after_update"] == "The warranty lasts ten years."

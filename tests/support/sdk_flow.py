@@ -81,6 +81,7 @@ def datasets(rag: RAGFlow) -> dict:
     out["parsed"] = [run for _, run, _, _ in ds.parse_documents([d.id for d in docs])]
     out["listed_documents"] = sorted(d.name for d in ds.list_documents())
     doc = ds.list_documents(name="boiler.md")[0]
+    out["downloaded"] = doc.download().decode()
     out["chunks"] = [c.content for c in doc.list_chunks()]
     added = doc.add_chunk(content="The warranty lasts five years.")
     out["chunks_after_add"] = len(doc.list_chunks())

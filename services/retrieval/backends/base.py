@@ -65,7 +65,15 @@ class Backend(ABC):
 
     @abstractmethod
     async def delete_document(self, tenant_id: str, dataset_id: str, document_id: str) -> bool:
-        """Delete the document and its chunks; False when it did not exist."""
+        """Delete the document, its chunks and its file; False when it did not exist."""
+
+    @abstractmethod
+    async def put_file(self, tenant_id: str, dataset_id: str, document_id: str, content: bytes) -> None:
+        """Keep the document's uploaded file (replacing the one kept before); its row must exist."""
+
+    @abstractmethod
+    async def get_file(self, tenant_id: str, dataset_id: str, document_id: str) -> bytes | None:
+        """The document's uploaded file; None when none is kept."""
 
     # -- chunks
     @abstractmethod
@@ -83,6 +91,6 @@ class Backend(ABC):
     async def candidates(self, query: CandidateQuery) -> CandidateSet:
         """Up to `query.limit` keyword (when `query.keyword`) and `query.limit` vector candidates,
         deduplicated, each with its cosine similarity to its dataset's query vector when the query has
-        vectors and its `extra`; and a weight per query term for term similarity (rarer terms weigh more,
+        vectors, its `extra` and whether its document is disabled; and a weight per query term for term similarity (rarer terms weigh more,
         1.0 if unknown). The keyword side matches a chunk's important keywords and questions (`extra`) as
         well as its content (`scoring.keyword_text`)."""

@@ -1,6 +1,7 @@
 """The embedded backend: one SQLite database (`retrieval.sqlite3` in the data directory) with FTS5 and sqlite-vec.
 
-Tables: `datasets`, `documents`, `chunks` (content, positions, float32 vector), `chunks_fts` (FTS5,
+Tables: `datasets`, `documents`, `document_files` (each document's uploaded file), `chunks` (content,
+positions, float32 vector), `chunks_fts` (FTS5,
 contentless with deletes, BM25; its `scope` column holds a token per dataset so a search reads only its
 datasets' postings), `chunks_terms` (fts5vocab: document frequencies for term weights), and one sqlite-vec
 `vec0` table per dataset (`vec_<dataset id>`, cosine). Nearest neighbours come from the in-memory index
@@ -47,6 +48,8 @@ CREATE TABLE IF NOT EXISTS chunks(
   document_id TEXT NOT NULL, content TEXT NOT NULL, positions TEXT NOT NULL, vector BLOB NOT NULL,
   extra TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(document_id);
+CREATE TABLE IF NOT EXISTS document_files(
+  document_id TEXT PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE, content BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS chunks_by_dataset ON chunks(dataset_id);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
   content, scope, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');
@@ -231,6 +234,23 @@ class SqliteBackend(Backend):
         found, old = await self._runner.write(delete)
         self._total_chunks -= len(old)
         return found
+
+    async def put_file(self, tenant_id: str, dataset_id: str, document_id: str, content: bytes) -> None:
+        def put(conn: Any) -> None:
+            if conn.execute("SELECT 1 FROM documents WHERE id = ? AND dataset_id = ? AND tenant_id = ?",
+                            (document_id, dataset_id, tenant_id)).fetchone():
+                conn.execute("INSERT OR REPLACE INTO document_files VALUES(?, ?)", (document_id, content))
+
+        await self._runner.write(put)
+
+    async def get_file(self, tenant_id: str, dataset_id: str, document_id: str) -> bytes | None:
+        def get(conn: Any) -> bytes | None:
+            row = conn.execute("SELECT f.content FROM document_files f JOIN documents d ON d.id = f.document_id "
+                               "WHERE d.id = ? AND d.dataset_id = ? AND d.tenant_id = ?",
+                               (document_id, dataset_id, tenant_id)).fetchone()
+            return bytes(row[0]) if row else None
+
+        return await self._runner.read(get)
 
     # ------------------------------------------------------------------------------------ chunks
     async def replace_chunks(self, tenant_id: str, dataset: Dataset, doc: Document, chunks: Sequence[ChunkRecord]) -> None:
@@ -425,8 +445,9 @@ def _fetch(conn: Any, q: CandidateQuery, pks: set[int], keyword: dict[int, float
     # The dataset test also drops a keyword hit of another dataset that an unscoped FTS5 query let through
     # (a chunk written to another dataset after `scoped` was decided).
     ds_ids = [ds.id for ds in q.datasets]
-    rows = conn.execute(f"SELECT pk, id, dataset_id, document_id, content, positions, vector, extra FROM chunks "
-                        f"WHERE pk IN ({_marks(len(pks))}) AND tenant_id = ? AND dataset_id IN ({_marks(len(ds_ids))})",
+    rows = conn.execute(f"SELECT c.pk, c.id, c.dataset_id, c.document_id, c.content, c.positions, c.vector, c.extra, "
+                        f"coalesce(d.disabled, 0) FROM chunks c LEFT JOIN documents d ON d.id = c.document_id "
+                        f"WHERE c.pk IN ({_marks(len(pks))}) AND c.tenant_id = ? AND c.dataset_id IN ({_marks(len(ds_ids))})",
                         [*pks, q.tenant_id, *ds_ids]).fetchall()
     sims: list[float | None] = [None] * len(rows)
     by_dataset: dict[str, list[int]] = {}
@@ -444,5 +465,5 @@ def _fetch(conn: Any, q: CandidateQuery, pks: set[int], keyword: dict[int, float
             for i in members:
                 sims[i] = 0.0
     return [Candidate(cid, content, doc_id, ds_id, sims[i], keyword.get(pk, 0.0), json.loads(positions),
-                      json.loads(extra) if extra else {})
-            for i, (pk, cid, ds_id, doc_id, content, positions, _, extra) in enumerate(rows)]
+                      json.loads(extra) if extra else {}, bool(disabled))
+            for i, (pk, cid, ds_id, doc_id, content, positions, _, extra, disabled) in enumerate(rows)]

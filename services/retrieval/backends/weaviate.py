@@ -1,8 +1,9 @@
 """The scale-out backend: Weaviate through `weaviate-client` v4 (async), selected by TRELLIS_WEAVIATE_URL.
 
 Layout:
-- `TrellisDataset` and `TrellisDocument`: the catalog, multi-tenant collections (one Weaviate tenant per
-  Trellis tenant), so every catalog read or write names its tenant and cannot see another's objects;
+- `TrellisDataset`, `TrellisDocument` and `TrellisDocumentFile` (each document's uploaded file, a blob):
+  the catalog, multi-tenant collections (one Weaviate tenant per Trellis tenant), so every catalog read or
+  write names its tenant and cannot see another's objects;
 - `TrellisChunks_<dataset id>`: one collection per dataset for its chunks, with self-provided cosine
   vectors and a BM25 index on `content`. One collection per dataset because each dataset may use its
   own embedding model (and vector size); a dataset is reached only through its tenant's catalog.
@@ -18,6 +19,7 @@ install it with `pip install --no-deps weaviate-client httpx authlib validators`
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import uuid as uuidlib
@@ -31,7 +33,7 @@ from services.retrieval import scoring
 from services.retrieval.backends.base import Backend
 from services.retrieval.models import Candidate, CandidateQuery, CandidateSet, ChunkRecord, Dataset, DocStatus, Document
 
-DATASETS, DOCUMENTS = "TrellisDataset", "TrellisDocument"
+DATASETS, DOCUMENTS, FILES = "TrellisDataset", "TrellisDocument", "TrellisDocumentFile"
 _PAGE = 1000
 _SEARCHED = ["content", "keywords^5"]  # BM25 over the text and, boosted as RAGFlow does, important keywords and questions
 
@@ -104,6 +106,7 @@ class WeaviateBackend(Backend):
                         text("error", False), Property(name="chunk_count", data_type=DataType.INT), text("metadata_json", False),
                         Property(name="created_at", data_type=DataType.NUMBER), Property(name="updated_at", data_type=DataType.NUMBER),
                         Property(name="disabled", data_type=DataType.BOOL), text("settings", False)],
+            FILES: [text("document_id"), text("dataset_id"), Property(name="file", data_type=DataType.BLOB)],
         }
         for name, props in specs.items():
             if not await self._client.collections.exists(name):
@@ -224,6 +227,7 @@ class WeaviateBackend(Backend):
         await self._client.collections.delete(chunks_collection(dataset_id))
         self._checked.discard(chunks_collection(dataset_id))
         await (await self._catalog(DOCUMENTS, tenant_id)).data.delete_many(where=Filter.by_property("dataset_id").equal(dataset_id))
+        await (await self._catalog(FILES, tenant_id)).data.delete_many(where=Filter.by_property("dataset_id").equal(dataset_id))
         await coll.data.delete_by_id(_uuid(dataset_id))
         return True
 
@@ -278,8 +282,26 @@ class WeaviateBackend(Backend):
             return False
         chunks = self._client.collections.use(chunks_collection(dataset_id))
         await chunks.data.delete_many(where=Filter.by_property("document_id").equal(document_id))
+        await (await self._catalog(FILES, tenant_id)).data.delete_by_id(_uuid(document_id))
         await coll.data.delete_by_id(_uuid(document_id))
         return True
+
+    async def put_file(self, tenant_id: str, dataset_id: str, document_id: str, content: bytes) -> None:
+        from weaviate.classes.data import DataObject
+
+        doc = await (await self._catalog(DOCUMENTS, tenant_id)).query.fetch_object_by_id(_uuid(document_id))
+        if doc is None or doc.properties.get("dataset_id") != dataset_id:
+            return
+        props = {"document_id": document_id, "dataset_id": dataset_id, "file": base64.b64encode(content).decode()}
+        res = await (await self._catalog(FILES, tenant_id)).data.insert_many([DataObject(properties=props, uuid=_uuid(document_id))])
+        _check_batch(res, "storing a document's file")
+
+    async def get_file(self, tenant_id: str, dataset_id: str, document_id: str) -> bytes | None:
+        coll = await self._catalog(FILES, tenant_id)
+        obj = await coll.query.fetch_object_by_id(_uuid(document_id), return_properties=["dataset_id", "file"])
+        if obj is None or obj.properties.get("dataset_id") != dataset_id or not obj.properties.get("file"):
+            return None
+        return base64.b64decode(obj.properties["file"])
 
     # ------------------------------------------------------------------------------------ chunks
     async def replace_chunks(self, tenant_id: str, dataset: Dataset, doc: Document, chunks: Sequence[ChunkRecord]) -> None:
@@ -357,6 +379,11 @@ class WeaviateBackend(Backend):
                 extra = p.get("extra") or ""
                 out.append(Candidate(p["chunk_id"], p["content"], p["document_id"], ds.id, sim, float(score),
                                      [int(x) for x in p.get("positions") or []], json.loads(extra) if extra else {}))
+        doc_ids = sorted({c.document_id for c in out})
+        disabled = {d.id for d in await self.get_documents(query.tenant_id, [ds.id for ds in query.datasets], doc_ids)
+                    if d.disabled} if doc_ids else set()
+        for c in out:
+            c.document_disabled = c.document_id in disabled
         return CandidateSet(out, weights)
 
     # ------------------------------------------------------------------------------------ helpers

@@ -146,3 +146,24 @@ async def test_important_keywords_are_searched_and_rank_their_chunk_first(stack)
     tie = (await stack.search("bleed", [ds.id], keywords_similarity_weight=1.0)).chunks
     assert [c.id for c in tie] == [keyed.id, plain.id]
     assert tie[0].similarity == pytest.approx(tie[1].similarity)
+
+
+async def test_the_uploaded_file_is_kept_until_its_document_goes(stack):
+    ds = await stack.dataset()
+    raw = b"%PDF-1.4 not really a pdf"
+    broken = await stack.ingest(ds.id, "broken.pdf", raw)  # kept even when parsing fails
+    good = await stack.ingest(ds.id, "a.txt", "first version")
+    again = await stack.ingest(ds.id, "a.txt", "second version", document_id=good.id)  # a re-ingest replaces it
+
+    async def file_of(document_id: str, dataset_id: str = ds.id) -> bytes:
+        req = rr_pb.GetDocumentFileRequest(tenant_id=stack.tenant, dataset_id=dataset_id, document_id=document_id)
+        return (await stack.stub.GetDocumentFile(req)).content
+
+    assert broken.status == rr_pb.DOCUMENT_STATUS_FAILED and await file_of(broken.id) == raw
+    assert again.id == good.id and await file_of(good.id) == b"second version"
+    other = await stack.dataset("other")
+    await _fails(file_of(good.id, other.id), grpc.StatusCode.NOT_FOUND)  # the document of another dataset
+    await stack.stub.DeleteDocument(rr_pb.DeleteDocumentRequest(tenant_id=stack.tenant, dataset_id=ds.id, document_id=good.id))
+    await _fails(file_of(good.id), grpc.StatusCode.NOT_FOUND)
+    await stack.stub.DeleteDataset(rr_pb.DeleteDatasetRequest(tenant_id=stack.tenant, dataset_id=ds.id))
+    await _fails(file_of(broken.id), grpc.StatusCode.NOT_FOUND)
