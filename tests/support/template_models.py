@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from services.llm_gateway import factories
-from services.orchestrator.events import NodeFinished
+from services.orchestrator.events import NodeFinished, RunFinished
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.llm_gateway import RunningLlmGateway, llm_gateway
 from tests.support.scripted_openai import ScriptedOpenAI
@@ -72,6 +72,9 @@ class TemplateModels:
             assert self.fake is not None and self.fake.chat_requests(), "the provider was never asked"
             sent = {next((v for k, v in h.items() if k.lower() == "authorization"), "") for h in self.fake.headers}
             assert sent <= {f"Bearer {k}" for k in self.keys.values()}, sent
+            assert all(r.get("stream") and r["stream_options"]["include_usage"] for r in self.fake.chat_requests())
+            finished = [e for e in events if isinstance(e, RunFinished)]
+            assert finished and finished[-1].usage.get("total_tokens", 0) > 0, "no usage came back over SSE"
         if self.mode == "fallback":
             named = {mid for mid in self.models if mid}
             notices = " ".join(str(e.inputs.get("model_fallback", "")) for e in events
