@@ -207,3 +207,23 @@ async def test_a_timeout_that_is_no_number_of_seconds_is_refused(gateway, timeou
     body = await call(gateway, "POST", "/api/v1/mcp/servers", json={
         "name": "calc", "url": "http://127.0.0.1:9/mcp", "server_type": "streamable-http", "timeout": timeout})
     assert body["code"] != 0 and "timeout" in body["message"], body
+
+
+async def test_bodies_and_queries_are_read_with_the_models_the_document_publishes(stack):
+    """Checked at the edge, before the orchestrator is asked: a field of the wrong type is 101 naming it."""
+    async def post(path: str, body: dict) -> dict:
+        return await (await stack.client.post(path, json=body, headers=stack.auth())).json()
+
+    ok = {"name": "calc", "url": "http://127.0.0.1:9/mcp", "server_type": "sse"}
+    for path, body, field in [("/api/v1/mcp/servers", {**ok, "name": 5}, "name"),
+                              ("/api/v1/mcp/servers", {**ok, "headers": 3}, "headers"),
+                              ("/api/v1/mcp/servers", {**ok, "timeout": "soon"}, "timeout"),
+                              ("/api/v1/mcp/servers/x/test", {"url": ["u"], "server_type": "sse"}, "url"),
+                              ("/api/v1/mcp/servers/import", {"mcpServers": ["calc"]}, "mcpServers")]:
+        answer = await post(path, body)
+        assert answer["code"] == 101 and f"`{field}" in answer["message"], (path, answer)
+    too_many = await (await stack.client.get("/api/v1/mcp/servers?page_size=101", headers=stack.auth())).json()
+    assert too_many == {"code": 101, "message": "page_size must be less than or equal to 100", "data": False}
+    document = await (await stack.client.get("/openapi.json")).json()
+    create = document["paths"]["/api/v1/mcp/servers"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert document["components"]["schemas"][create["$ref"].rsplit("/", 1)[-1]]["required"] == ["name", "url", "server_type"]
