@@ -162,20 +162,20 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
         page = [_chunk(c, doc) for c in chunks[offset:offset + limit]]
         return rr_pb.ListChunksResponse(chunks=page, total=len(chunks), document=convert.document_to_proto(doc))
 
-    async def AddChunk(self, request: rr_pb.AddChunkRequest, context: grpc.aio.ServicerContext) -> rr_pb.ChunkResponse:
+    async def AddChunk(self, request: rr_pb.AddChunkRequest, context: grpc.aio.ServicerContext) -> rr_pb.AddChunkResponse:
         tenant = _tenant(request)
         chunk = await self.chunks.add(tenant, request.dataset_id, request.document_id, request.content,
                                       json_object(request.extra_json, "extra_json"))
         _, doc = await self.chunks.document(tenant, request.dataset_id, request.document_id)
-        return rr_pb.ChunkResponse(chunk=_chunk(chunk, doc))
+        return rr_pb.AddChunkResponse(chunk=_chunk(chunk, doc))
 
-    async def UpdateChunk(self, request: rr_pb.UpdateChunkRequest, context: grpc.aio.ServicerContext) -> rr_pb.ChunkResponse:
+    async def UpdateChunk(self, request: rr_pb.UpdateChunkRequest, context: grpc.aio.ServicerContext) -> rr_pb.UpdateChunkResponse:
         tenant = _tenant(request)
         content = request.content if request.HasField("content") else None
         extra = json_object(request.extra_json, "extra_json") if request.HasField("extra_json") else None
         chunk = await self.chunks.update(tenant, request.dataset_id, request.document_id, request.chunk_id, content, extra)
         _, doc = await self.chunks.document(tenant, request.dataset_id, request.document_id)
-        return rr_pb.ChunkResponse(chunk=_chunk(chunk, doc))
+        return rr_pb.UpdateChunkResponse(chunk=_chunk(chunk, doc))
 
     async def DeleteChunks(self, request: rr_pb.DeleteChunksRequest, context: grpc.aio.ServicerContext) -> rr_pb.DeleteChunksResponse:
         deleted = await self.chunks.delete(_tenant(request), request.dataset_id, request.document_id,
