@@ -6,7 +6,7 @@ speaking MCP on stdin/stdout ("stdio": `url` is the command line). Listing tools
 initializes it, does its one request and closes. Tool calls of a run share one session per server (and
 headers): `run_sessions(run, spawn)` gives the run's `SessionPool`, whose sessions open on first use and
 close when the run ends (each lives in a background task of the run, which the runner cancels at its end);
-a session whose transport failed is dropped, so the next call opens a new one.
+a session whose transport failed or went silent is dropped, so the next call opens a new one.
 
 Headers are RAGFlow's: each header name and value may use `$name` / `${name}` from the server's
 `variables` (string.Template), a header whose value is empty (or only "Bearer") is left out, and an
@@ -112,8 +112,10 @@ async def call_tool(server: McpServer, tool: str, arguments: dict[str, Any], acc
             key, session = await sessions.session(server, access, limit, custom_header)
             try:
                 result = await session.call_tool(tool, arguments, read_timeout_seconds=read)
-            except ProtocolError:
-                raise  # the server answered (an error, or too late): the session itself is fine
+            except ProtocolError as exc:
+                if "Timed out" in exc.error.message:  # no answer: a server that went away looks the same
+                    sessions.drop(key)
+                raise  # else the server answered (a tool or protocol error): the session is fine
             except BaseException:
                 sessions.drop(key)  # the transport failed, or the call was cut short
                 raise

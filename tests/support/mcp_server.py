@@ -94,8 +94,10 @@ def app(token: str | None = None, counts: dict[str, int] | None = None):
 
 
 @asynccontextmanager
-async def serving(token: str | None = None, counts: dict[str, int] | None = None) -> AsyncIterator[str]:
-    """Base URL (http://127.0.0.1:<port>) of a running server; `counts` gets the JSON-RPC methods it was sent."""
+async def serving(token: str | None = None, counts: dict[str, int] | None = None, port: int = 0) -> AsyncIterator[str]:
+    """Base URL (http://127.0.0.1:<port>) of a running server; `counts` gets the JSON-RPC methods it was sent;
+    `port` (default: a free one) serves again where a stopped server was. On exit, connections still open (a
+    client's session) are closed after a second."""
     import uvicorn
 
     asgi, starlette_app = app(token, counts)
@@ -105,7 +107,8 @@ async def serving(token: str | None = None, counts: dict[str, int] | None = None
         async with starlette_app.router.lifespan_context(starlette_app):
             yield
 
-    config = uvicorn.Config(asgi, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    config = uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning", lifespan="off",
+                            timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
     async with lifespan(None):
         task = asyncio.create_task(server.serve())

@@ -108,3 +108,27 @@ async def test_cancelling_a_call_cancels_it_rather_than_reporting_an_error(acces
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(call, 30)  # ends long before the server's 60 s nap
+
+
+async def test_a_shared_session_whose_server_went_away_is_dropped_and_the_next_call_opens_a_new_one(access):
+    tasks: list[asyncio.Task] = []
+    pool = mc.SessionPool(lambda coro: tasks.append(asyncio.ensure_future(coro)) or tasks[-1])  # a run's spawn
+    before, after = {}, {}
+    port = free_port()
+    try:
+        async with serving(counts=before, port=port) as base:
+            server = mc.McpServer("calc", base + "/mcp", "streamable-http", timeout_s=2.0)
+            assert await mc.call_tool(server, "add", {"a": 1, "b": 2}, access, sessions=pool) == "3"
+            assert await mc.call_tool(server, "add", {"a": 2, "b": 2}, access, sessions=pool) == "4"
+        with pytest.raises(mc.McpError, match=r"^MCP server 'calc' .*could not call tool 'add'") as gone:
+            await mc.call_tool(server, "add", {"a": 1, "b": 1}, access, sessions=pool)  # the server is gone
+        assert "no answer within 2 s" in str(gone.value)  # the transport does not report the refused connection
+        async with serving(counts=after, port=port):  # back, at the same address
+            assert await mc.call_tool(server, "add", {"a": 3, "b": 4}, access, sessions=pool) == "7"
+            assert await mc.call_tool(server, "add", {"a": 4, "b": 4}, access, sessions=pool) == "8"
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    assert before["initialize"] == 1 and after["initialize"] == 1  # one session each side of the restart
+    assert before["tools/call"] == 2 and after["tools/call"] == 2 and pool.opened == 2
