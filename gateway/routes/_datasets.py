@@ -64,7 +64,7 @@ def dataset_view(d: rr_pb.Dataset) -> dict[str, Any]:
         "chunk_method": chunk_method, "parser_config": settings.get("parser_config") or merged_parser_config(chunk_method, None),
         "chunk_count": d.chunk_count, "document_count": d.document_count, "token_num": 0,
         "tenant_id": d.tenant_id, "created_by": d.tenant_id, "language": settings.get("language") or "English",
-        "similarity_threshold": 0.2, "vector_similarity_weight": 0.3, "pagerank": int(settings.get("pagerank") or 0),
+        "similarity_threshold": 0.2, "vector_similarity_weight": 0.3, "pagerank": d.pagerank,
         "status": "1", "create_time": created, "create_date": _date(created), "update_time": updated,
         "update_date": _date(updated),
     }

@@ -8,7 +8,8 @@ retrieval: retrieve.py):
 Validation, defaults, codes and messages follow RAGFlow's restful_apis/dataset_api.py and its
 validation_utils: bodies are strict (gateway/ragflow_models.py), a duplicate name gets "(1)" appended on
 create and is refused on update. RAGFlow's own settings (avatar, permission, chunk_method, parser_config,
-pagerank, language) are kept with the dataset in the retrieval service (`settings_json`).
+language) are kept with the dataset in the retrieval service (`settings_json`); its pagerank is the
+dataset's own field there, since search adds it to every score of the dataset's chunks.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from gateway.routes._datasets import (
 from gateway.routes._views import ok
 
 _ORDER = {"create_time": rr_pb.DATASET_ORDER_CREATE_TIME, "update_time": rr_pb.DATASET_ORDER_UPDATE_TIME}
-_SETTINGS = ("avatar", "permission", "chunk_method", "parser_config", "pagerank", "language")  # kept in settings_json
+_SETTINGS = ("avatar", "permission", "chunk_method", "parser_config", "language")  # kept in settings_json
 
 
 @endpoint(Dialect.RAGFLOW, contract=Contract("Create a dataset", body=CreateDatasetBody, response=DatasetOut, tags=TAGS))
@@ -154,7 +155,7 @@ async def update_dataset(request: web.Request) -> web.Response:
         raise data_error(f"User '{tenant}' lacks permission for dataset '{dataset_id}'")
     view = dataset_view(current)
     settings = {k: view[k] for k in _SETTINGS}
-    settings.update({k: given[k] for k in ("avatar", "permission", "pagerank", "language") if k in given})
+    settings.update({k: given[k] for k in ("avatar", "permission", "language") if k in given})
     if given.get("parser_config"):
         settings["parser_config"] = updated_parser_config(view["parser_config"], given["parser_config"])
     if (chunk_method := given.get("chunk_method")) and chunk_method != view["chunk_method"]:
@@ -171,7 +172,7 @@ async def update_dataset(request: web.Request) -> web.Response:
         if current.chunk_count and model != current.embedding_model:
             raise data_error(f"When chunk_num ({current.chunk_count}) > 0, embedding_model must remain {current.embedding_model}")
     req = rr_pb.UpdateDatasetRequest(
-        tenant_id=tenant, dataset_id=dataset_id, name=name, embedding_model=model,
+        tenant_id=tenant, dataset_id=dataset_id, name=name, embedding_model=model, pagerank=given.get("pagerank"),
         description=(given["description"] or "") if "description" in given else None,
         settings_json=json.dumps(settings, ensure_ascii=False))
     try:

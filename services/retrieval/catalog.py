@@ -1,6 +1,6 @@
 """Changing what describes a dataset or a document (RAGFlow's dataset and document updates).
 
-A dataset: its name, description, settings, and its embedding model while it holds no chunks (vectors of
+A dataset: its name, description, settings, pagerank, and its embedding model while it holds no chunks (vectors of
 two models cannot be compared; a change resets its vector size for the next ingest). A document: its
 name, metadata, settings, and whether search sees its chunks (`disabled`). Chunks are never touched here.
 """
@@ -35,7 +35,7 @@ class Catalog:
 
     async def update_dataset(self, tenant_id: str, dataset_id: str, *, name: str | None = None,
                              description: str | None = None, embedding_model: str | None = None,
-                             settings: str | None = None) -> Dataset:
+                             settings: str | None = None, pagerank: int | None = None) -> Dataset:
         ds = await self.backend.get_dataset(tenant_id, dataset_id)
         if ds is None:
             raise NotFound(f"dataset {dataset_id!r} not found")
@@ -46,6 +46,10 @@ class Catalog:
             changed.description = description
         if settings is not None:
             changed.settings = settings
+        if pagerank is not None:
+            if not 0 <= pagerank <= 100:
+                raise InvalidArgument(f"pagerank must be between 0 and 100, got {pagerank}")
+            changed.pagerank = pagerank
         if embedding_model is not None and embedding_model.strip() != ds.embedding_model:
             if ds.chunk_count:
                 raise FailedPrecondition(f"the dataset holds {ds.chunk_count} chunks embedded with "

@@ -22,7 +22,7 @@ def dataset_to_proto(ds: Dataset) -> rr_pb.Dataset:
         id=ds.id, tenant_id=ds.tenant_id, name=ds.name, description=ds.description,
         embedding_model=ds.embedding_model, chunk_size=ds.chunk_size, chunk_overlap=ds.chunk_overlap,
         document_count=ds.document_count, chunk_count=ds.chunk_count, created_at=_ts(ds.created_at),
-        settings_json=ds.settings, updated_at=_ts(ds.modified))
+        settings_json=ds.settings, updated_at=_ts(ds.modified), pagerank=ds.pagerank)
 
 
 def document_to_proto(doc: Document) -> rr_pb.Document:

@@ -40,6 +40,7 @@ class Dataset:
     created_at: float = field(default_factory=now)
     settings: str = ""  # a JSON object the caller keeps with the dataset (CreateDatasetRequest.settings_json)
     updated_at: float = 0.0  # 0: never updated (read as created_at)
+    pagerank: int = 0  # 0-100, added to the similarity of each of its chunks (RAGFlow's pagerank)
 
     @property
     def modified(self) -> float:

@@ -1,7 +1,8 @@
 """Hybrid search: candidates from the backend, RAGFlow's scoring, threshold, optional rerank, top_n.
 
-    similarity = w * term_similarity + (1 - w) * vector_similarity,   w = keywords_similarity_weight
+    similarity = w * term_similarity + (1 - w) * vector_similarity + pagerank,   w = keywords_similarity_weight
 
+where pagerank is its dataset's (0-100, RAGFlow adds it as is, threshold included; 0 by default).
 w = 1 is keyword-only (no query embedding is computed), w = 0 vector-only. A chunk switched off
 (`available: false` in its extra) or of a disabled document is never returned. With a rerank model, the best
 `rerank_limit` candidates are rescored and the model's score takes the vector side's place, as RAGFlow's
@@ -48,6 +49,7 @@ class _Scored:
     vector: float
     sim: float
     keyword_hits: int = 0  # query terms among the chunk's important keywords and questions: breaks ties
+    pagerank: int = 0  # its dataset's, added to `sim`
 
 
 def _check(p: SearchParams) -> None:
@@ -94,8 +96,9 @@ class Searcher:
         ds_ids = [d.id for d in datasets]
         found = await self.backend.candidates(cq)
         matcher = scoring.term_matcher(terms)
-        scored = [self._score(c, terms, matcher, found.term_weights, weight) for c in found.items
-                  if not c.document_disabled and scoring.available(c.extra)]
+        pageranks = {d.id: d.pagerank for d in datasets}
+        scored = [self._score(c, terms, matcher, found.term_weights, weight, pageranks.get(c.dataset_id, 0))
+                  for c in found.items if not c.document_disabled and scoring.available(c.extra)]
         scored.sort(key=lambda s: (-s.sim, -s.keyword_hits, -s.cand.keyword_rank, s.cand.chunk_id))
         if p.rerank_model and scored:
             scored = await self._rerank(query, scored[: max(self.rerank_limit, top_n)], p.rerank_model, weight)
@@ -130,17 +133,17 @@ class Searcher:
 
     @staticmethod
     def _score(c: Candidate, terms: tuple[str, ...], matcher: frozenset[str], weights: dict[str, float],
-               weight: float) -> _Scored:
+               weight: float, pagerank: int) -> _Scored:
         in_keywords = scoring.found_terms(matcher, scoring.keyword_text(c.extra)) if c.extra else frozenset()
         found = scoring.found_terms(matcher, c.content) | in_keywords
         term = scoring.term_similarity(found, terms, weights) if terms else 0.0
         vector = c.vector_similarity or 0.0
-        return _Scored(c, term, vector, scoring.hybrid(term, vector, weight), len(in_keywords))
+        return _Scored(c, term, vector, scoring.hybrid(term, vector, weight) + pagerank, len(in_keywords), pagerank)
 
     async def _rerank(self, query: str, scored: list[_Scored], model: str, weight: float) -> list[_Scored]:
         scores = await self.llm.rerank(query, [s.cand.content for s in scored], model)
         for s, r in zip(scored, scores):
-            s.vector, s.sim = r, scoring.hybrid(s.term, r, weight)
+            s.vector, s.sim = r, scoring.hybrid(s.term, r, weight) + s.pagerank
         scored.sort(key=lambda s: (-s.sim, -s.keyword_hits, s.cand.chunk_id))
         return scored
 

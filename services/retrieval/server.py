@@ -97,7 +97,7 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
         ds = await self.catalog.update_dataset(
             _tenant(request), request.dataset_id, name=_given(request, "name"),
             description=_given(request, "description"), embedding_model=_given(request, "embedding_model"),
-            settings=settings)
+            settings=settings, pagerank=_given(request, "pagerank"))
         return rr_pb.UpdateDatasetResponse(dataset=convert.dataset_to_proto(ds))
 
     async def DeleteDataset(self, request: rr_pb.DeleteDatasetRequest, context: grpc.aio.ServicerContext) -> rr_pb.DeleteDatasetResponse:

@@ -51,6 +51,9 @@ async def test_update_dataset_changes_what_is_given(live):
     assert got["update_time"] >= got["create_time"]
     listed = (await live.call("GET", "/api/v1/datasets", params={"id": ds["id"]}))["data"][0]
     assert (listed["name"], listed["description"], listed["pagerank"]) == ("after", "boilers", 7)
+    await _upload(live, ds["id"], ("a.txt", b"The lighthouse keeper polishes the lens."))
+    [hit] = await _retrieve(live, ds["id"], "lighthouse lens")
+    assert 7.0 < hit["similarity"] < 8.0  # RAGFlow adds the pagerank to the score as it is
     # Its own name in another case is no clash; another dataset's name (in any case) is.
     assert (await live.call("PUT", f"/api/v1/datasets/{ds['id']}", json={"name": "AFTER"}))["data"]["name"] == "AFTER"
     dup = await live.call("PUT", f"/api/v1/datasets/{ds['id']}", json={"name": "TAKEN"})

@@ -35,7 +35,7 @@ CREATE TABLE IF NOT EXISTS datasets(
   id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL,
   embedding_model TEXT NOT NULL, chunk_size INTEGER NOT NULL, chunk_overlap INTEGER NOT NULL,
   dimension INTEGER NOT NULL, created_at REAL NOT NULL, settings TEXT NOT NULL DEFAULT '',
-  updated_at REAL NOT NULL DEFAULT 0);
+  updated_at REAL NOT NULL DEFAULT 0, pagerank INTEGER NOT NULL DEFAULT 0);
 CREATE UNIQUE INDEX IF NOT EXISTS datasets_by_name ON datasets(tenant_id, name);
 CREATE TABLE IF NOT EXISTS documents(
   id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, dataset_id TEXT NOT NULL REFERENCES datasets(id) ON DELETE CASCADE,
@@ -57,7 +57,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_terms USING fts5vocab(chunks_fts, col)
 """
 
 _DATASET_COLS = ("d.id, d.tenant_id, d.name, d.description, d.embedding_model, d.chunk_size, d.chunk_overlap, d.dimension, "
-                 "d.created_at, d.settings, d.updated_at")
+                 "d.created_at, d.settings, d.updated_at, d.pagerank")
 _DATASET_COUNTS = (
     "(SELECT count(*) FROM documents x WHERE x.dataset_id = d.id), "
     "(SELECT coalesce(sum(x.chunk_count), 0) FROM documents x WHERE x.dataset_id = d.id)"
@@ -80,7 +80,7 @@ def _scope(dataset_id: str) -> str:
 def _dataset(row: Sequence[Any]) -> Dataset:
     return Dataset(id=row[0], tenant_id=row[1], name=row[2], description=row[3], embedding_model=row[4],
                    chunk_size=row[5], chunk_overlap=row[6], dimension=row[7], created_at=row[8], settings=row[9],
-                   updated_at=row[10], document_count=row[11], chunk_count=row[12])
+                   updated_at=row[10], pagerank=row[11], document_count=row[12], chunk_count=row[13])
 
 
 def _document(row: Sequence[Any]) -> Document:
@@ -117,9 +117,9 @@ class SqliteBackend(Backend):
     async def create_dataset(self, ds: Dataset) -> None:
         def insert(conn: Any) -> None:
             try:
-                conn.execute(f"INSERT INTO datasets({_DATASET_COLS.replace('d.', '')}) VALUES(?,?,?,?,?,?,?,?,?,?,?)", (
+                conn.execute(f"INSERT INTO datasets({_DATASET_COLS.replace('d.', '')}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", (
                     ds.id, ds.tenant_id, ds.name, ds.description, ds.embedding_model, ds.chunk_size,
-                    ds.chunk_overlap, ds.dimension, ds.created_at, ds.settings, ds.modified))
+                    ds.chunk_overlap, ds.dimension, ds.created_at, ds.settings, ds.modified, ds.pagerank))
             except IntegrityError:
                 raise AlreadyExists(f"dataset name {ds.name!r} already exists") from None
 
@@ -155,9 +155,9 @@ class SqliteBackend(Backend):
                                 (ds.tenant_id, ds.name, ds.id)).fetchone():
                     raise AlreadyExists(f"dataset name {ds.name!r} already exists")
                 conn.execute("UPDATE datasets SET name = ?, description = ?, embedding_model = ?, dimension = ?, "
-                             "settings = ?, updated_at = ? WHERE id = ? AND tenant_id = ?",
+                             "settings = ?, updated_at = ?, pagerank = ? WHERE id = ? AND tenant_id = ?",
                              (ds.name, ds.description, ds.embedding_model, ds.dimension, ds.settings, ds.modified,
-                              ds.id, ds.tenant_id))
+                              ds.pagerank, ds.id, ds.tenant_id))
                 if not ds.dimension:  # an empty dataset whose model changed: the next ingest sizes a new table
                     conn.execute(f"DROP TABLE IF EXISTS {_vec_table(ds.id)}")
             if not ds.dimension:
@@ -330,6 +330,8 @@ def _init(conn: Any) -> int:
     if "updated_at" not in {r[1] for r in conn.execute("PRAGMA table_info(datasets)")}:
         conn.execute("ALTER TABLE datasets ADD COLUMN updated_at REAL NOT NULL DEFAULT 0")
         conn.execute("UPDATE datasets SET updated_at = created_at")
+    if "pagerank" not in {r[1] for r in conn.execute("PRAGMA table_info(datasets)")}:
+        conn.execute("ALTER TABLE datasets ADD COLUMN pagerank INTEGER NOT NULL DEFAULT 0")
     if "disabled" not in {r[1] for r in conn.execute("PRAGMA table_info(documents)")}:
         conn.execute("ALTER TABLE documents ADD COLUMN disabled INTEGER NOT NULL DEFAULT 0")
         conn.execute("ALTER TABLE documents ADD COLUMN settings TEXT NOT NULL DEFAULT ''")

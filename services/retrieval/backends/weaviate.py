@@ -100,7 +100,8 @@ class WeaviateBackend(Backend):
             DATASETS: [text("dataset_id"), text("name"), text("description", False), text("embedding_model"),
                        Property(name="chunk_size", data_type=DataType.INT), Property(name="chunk_overlap", data_type=DataType.INT),
                        Property(name="dimension", data_type=DataType.INT), Property(name="created_at", data_type=DataType.NUMBER),
-                       text("settings", False), Property(name="updated_at", data_type=DataType.NUMBER)],
+                       text("settings", False), Property(name="updated_at", data_type=DataType.NUMBER),
+                       Property(name="pagerank", data_type=DataType.INT)],
             DOCUMENTS: [text("document_id"), text("dataset_id"), text("name"), text("mime_type"),
                         Property(name="size", data_type=DataType.INT), Property(name="status", data_type=DataType.INT),
                         text("error", False), Property(name="chunk_count", data_type=DataType.INT), text("metadata_json", False),
@@ -167,7 +168,8 @@ class WeaviateBackend(Backend):
                        embedding_model=props.get("embedding_model") or "", chunk_size=int(props["chunk_size"]),
                        chunk_overlap=int(props["chunk_overlap"]), dimension=int(props.get("dimension") or 0),
                        document_count=docs, chunk_count=chunks, created_at=float(props["created_at"]),
-                       settings=props.get("settings") or "", updated_at=float(props.get("updated_at") or 0))
+                       settings=props.get("settings") or "", updated_at=float(props.get("updated_at") or 0),
+                       pagerank=int(props.get("pagerank") or 0))
 
     async def create_dataset(self, ds: Dataset) -> None:
         from weaviate.classes.query import Filter
@@ -179,7 +181,7 @@ class WeaviateBackend(Backend):
         await coll.data.insert(uuid=_uuid(ds.id), properties={
             "dataset_id": ds.id, "name": ds.name, "description": ds.description, "embedding_model": ds.embedding_model,
             "chunk_size": ds.chunk_size, "chunk_overlap": ds.chunk_overlap, "dimension": ds.dimension,
-            "created_at": ds.created_at, "settings": ds.settings, "updated_at": ds.modified})
+            "created_at": ds.created_at, "settings": ds.settings, "updated_at": ds.modified, "pagerank": ds.pagerank})
         await self._ensure_chunks(ds.id)
 
     async def get_dataset(self, tenant_id: str, dataset_id: str) -> Dataset | None:
@@ -207,7 +209,7 @@ class WeaviateBackend(Backend):
             raise AlreadyExists(f"dataset name {ds.name!r} already exists")
         await coll.data.update(uuid=_uuid(ds.id), properties={
             "name": ds.name, "description": ds.description, "embedding_model": ds.embedding_model,
-            "dimension": ds.dimension, "settings": ds.settings, "updated_at": ds.modified})
+            "dimension": ds.dimension, "settings": ds.settings, "updated_at": ds.modified, "pagerank": ds.pagerank})
         if not ds.dimension:  # an empty dataset whose model changed: a fresh collection takes the new size
             await self._client.collections.delete(chunks_collection(ds.id))
             self._checked.discard(chunks_collection(ds.id))

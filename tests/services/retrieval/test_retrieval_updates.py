@@ -167,3 +167,19 @@ async def test_the_uploaded_file_is_kept_until_its_document_goes(stack):
     await _fails(file_of(good.id), grpc.StatusCode.NOT_FOUND)
     await stack.stub.DeleteDataset(rr_pb.DeleteDatasetRequest(tenant_id=stack.tenant, dataset_id=ds.id))
     await _fails(file_of(broken.id), grpc.StatusCode.NOT_FOUND)
+
+
+async def test_a_datasets_pagerank_is_added_to_its_chunks_similarity(stack):
+    plain, ranked = await stack.dataset("plain"), await stack.dataset("ranked")
+    text = "The lighthouse keeper polishes the lens every night."
+    await stack.ingest(plain.id, "a.txt", text)
+    await stack.ingest(ranked.id, "b.txt", text)
+    before = (await stack.search("lighthouse lens", [plain.id, ranked.id])).chunks
+    assert before[0].similarity == pytest.approx(before[1].similarity)
+    got = (await stack.stub.UpdateDataset(_update_dataset(stack, ranked.id, pagerank=7))).dataset
+    assert got.pagerank == 7
+    after = (await stack.search("lighthouse lens", [plain.id, ranked.id])).chunks
+    assert [c.dataset_id for c in after] == [ranked.id, plain.id]
+    assert after[0].similarity == pytest.approx(after[1].similarity + 7)
+    assert "pagerank" in await _fails(stack.stub.UpdateDataset(_update_dataset(stack, ranked.id, pagerank=101)),
+                                      grpc.StatusCode.INVALID_ARGUMENT)
