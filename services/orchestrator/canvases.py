@@ -6,22 +6,25 @@ import asyncio
 from collections import OrderedDict
 
 from services.common.errors import InvalidArgument
+from services.orchestrator.components.params import Params
 from services.orchestrator.dsl import CanvasV2, DslError, load_with_state
 from services.orchestrator.plan import Plan, build_plan
 from services.orchestrator.state import SessionState
 from services.orchestrator.validate import validate
 
 
-def parse(dsl_json: str, *, require_available: bool) -> tuple[CanvasV2, SessionState]:
+def parse(dsl_json: str, *, require_available: bool,
+          parsed: dict[str, Params] | None = None) -> tuple[CanvasV2, SessionState]:
     """Load (v1, template or v2) and validate. `require_available=False` checks structure only, so an agent
-    that uses components not implemented here yet (components.PENDING) can still be stored; running it checks everything."""
+    that uses components not implemented here yet (components.PENDING) can still be stored; running it checks everything.
+    `parsed` receives each component's params model (for `build_plan`)."""
     if not dsl_json.strip():
         raise InvalidArgument("dsl is required")
     try:
         canvas, state = load_with_state(dsl_json)
     except DslError as exc:
         raise InvalidArgument(f"invalid DSL: {exc}") from None
-    issues = validate(canvas, require_available=require_available)
+    issues = validate(canvas, require_available=require_available, parsed=parsed)
     if issues:
         shown = "; ".join(str(i) for i in issues[:10])
         more = f" (and {len(issues) - 10} more)" if len(issues) > 10 else ""
@@ -70,8 +73,9 @@ async def compiled_plan(tenant: str, agent_id: str, version_id: str, dsl_json: s
     if hit is not None and hit[0] == dsl_json:
         _plans.move_to_end(key)
         return hit[1]
-    canvas, _ = await asyncio.to_thread(parse, dsl_json, require_available=True)
-    plan = build_plan(canvas)
+    parsed: dict[str, Params] = {}  # params are parsed once: by the validator, for the plan
+    canvas, _ = await asyncio.to_thread(parse, dsl_json, require_available=True, parsed=parsed)
+    plan = build_plan(canvas, parsed)
     if agent_id:
         _plans[key] = (dsl_json, plan)
         _plans.move_to_end(key)
