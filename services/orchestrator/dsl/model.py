@@ -3,8 +3,8 @@
 `{"version": 2, "components": {id: {name, downstream, upstream, parent_id, params}}}`. Ids are kept
 as they are in v1 (RAGFlow relies on the `"<ComponentName>:<Words>"` convention and on `begin`), so
 the conversion never renames anything. Params stay a dict: RAGFlow accepts any key in params and a
-saved canvas must come back unchanged; each component class parses the params it understands when the
-plan is compiled (`Component.check` / `setup`).
+saved canvas must come back unchanged; each component class parses them into its `params_model` (which
+keeps the keys it does not declare) when the plan is compiled (validate.py).
 
 Round-trip data (never used to run): `extra` (unknown keys of the v1 entry), `obj_extra` (unknown
 keys of `obj`), `layout` (v1 key order and which standard keys were present), and at canvas level the
