@@ -29,17 +29,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from string import Template
-from typing import Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
-import httpx
-from mcp import ClientSession, types
-from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import McpError as ProtocolError
-
-from ._guarded_httpx import guarded_transport
 from .http_client import EgressBlocked, OutboundHttp
+
+if TYPE_CHECKING:  # the `mcp` package (and httpx with it) is imported where it is first used: it is slow to
+    import httpx  # import, and the orchestrator starts without talking to any MCP server
+    from mcp import ClientSession, types
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +98,8 @@ async def list_tools(server: McpServer, access: McpAccess, *, timeout_s: float |
 async def call_tool(server: McpServer, tool: str, arguments: dict[str, Any], access: McpAccess, *,
                     custom_header: dict[str, Any] | None = None, sessions: SessionPool | None = None) -> str:
     """The tool's answer as the text the model reads; through `sessions` when given, else a session of its own."""
+    from mcp.shared.exceptions import McpError as ProtocolError
+
     limit = access.timeout_of(server)
     read = timedelta(seconds=limit)
     async with _guarded(server, f"call tool {tool!r}", limit):
@@ -210,6 +208,8 @@ def result_text(result: types.CallToolResult) -> str:
 
 
 def _content_text(content: list[Any]) -> str:
+    from mcp import types
+
     parts = []
     for item in content:
         if isinstance(item, types.TextContent):
@@ -226,6 +226,10 @@ async def open_session(server: McpServer, access: McpAccess, timeout_s: float,
                        custom_header: dict[str, Any] | None = None, *,
                        shared: bool = False) -> AsyncIterator[ClientSession]:
     """An initialized MCP session with `server`; `shared`: one that stays open between operations."""
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
     kind = server.server_type
     if kind not in SERVER_TYPES:
         raise McpError(f"MCP server {server.name!r}: unsupported server_type {kind!r} "
@@ -253,12 +257,18 @@ async def open_session(server: McpServer, access: McpAccess, timeout_s: float,
 
 @asynccontextmanager
 async def _streamable(url: str, client: httpx.AsyncClient) -> AsyncIterator[Any]:
+    from mcp.client.streamable_http import streamable_http_client
+
     async with client, streamable_http_client(url, http_client=client) as streams:
         yield streams
 
 
 def _http_client(http: OutboundHttp, headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
                  auth: httpx.Auth | None = None) -> httpx.AsyncClient:
+    import httpx
+
+    from ._guarded_httpx import guarded_transport
+
     # trust_env=False: a proxy from the environment must not route around the SSRF guard. Every connection
     # goes to an address the guard checked then (_guarded_httpx.py): a DNS rebind after _check_url gets nowhere.
     return httpx.AsyncClient(headers=headers, timeout=timeout, auth=auth, trust_env=False, follow_redirects=False,
@@ -266,6 +276,8 @@ def _http_client(http: OutboundHttp, headers: dict[str, str] | None = None, time
 
 
 def _stdio(server: McpServer, access: McpAccess) -> Any:
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
     if not access.allow_stdio:
         raise McpError(f"MCP server {server.name!r}: stdio servers are disabled on this deployment "
                        "(TRELLIS_MCP_ALLOW_STDIO=1 allows them)")
@@ -315,6 +327,9 @@ def _leaf(exc: BaseException) -> BaseException:
 
 
 def _describe(exc: BaseException, timeout_s: float) -> str:
+    import httpx
+    from mcp.shared.exceptions import McpError as ProtocolError
+
     if isinstance(exc, httpx.HTTPStatusError):
         status = exc.response.status_code
         hint = " (check its headers: authorization token)" if status in (401, 403) else ""
