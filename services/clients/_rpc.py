@@ -1,5 +1,5 @@
 """What every peer client shares: the channel, deadlines, the one translation of gRPC failures into typed
-errors, and the one retry rule. Nothing else in the tree catches `grpc.aio.AioRpcError` for a peer call.
+errors, and the one retry rule. No service catches `grpc.aio.AioRpcError` from a peer itself: this does.
 
 Errors: a failed call raises the `services.common.errors` class of its status code (`NotFound`,
 `InvalidArgument`, `Unavailable`...), so callers catch types, never codes. The message is the peer's own,
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, ClassVar, TypeVar
+from typing import Any, AsyncIterator, Callable, ClassVar, Self, TypeVar
 
 import grpc
 
@@ -93,7 +93,7 @@ class Peer:
         self.retry = retry
 
     @classmethod
-    def connect(cls, address: str, **kwargs: Any) -> Any:
+    def connect(cls, address: str, **kwargs: Any) -> Self:
         """A client on a new channel to `address` (`host:port`); it connects lazily, on the first call."""
         return cls(open_channel(address), **kwargs)
 
