@@ -126,18 +126,24 @@ async def test_every_redirect_is_checked(site):
     assert site.seen == ["127.0.0.1/redirect", "127.0.0.1/", "127.0.0.1/redirect"]  # never 127.0.0.2
 
 
-async def test_a_websocket_to_a_private_address_is_refused(site):
-    private = site.url("/ws", host="127.0.0.2", scheme="ws")
+async def ws_outcome(browser: BrowserSession, page: str) -> str:
+    """Open `page` and wait until its script has heard back from its WebSocket: the page's title then."""
+    await browser.go_to_url(page)
+    title = ""
+    for _ in range(100):
+        title = (await browser.extract_content()).split("\n")[1]
+        if title.startswith("Title: ws: "):
+            break
+        await asyncio.sleep(0.05)
+    return title
+
+
+async def test_a_websocket_goes_through_the_guard(site):
+    allowed, private = site.url("/ws", scheme="ws"), site.url("/ws", host="127.0.0.2", scheme="ws")
     async with OutboundHttp(EgressPolicy.from_entries(["127.0.0.1"])) as http, BrowserSession(http) as browser:
-        await browser.go_to_url(site.url(f"/ws-page?to={private}"))
-        title = ""
-        for _ in range(100):  # until the page's script has heard back from its WebSocket
-            title = (await browser.extract_content()).split("\n")[1]
-            if title.startswith("Title: ws: "):
-                break
-            await asyncio.sleep(0.05)
-    assert title == "Title: ws: error"
-    assert site.seen == ["127.0.0.1/ws-page"]
+        assert await ws_outcome(browser, site.url(f"/ws-page?to={allowed}")) == "Title: ws: open"
+        assert await ws_outcome(browser, site.url(f"/ws-page?to={private}")) == "Title: ws: error"
+    assert site.seen == ["127.0.0.1/ws-page", "127.0.0.1/ws", "127.0.0.1/ws-page"]  # never 127.0.0.2
 
 
 async def test_a_download_over_the_limit_is_refused_with_the_reason(site):
