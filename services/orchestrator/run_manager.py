@@ -181,6 +181,9 @@ class RunManager:
 
     # ------------------------------------------------------------------ a run for a caller
     async def execute(self, spec: RunSpec) -> AsyncIterator[ev.Event]:
+        """The run's events for its caller. What queued up while the caller sent the previous event goes out
+        merged (neighbouring answer deltas as one event): the caller never waits on a timer, and a slow one gets
+        fewer, larger events (the one coalescing step of this hop: services/common/coalesce.py's rule)."""
         if not spec.tenant_id:
             raise InvalidArgument("tenant_id is required")
         run_id = spec.run_id = spec.run_id or uuid.uuid4().hex
@@ -194,8 +197,17 @@ class RunManager:
         ctxvars.run_id.set(run_id)
         queue = pump.attach()
         got_end = False
+        ahead: Any = None  # taken from the queue while merging, sent next
         try:
-            while (item := await queue.get()) is not _END:
+            while (item := ahead if ahead is not None else await queue.get()) is not _END:
+                ahead = None
+                while item.__class__ is ev.MessageDelta and not queue.empty():
+                    following = queue.get_nowait()
+                    merged = merge_events(item, following)
+                    if merged is None:
+                        ahead = following
+                        break
+                    item = merged
                 yield item
             got_end = True
         finally:

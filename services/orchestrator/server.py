@@ -9,14 +9,12 @@ from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
-from services.common.coalesce import coalesce
 from services.common.errors import InvalidArgument
 from services.orchestrator import canvases
 from services.orchestrator.convert import (
     agent_to_proto,
     event_to_proto,
     issues_to_proto,
-    merge_events,
     run_info_to_proto,
     run_log_to_proto,
     run_spec_from_proto,
@@ -122,8 +120,8 @@ class CanvasServicer(canvas_grpc.CanvasServiceServicer):
         self.runs = runs
 
     async def Run(self, request, context):
-        # Answer deltas produced while the previous event is being written go out as one event.
-        async for event in coalesce(self.runs.execute(run_spec_from_proto(request)), merge_events):
+        # Answer deltas produced while the previous event is being written go out as one event (RunManager.execute).
+        async for event in self.runs.execute(run_spec_from_proto(request)):
             yield event_to_proto(event)
 
     async def Cancel(self, request, context):
