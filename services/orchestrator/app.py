@@ -7,7 +7,6 @@ import socket
 import uuid
 from typing import Any
 
-import redis.asyncio as aioredis
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
 from trellis.canvas.v1 import attachment_service_pb2 as att_pb
@@ -28,6 +27,7 @@ from services.orchestrator.engine_settings import Services
 from services.orchestrator.http_client import EgressPolicy, OutboundHttp
 from services.orchestrator.mcp_client import McpAccess
 from services.orchestrator.mcp_servicer import McpServerServicer
+from services.orchestrator import redis_client
 from services.orchestrator.redis_client import wait_until_ready
 from services.orchestrator.run_manager import RunManager
 from services.orchestrator.server import AgentServicer, CanvasServicer, SessionServicer
@@ -41,7 +41,7 @@ def _name(module: Any, service: str) -> str:
 
 
 def build(cfg: OrchestratorConfig) -> Service:
-    redis = aioredis.from_url(cfg.redis_url)  # lazy: nothing connects until start-up
+    redis = redis_client.connect(cfg.redis_url)  # lazy: nothing connects until start-up
     # The replica id in the run leases this process holds.
     owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     agents, sessions = AgentStore(redis), SessionStore(redis, cfg.session_ttl_s)
