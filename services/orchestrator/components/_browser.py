@@ -112,7 +112,8 @@ class BrowserSession:
             self._page = await context.new_page()
             self._page.set_default_timeout(ACTION_TIMEOUT_MS)
             self._page.on("download", lambda d: self._pending.append(asyncio.ensure_future(self._keep(d))))
-            self._page.on("request", self._asking)  # redirect hops too, which `route` does not see
+            self._page.on("request", lambda r: self._asking(r.url))  # redirect hops too, which `route` does not see
+            self._page.on("websocket", lambda ws: self._asking(ws.url))
         except BaseException:
             await self.aclose()
             raise
@@ -176,8 +177,8 @@ class BrowserSession:
         pending, self._pending = self._pending, []
         await asyncio.gather(*pending, return_exceptions=True)
 
-    def _asking(self, request: Any) -> None:
-        url = URL(request.url)
+    def _asking(self, address: str) -> None:
+        url = URL(address)
         if url.scheme in ("http", "https", "ws", "wss") and url.host:
             self._asked.add((url.host.lower(), url.port or 0))
 

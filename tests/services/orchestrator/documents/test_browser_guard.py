@@ -143,6 +143,9 @@ async def test_a_websocket_goes_through_the_guard(site):
     async with OutboundHttp(EgressPolicy.from_entries(["127.0.0.1"])) as http, BrowserSession(http) as browser:
         assert await ws_outcome(browser, site.url(f"/ws-page?to={allowed}")) == "Title: ws: open"
         assert await ws_outcome(browser, site.url(f"/ws-page?to={private}")) == "Title: ws: error"
+    assert browser.refused == [f"127.0.0.2:{site.ports['127.0.0.2']}: refused to reach 127.0.0.2: 127.0.0.2 is a "
+                               "loopback address; requests to private, loopback, link-local, multicast and reserved "
+                               "addresses are blocked unless the address or host is in the engine's SSRF allow-list"]
     assert site.seen == ["127.0.0.1/ws-page", "127.0.0.1/ws", "127.0.0.1/ws-page"]  # never 127.0.0.2
 
 
