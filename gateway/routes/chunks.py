@@ -88,7 +88,7 @@ async def list_chunks(request: web.Request) -> web.Response:
     rv, q = retrieval(request), query(request)
     req = rr_pb.ListChunksRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id, page=q.page,
                                   page_size=q.page_size, keywords=q.keywords, chunk_id=q.id or "")
-    resp = await rv.call(rv.stub.ListChunks, req)
+    resp = await rv.call(rv.rpc.ListChunks, req)
     if q.id and not resp.chunks:
         raise data_error(f"Chunk not found: {dataset_id}/{q.id}")
     dataset = await owned_dataset(request, dataset_id)
@@ -109,7 +109,7 @@ async def add_chunk(request: web.Request) -> web.Response:
     await body(request)  # the declared model (the checks above gave RAGFlow's messages first)
     req = rr_pb.AddChunkRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id, content=content,
                                 extra_json=json.dumps(_chunk_extra(raw), ensure_ascii=False))
-    return ok({"chunk": stored_chunk_view((await rv.call(rv.stub.AddChunk, req)).chunk)})
+    return ok({"chunk": stored_chunk_view((await rv.call(rv.rpc.AddChunk, req)).chunk)})
 
 
 @endpoint(Dialect.RAGFLOW, contract=Contract("Update a chunk", body=UpdateChunkBody, response=ChunkOut | None, tags=TAGS))
@@ -131,7 +131,7 @@ async def update_chunk(request: web.Request) -> web.Response:
                                    chunk_id=chunk_id, content=content,
                                    extra_json=json.dumps(extra, ensure_ascii=False) if extra else None)
     try:
-        await rv.call(rv.stub.UpdateChunk, req)
+        await rv.call(rv.rpc.UpdateChunk, req)
     except GatewayError as err:
         if err.code == grpc.StatusCode.NOT_FOUND:
             raise data_error(f"Can't find this chunk {chunk_id}") from None
@@ -148,12 +148,12 @@ async def delete_chunks(request: web.Request) -> web.Response:
         if req_body.delete_all is not True:
             return ok(None)
         req = rr_pb.DeleteChunksRequest(tenant_id=tenant, dataset_id=dataset_id, document_id=document_id, all=True)
-        deleted = (await rv.call(rv.stub.DeleteChunks, req)).deleted
+        deleted = (await rv.call(rv.rpc.DeleteChunks, req)).deleted
         return ok(None, message=f"deleted {deleted} chunks")
     unique = list(dict.fromkeys(req_body.chunk_ids))
     duplicates = [f"Duplicate chunk ids: {i}" for i in unique if req_body.chunk_ids.count(i) > 1]
     req = rr_pb.DeleteChunksRequest(tenant_id=tenant, dataset_id=dataset_id, document_id=document_id, chunk_ids=unique)
-    deleted = (await rv.call(rv.stub.DeleteChunks, req)).deleted
+    deleted = (await rv.call(rv.rpc.DeleteChunks, req)).deleted
     if deleted != len(unique):
         raise data_error(f"rm_chunk deleted chunks {deleted}, expect {len(unique)}")
     if duplicates:

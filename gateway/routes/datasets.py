@@ -68,7 +68,7 @@ async def create_dataset(request: web.Request) -> web.Response:
                                          embedding_model=req_body.embedding_model or "", chunk_size=size,
                                          settings_json=json.dumps(settings, ensure_ascii=False))
         try:
-            created = await rv.call(rv.stub.CreateDataset, req)
+            created = await rv.call(rv.rpc.CreateDataset, req)
         except GatewayError as err:
             if err.code != grpc.StatusCode.ALREADY_EXISTS:
                 raise
@@ -108,7 +108,7 @@ async def list_datasets(request: web.Request) -> web.Response:
         return ok(views, total=len(items), total_datasets=len(items))
     req = rr_pb.ListDatasetsRequest(tenant_id=tenant, page=q.page, page_size=q.page_size, order_by=_ORDER[q.orderby],
                                     ascending=not q.desc)
-    resp = await rv.call(rv.stub.ListDatasets, req)
+    resp = await rv.call(rv.rpc.ListDatasets, req)
     return ok([dataset_view(d) for d in resp.datasets], total=resp.total, total_datasets=resp.total)
 
 
@@ -176,7 +176,7 @@ async def update_dataset(request: web.Request) -> web.Response:
         description=(given["description"] or "") if "description" in given else None,
         settings_json=json.dumps(settings, ensure_ascii=False))
     try:
-        updated = (await rv.call(rv.stub.UpdateDataset, req)).dataset
+        updated = (await rv.call(rv.rpc.UpdateDataset, req)).dataset
     except GatewayError as err:  # a race with another update or an upload
         if err.code == grpc.StatusCode.ALREADY_EXISTS:
             raise data_error(f"Dataset name '{name}' already exists") from None
@@ -214,7 +214,7 @@ async def update_auto_metadata(request: web.Request) -> web.Response:
     rv = retrieval(request)
     req = rr_pb.UpdateDatasetRequest(tenant_id=request[TENANT], dataset_id=dataset_id,
                                      settings_json=json.dumps(settings, ensure_ascii=False))
-    await rv.call(rv.stub.UpdateDataset, req)
+    await rv.call(rv.rpc.UpdateDataset, req)
     return ok(given)
 
 
@@ -234,7 +234,7 @@ async def delete_datasets(request: web.Request) -> web.Response:
     if missing:
         raise data_error(f"User '{tenant}' lacks permission for datasets: '{', '.join(missing)}'")
     for dataset_id in ids:
-        await rv.call(rv.stub.DeleteDataset, rr_pb.DeleteDatasetRequest(tenant_id=tenant, dataset_id=dataset_id))
+        await rv.call(rv.rpc.DeleteDataset, rr_pb.DeleteDatasetRequest(tenant_id=tenant, dataset_id=dataset_id))
     return ok({"success_count": len(ids)})
 
 

@@ -164,7 +164,7 @@ async def list_documents(request: web.Request) -> web.Response:
         rv = retrieval(request)
         req = rr_pb.ListDocumentsRequest(tenant_id=request[TENANT], dataset_id=dataset_id, page=q.page,
                                          page_size=q.page_size)
-        resp = await rv.call(rv.stub.ListDocuments, req)
+        resp = await rv.call(rv.rpc.ListDocuments, req)
         return ok({"docs": _created_between(q, [document_view(d, dataset) for d in resp.documents]), "total": resp.total})
     every = await documents(request, dataset_id)
     if q.id and not any(d.id == q.id for d in every):
@@ -258,7 +258,7 @@ async def update_document(request: web.Request) -> web.Response:
         settings_json=json.dumps(settings, ensure_ascii=False) if settings != settings_of(doc) else None,
         disabled=not req.enabled if req.enabled is not None else None)
     try:
-        updated = (await rv.call(rv.stub.UpdateDocument, update)).document
+        updated = (await rv.call(rv.rpc.UpdateDocument, update)).document
     except GatewayError as err:  # a race with another update or a delete
         if err.code == grpc.StatusCode.ALREADY_EXISTS:
             raise data_error("Duplicated document name in the same dataset.") from None
@@ -283,7 +283,7 @@ async def download_document(request: web.Request) -> web.StreamResponse:
         return _bare_error("document not found")
     req = rr_pb.GetDocumentFileRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id)
     try:
-        found = await rv.call(rv.stub.GetDocumentFile, req)
+        found = await rv.call(rv.rpc.GetDocumentFile, req)
     except GatewayError as err:
         if err.code == grpc.StatusCode.NOT_FOUND:
             return _bare_error("document not found")
@@ -314,7 +314,7 @@ async def delete_documents(request: web.Request) -> web.Response:
         raise data_error(f"These documents do not belong to dataset {dataset_id} or Document not found: {', '.join(invalid)}")
     for document_id in ids:
         req = rr_pb.DeleteDocumentRequest(tenant_id=tenant, dataset_id=dataset_id, document_id=document_id)
-        await rv.call(rv.stub.DeleteDocument, req)
+        await rv.call(rv.rpc.DeleteDocument, req)
     return ok({"deleted": len(ids)})
 
 

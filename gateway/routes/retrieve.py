@@ -86,7 +86,7 @@ async def retrieve(request: web.Request) -> web.Response:
         keywords_similarity_weight=1.0 - req_body.vector_similarity_weight, rerank_model=req_body.rerank_id or "",
         metadata_filter=conditions, metadata_logic=str(meta.get("logic") or "and"))
     rv = retrieval(request)
-    resp = await rv.call(rv.stub.Search, req)
+    resp = await rv.call(rv.rpc.Search, req)
     chunks = list(resp.chunks)[(page - 1) * size:]
     aggs: dict[str, dict[str, Any]] = {}
     for c in chunks:

@@ -284,3 +284,12 @@ async def test_download_gives_the_uploaded_file_back(live):
     assert await live.call("GET", path, key=live.key_b) == {"code": 102, "message": "document not found"}
     await live.call("DELETE", f"/api/v1/datasets/{ds['id']}/documents", json={"ids": [doc["id"]]})
     assert await live.call("GET", path) == {"code": 102, "message": "document not found"}
+
+
+async def test_retrieval_down_is_ragflows_105_not_a_trace(stack):
+    # The stack's retrieval upstream is a port nobody listens on: the facade tries again while it cannot
+    # connect, then answers in the route's dialect.
+    res = await stack.client.put(f"/api/v1/datasets/{uuid.uuid4().hex}", headers=stack.auth(), json={"name": "x"})
+    assert res.status == 200
+    assert await res.json() == {"code": 105, "message": "the retrieval service is unavailable; try again shortly",
+                                "data": False}
