@@ -380,7 +380,7 @@ class _Pump:
         self.started = time.time()
         self.journal = RunJournal(manager.runs.redis, spec.tenant_id, spec.run_id)
         self.engine: Running | None = None
-        self._cancel = asyncio.Event()  # the engine stops and sends its own closing RunFinished(cancelled)
+        self._cancel_asked = False  # the engine stops and sends its own closing RunFinished(cancelled)
         self._cancelled_early = cancelled
         self._stop_reason = ""
         self._abandoned = False
@@ -400,7 +400,9 @@ class _Pump:
 
     def cancel(self, reason: str = "") -> None:
         self._stop_reason = self._stop_reason or reason
-        self._cancel.set()
+        self._cancel_asked = True
+        if self.engine is not None:
+            self.engine.cancel()
 
     def abandon(self) -> None:
         """Another replica owns the run now: stop here without writing its end or its journal; an attached
@@ -421,9 +423,11 @@ class _Pump:
         try:
             early = self._cancelled_early
             if early or (early is None and await self.manager.runs.is_cancelled(self.run_id)):
-                self._cancel.set()  # cancelled before it started: the engine ends it at once
+                self._cancel_asked = True  # cancelled before it started: the engine ends it at once
             self.engine = start_engine(self.plan, self._request(), self.state, self.manager.services,
-                                       cancel_event=self._cancel, replay=self.replay, checkpoints=True)
+                                       replay=self.replay, checkpoints=True)
+            if self._cancel_asked:
+                self.engine.cancel()
             broke = False
             try:
                 async with aclosing(self.engine.batches()) as batches:

@@ -423,31 +423,32 @@ class _Execution:
 
 class Running:
     """A started run, for the one owner of its event stream (the run manager, or `run()`): `batches()` hands
-    over everything the engine produced since the previous batch, RunFinished last; `answer` is the turn's
-    answer, collected here once (the top-level MessageDelta texts, after what a resumed run had already said)."""
+    over everything the engine produced since the previous batch, RunFinished last; `cancel()` stops it (it
+    still ends with RunFinished(cancelled=True)); `answer` is the turn's answer, collected here once (the
+    top-level MessageDelta texts, after what a resumed run had already said)."""
 
-    __slots__ = ("_ex", "_cancel_event")
+    __slots__ = ("_ex", "_driver", "_cancelled")
 
-    def __init__(self, ex: _Execution, cancel_event: asyncio.Event | None) -> None:
+    def __init__(self, ex: _Execution) -> None:
         self._ex = ex
-        self._cancel_event = cancel_event
+        self._driver: asyncio.Future[None] | None = None
+        self._cancelled = False
 
     @property
     def answer(self) -> str:
         return "".join(self._ex.answer)
 
+    def cancel(self) -> None:
+        self._cancelled = True
+        if self._driver is not None:
+            self._driver.cancel()
+
     async def batches(self) -> AsyncIterator[list[Any]]:
         """Close it (or cancel its reader) to cancel the run: what runs is cancelled and waited for."""
         ex = self._ex
-        driver = asyncio.ensure_future(ex.drive())
-        watcher = None
-        if self._cancel_event is not None:
-            cancel_event = self._cancel_event
-
-            async def watch() -> None:
-                await cancel_event.wait()
-                driver.cancel()
-            watcher = asyncio.ensure_future(watch())
+        driver = self._driver = asyncio.ensure_future(ex.drive())
+        if self._cancelled:  # cancelled before it started: once it has started, so that it ends itself
+            asyncio.get_running_loop().call_soon(driver.cancel)
         try:
             buf = ex.buf
             while True:
@@ -463,32 +464,28 @@ class Running:
                     return
                 await ex.wait_event()
         finally:
-            if watcher is not None:
-                watcher.cancel()
             if not driver.done():
                 driver.cancel()
                 await asyncio.gather(driver, return_exceptions=True)
 
 
 def start(plan: Plan, request: RunRequest, state: SessionState | None = None, services: Services | None = None, *,
-          cancel_event: asyncio.Event | None = None, replay: Replay | None = None,
-          checkpoints: bool = False) -> Running:
-    """A run of `plan`, started when its `batches()` are first read. `cancel_event`, when set, cancels the run
-    and still delivers RunFinished(cancelled=True). With `checkpoints`, a `NodeRecord` follows every finished or
-    pruned component's event; `replay` resumes from the records of an earlier attempt (checkpoint.py)."""
+          replay: Replay | None = None, checkpoints: bool = False) -> Running:
+    """A run of `plan`, started when its `batches()` are first read. With `checkpoints`, a `NodeRecord` follows
+    every finished or pruned component's event; `replay` resumes from the records of an earlier attempt
+    (checkpoint.py)."""
     state = state if state is not None else SessionState.fresh(plan.variables)
-    return Running(_Execution(plan, request, state, services or Services(), replay, checkpoints), cancel_event)
+    return Running(_Execution(plan, request, state, services or Services(), replay, checkpoints))
 
 
 async def run(plan: Plan, request: RunRequest, state: SessionState | None = None,
-              services: Services | None = None, *,
-              cancel_event: asyncio.Event | None = None, replay: Replay | None = None,
+              services: Services | None = None, *, replay: Replay | None = None,
               checkpoints: bool = False) -> AsyncIterator[Any]:
     """Run `plan` and yield its events one by one; RunFinished is always the last one (see `start`).
 
     Closing the generator or cancelling its consumer cancels the run.
     """
-    running = start(plan, request, state, services, cancel_event=cancel_event, replay=replay, checkpoints=checkpoints)
+    running = start(plan, request, state, services, replay=replay, checkpoints=checkpoints)
     async with aclosing(running.batches()) as batches:
         async for batch in batches:
             for event in batch:

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import aclosing
 
 import pytest
 
 from services.orchestrator.engine_settings import EngineSettings, Services
 from services.orchestrator.events import (MessageDelta, MessageEnd, NodeFinished, NodeStarted, RunError,
                                           RunFinished, RunStarted)
-from services.orchestrator.runner import run
+from services.orchestrator.runner import run, start
 from services.orchestrator.state import RunRequest, SessionState
 from tests.support.canvas import cpn, collect, index, of, plan_of
 from tests.support.engine_components import TRACE, reset, traced
@@ -142,17 +143,28 @@ async def test_closing_the_stream_cancels_running_components() -> None:
     assert traced("cancelled", "S:Long")
 
 
-async def test_cancel_event_ends_the_run_with_explicit_events() -> None:
+async def test_cancel_ends_the_run_with_explicit_events() -> None:
     comps = {"begin": cpn("Begin", ["S:Long"]), "S:Long": cpn("TestSleep", [], {"seconds": 30}, ["begin"])}
-    cancel = asyncio.Event()
+    running = start(plan_of(comps), RunRequest(run_id="r"), SessionState(), Services())
     events = []
-    async for ev in run(plan_of(comps), RunRequest(run_id="r"), SessionState(), Services(), cancel_event=cancel):
-        events.append(ev)
-        if isinstance(ev, NodeStarted) and ev.node_id == "S:Long":
-            cancel.set()
+    async with aclosing(running.batches()) as batches:
+        async for batch in batches:
+            events.extend(batch)
+            if any(isinstance(ev, NodeStarted) and ev.node_id == "S:Long" for ev in batch):
+                running.cancel()
     assert traced("cancelled", "S:Long")
     assert not of(events, RunError)  # a cancel is not an error; RunFinished says it
     assert events[-1].cancelled is True and events[-1].error == "Task has been canceled"
+
+
+async def test_a_run_cancelled_before_it_starts_still_ends_itself() -> None:
+    comps = {"begin": cpn("Begin", ["S:Long"]), "S:Long": cpn("TestSleep", [], {"seconds": 30}, ["begin"])}
+    running = start(plan_of(comps), RunRequest(run_id="r"), SessionState(), Services())
+    running.cancel()
+    async with aclosing(running.batches()) as batches:
+        events = [ev async for batch in batches for ev in batch]
+    assert isinstance(events[0], RunStarted) and isinstance(events[-1], RunFinished) and events[-1].cancelled
+    assert not of(events, NodeFinished, "S:Long")
 
 
 async def test_runs_in_one_process_do_not_hold_each_other_up() -> None:
