@@ -122,14 +122,14 @@ class WeaviateBackend(Backend):
         from weaviate.classes.config import Configure, DataType, Property, Tokenization, VectorDistances
 
         name = chunks_collection(dataset_id)
+        if name in self._checked:
+            return
         props = [Property(name="chunk_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
                  Property(name="document_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
                  Property(name="content", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
                  Property(name="keywords", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
                  Property(name="positions", data_type=DataType.INT_ARRAY),
                  Property(name="extra", data_type=DataType.TEXT, skip_vectorization=True, index_searchable=False)]
-        if name in self._checked:
-            return
         if await self._client.collections.exists(name):
             await _add_missing(self._client.collections.use(name), props)  # made by an earlier version
             self._checked.add(name)
