@@ -8,10 +8,13 @@ import grpc
 import pytest
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
-from services.clients import MetadataCondition, RetrievalClient, SandboxClient
+from services.clients import LlmClient, MetadataCondition, RetrievalClient, SandboxClient
 from services.clients.llm_models import Message
 from services.common.errors import InvalidArgument, NotFound, Unavailable
 from services.common.testing import start_server
+from services.llm_gateway.config import LlmGatewayConfig
+from services.llm_gateway.gateway import LlmGateway
+from services.llm_gateway.server import LlmServicer
 from services.sandbox.config import SandboxConfig
 from tests.support.llm_gateway import llm_gateway, user
 from tests.support.sandbox import COMPONENT_LIMITS, sandbox_servicer
@@ -89,3 +92,19 @@ async def test_an_unavailable_answered_by_the_llm_gateway_is_not_asked_again():
             await llm.chat(llm_pb.ChatRequest(model_id="down@Scripted", messages=[user("x")]))  # the gateway's tries only
         assert by_client == len(llm.calls_to("down")) - by_client > 0
         assert (await llm.client.chat("hello@Scripted", [Message("user", "x")])).content == "Hello there."
+
+
+async def test_an_llm_stream_after_the_gateway_restarted_on_the_same_address_succeeds():
+    gateway = LlmGateway.create(LlmGatewayConfig.for_tests(), scripts=DOWN)
+    server, port = await start_server([LlmServicer(gateway).binding()], "llm_gateway")
+    client = LlmClient.connect(f"127.0.0.1:{port}")
+    try:
+        assert (await client.chat("hello@Scripted", [Message("user", "x")])).content == "Hello there."
+        await server.stop(None)
+        server, _ = await start_server([LlmServicer(gateway).binding()], "llm_gateway", port=port)
+        text = "".join([d.content async for d in client.stream_chat("hello@Scripted", [Message("user", "y")])])
+        assert text == "Hello there."
+    finally:
+        await client.close()
+        await server.stop(None)
+        await gateway.aclose()
