@@ -187,13 +187,13 @@ class RunManager:
         if not spec.tenant_id:
             raise InvalidArgument("tenant_id is required")
         run_id = spec.run_id = spec.run_id or uuid.uuid4().hex
-        record = await self.sessions.get(spec.tenant_id, spec.session_id, messages=False) if spec.session_id else None
+        record, dsl = await self._load(spec)
         if record is not None and spec.agent_id and record.agent_id != spec.agent_id:
             raise InvalidArgument(f"session {spec.session_id!r} belongs to another agent")
         if record is not None and record.paused_run:
             pump = await self._resume_paused(spec, record)
         else:
-            pump = await self._start_new(spec, record)
+            pump = await self._start_new(spec, record, dsl)
         ctxvars.run_id.set(run_id)
         queue = pump.attach()
         got_end = False
@@ -217,8 +217,25 @@ class RunManager:
                     pump.cancel("client disconnected")
             await asyncio.shield(pump.task)
 
-    async def _start_new(self, spec: RunSpec, record) -> _Pump:
-        plan = await self._plan(spec, record)
+    async def _load(self, spec: RunSpec) -> tuple[Any, tuple[str, str] | None]:
+        """The session a request continues (its state, not its messages) and, when the request names the version
+        that session runs (the gateway does; "" is the draft), that version's (dsl_json, version_id): one round
+        trip."""
+        if not spec.session_id:
+            return None, None
+        if not spec.agent_id:
+            return await self.sessions.get(spec.tenant_id, spec.session_id, messages=False), None
+        async with self.runs.redis.pipeline(transaction=False) as pipe:
+            self.sessions.queue_get(pipe, spec.tenant_id, spec.session_id)
+            self.agents.queue_resolve(pipe, spec.tenant_id, spec.agent_id, spec.version_id)
+            raw, *replies = await pipe.execute()
+        record = self.sessions.record(spec.tenant_id, spec.session_id, raw)
+        if record.agent_id != spec.agent_id or record.version_id != spec.version_id:
+            return record, None  # not the version the session runs: _plan reads that one
+        return record, self.agents.resolved(spec.tenant_id, spec.agent_id, spec.version_id, replies)
+
+    async def _start_new(self, spec: RunSpec, record, dsl: tuple[str, str] | None = None) -> _Pump:
+        plan = await self._plan(spec, record, dsl)
         if record is not None and spec.agent_id == "":
             spec.agent_id = record.agent_id
         spec.version_id = record.version_id if record is not None else spec.version_id
@@ -302,12 +319,15 @@ class RunManager:
         return pump
 
     # ------------------------------------------------------------------ plan and session
-    async def _plan(self, spec: RunSpec, record) -> Plan:
-        """The checked plan: inline DSL, or the agent's version (a session runs the version it was created with)."""
+    async def _plan(self, spec: RunSpec, record, dsl: tuple[str, str] | None = None) -> Plan:
+        """The checked plan: inline DSL, or the agent's version (a session runs the version it was created with);
+        `dsl`: that version's (dsl_json, version_id) when already read."""
         dsl_json, agent_id, version_id = spec.dsl_json, "", ""
         if spec.agent_id or (record is not None and record.agent_id):
             agent_id = spec.agent_id or record.agent_id
-            if record is not None:
+            if dsl is not None:
+                dsl_json, version_id = dsl
+            elif record is not None:
                 dsl_json, version_id = await self.agents.resolve_dsl(
                     spec.tenant_id, agent_id, version_id=record.version_id, draft=not record.version_id)
             else:

@@ -178,9 +178,29 @@ class AgentStore:
 
     async def resolve_dsl(self, tenant: str, agent_id: str, *, version_id: str = "", draft: bool = False) -> tuple[str, str]:
         """(dsl_json, version_id) to run: a named version, the draft, or the latest published (else the draft)."""
+        if version_id or draft:  # what to read is known: the agent and its version in one round trip
+            async with self.redis.pipeline(transaction=False) as pipe:
+                self.queue_resolve(pipe, tenant, agent_id, version_id)
+                return self.resolved(tenant, agent_id, version_id, await pipe.execute())
         agent = await self.get(tenant, agent_id)
-        if version_id:
-            return (await self.get_version(tenant, agent_id, version_id)).dsl_json, version_id
-        if draft or not agent.latest_version_id:
+        if not agent.latest_version_id:
             return agent.dsl_json, ""
         return (await self.get_version(tenant, agent_id, agent.latest_version_id)).dsl_json, agent.latest_version_id
+
+    @staticmethod
+    def queue_resolve(pipe, tenant: str, agent_id: str, version_id: str) -> None:
+        """`resolve_dsl` of a named version (or, with none, the draft) on `pipe`; its replies go to `resolved`."""
+        pipe.hgetall(keys.agent(tenant, agent_id))
+        if version_id:
+            pipe.hgetall(keys.version(tenant, version_id))
+
+    @staticmethod
+    def resolved(tenant: str, agent_id: str, version_id: str, replies: list) -> tuple[str, str]:
+        if not replies[0]:
+            raise NotFound(f"agent {agent_id!r} not found")
+        if not version_id:
+            return _s(replies[0], "dsl_json"), ""
+        raw = replies[1]
+        if not raw or _s(raw, "agent_id") != agent_id:
+            raise NotFound(f"version {version_id!r} of agent {agent_id!r} not found")
+        return _s(raw, "dsl_json"), version_id

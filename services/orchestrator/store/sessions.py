@@ -111,6 +111,16 @@ class SessionStore:
                 raw, raw_messages = await pipe.execute()
         else:
             raw, raw_messages = await self.redis.hgetall(keys.session(tenant, session_id)), []
+        return self.record(tenant, session_id, raw, raw_messages)
+
+    @staticmethod
+    def queue_get(pipe, tenant: str, session_id: str) -> None:
+        """`get(..., messages=False)` on `pipe` (with reads of other records in one round trip); its reply goes
+        to `record`."""
+        pipe.hgetall(keys.session(tenant, session_id))
+
+    @staticmethod
+    def record(tenant: str, session_id: str, raw: dict[bytes, bytes], raw_messages: list[bytes] = ()) -> SessionRecord:
         if not raw:
             raise NotFound(f"session {session_id!r} not found")
         return SessionRecord(
