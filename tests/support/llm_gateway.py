@@ -6,6 +6,7 @@ its tests share. The one way the tests start an llm_gateway:
         llm.client              # the orchestrator's LlmClient, connected
         await llm.chat(req)     # the raw gRPC stream, as a list
         llm.calls_to("m")       # what the scripted provider was asked
+        await llm.stop(); await llm.start()    # down, then serving again on the same port
 
 Config overrides are `LlmGatewayConfig.for_tests` keywords; `config=` passes a whole config instead.
 """
@@ -61,6 +62,13 @@ class RunningLlmGateway:
     async def chat(self, req: llm_pb.ChatRequest, timeout: float = 10) -> list[llm_pb.ChatResponse]:
         return [c async for c in self.stub.Chat(req, timeout=timeout)]
 
+    async def stop(self) -> None:
+        await self.server.stop(None)
+
+    async def start(self) -> None:
+        """Serve the same gateway again on the same port (after `stop()`): clients keep their address."""
+        self.server, _ = await start_server([LlmServicer(self.gateway).binding()], service="llm_gateway", port=self.port)
+
 
 @asynccontextmanager
 async def llm_gateway(scripts: Any = None, *, config: LlmGatewayConfig | None = None,
@@ -69,12 +77,13 @@ async def llm_gateway(scripts: Any = None, *, config: LlmGatewayConfig | None = 
     server, port = await start_server([LlmServicer(gateway).binding()], service="llm_gateway")
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     client = LlmClient.connect(f"127.0.0.1:{port}")
+    running = RunningLlmGateway(gateway, server, port, channel, llm_grpc.LlmServiceStub(channel), client)
     try:
-        yield RunningLlmGateway(gateway, server, port, channel, llm_grpc.LlmServiceStub(channel), client)
+        yield running
     finally:
         await client.close()
         await channel.close()
-        await server.stop(None)
+        await running.server.stop(None)
         await gateway.aclose()
 
 

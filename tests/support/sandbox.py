@@ -2,7 +2,7 @@
 and the host-side checks the sandbox tests share. The one way the tests start a sandbox:
 
     async with sandbox_service() as client: ...               # a SandboxClient, for `services(llm, client)`
-    async with sandbox_server(servicer) as sb: sb.addr, sb.stub
+    async with sandbox_server(servicer) as sb: sb.addr, sb.stub; await sb.stop(); await sb.start(servicer)
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ async def sandbox_servicer(cfg: SandboxConfig) -> SandboxServicer:
 
 @dataclass
 class RunningSandbox:
+    """A running sandbox server, its port and a stub; `stop()` then `start(servicer)` serve again on that port."""
+
+    server: grpc.aio.Server
     port: int
     stub: sb_grpc.SandboxServiceStub
 
@@ -50,15 +53,22 @@ class RunningSandbox:
     def addr(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    async def stop(self) -> None:
+        await self.server.stop(None)
+
+    async def start(self, servicer: SandboxServicer) -> None:
+        self.server, _ = await start_server([servicer.binding()], service="sandbox", port=self.port)
+
 
 @asynccontextmanager
 async def sandbox_server(servicer: SandboxServicer) -> AsyncIterator[RunningSandbox]:
     server, port = await start_server([servicer.binding()], service="sandbox")
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            yield RunningSandbox(port, sb_grpc.SandboxServiceStub(channel))
-    finally:
-        await server.stop(None)
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        running = RunningSandbox(server, port, sb_grpc.SandboxServiceStub(channel))
+        try:
+            yield running
+        finally:
+            await running.server.stop(None)
 
 
 @asynccontextmanager

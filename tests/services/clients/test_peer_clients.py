@@ -8,16 +8,12 @@ import grpc
 import pytest
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
-from services.clients import LlmClient, MetadataCondition, RetrievalClient, SandboxClient
+from services.clients import MetadataCondition, RetrievalClient, SandboxClient
 from services.clients.llm_models import Message
 from services.common.errors import InvalidArgument, NotFound, Unavailable
-from services.common.testing import start_server
-from services.llm_gateway.config import LlmGatewayConfig
-from services.llm_gateway.gateway import LlmGateway
-from services.llm_gateway.server import LlmServicer
 from services.sandbox.config import SandboxConfig
 from tests.support.llm_gateway import llm_gateway, user
-from tests.support.sandbox import COMPONENT_LIMITS, sandbox_servicer
+from tests.support.sandbox import COMPONENT_LIMITS, sandbox_server, sandbox_servicer
 
 DOWN = {"chat": {"down": [{"error": {"code": "UNAVAILABLE", "message": "scripted outage", "times": 1000}}],
                  "hello": ["Hello there."]}}
@@ -65,22 +61,21 @@ async def test_a_retrieval_call_after_the_service_restarted_on_the_same_address_
 
 async def test_a_sandbox_call_after_the_service_restarted_on_the_same_address_succeeds():
     cfg = SandboxConfig.for_tests(defaults=COMPONENT_LIMITS)
-    server, port = await start_server([(await sandbox_servicer(cfg)).binding()], "sandbox")
-    client = SandboxClient.connect(f"127.0.0.1:{port}")
-    try:
-        run = await client.execute("python", "def main(x):\n    print('hi')\n    return x * 2", {"x": 21}, timeout_s=30)
-        assert (run.ok, run.value, run.stdout) == (True, 42, "hi\n")
-        await server.stop(None)
-        with pytest.raises(Unavailable, match="the sandbox is unavailable"):
-            await client.execute("python", "def main():\n    return 1", {}, timeout_s=30)
-        server, _ = await start_server([(await sandbox_servicer(cfg)).binding()], "sandbox", port=port)
-        run = await client.execute("javascript", "function main() { return [1, 2] }", {}, timeout_s=30)
-        assert (run.ok, run.value) == (True, [1, 2])
-        failed = await client.execute("python", "def main():\n    return 1 / 0", {}, timeout_s=30)
-        assert not failed.ok and failed.error_kind == "EXCEPTION" and "ZeroDivisionError" in failed.error_message
-    finally:
-        await client.close()
-        await server.stop(None)
+    async with sandbox_server(await sandbox_servicer(cfg)) as sandbox:
+        client = SandboxClient.connect(sandbox.addr)
+        try:
+            run = await client.execute("python", "def main(x):\n    print('hi')\n    return x * 2", {"x": 21}, timeout_s=30)
+            assert (run.ok, run.value, run.stdout) == (True, 42, "hi\n")
+            await sandbox.stop()
+            with pytest.raises(Unavailable, match="the sandbox is unavailable"):
+                await client.execute("python", "def main():\n    return 1", {}, timeout_s=30)
+            await sandbox.start(await sandbox_servicer(cfg))
+            run = await client.execute("javascript", "function main() { return [1, 2] }", {}, timeout_s=30)
+            assert (run.ok, run.value) == (True, [1, 2])
+            failed = await client.execute("python", "def main():\n    return 1 / 0", {}, timeout_s=30)
+            assert not failed.ok and failed.error_kind == "EXCEPTION" and "ZeroDivisionError" in failed.error_message
+        finally:
+            await client.close()
 
 
 async def test_an_unavailable_answered_by_the_llm_gateway_is_not_asked_again():
@@ -95,16 +90,9 @@ async def test_an_unavailable_answered_by_the_llm_gateway_is_not_asked_again():
 
 
 async def test_an_llm_stream_after_the_gateway_restarted_on_the_same_address_succeeds():
-    gateway = LlmGateway.create(LlmGatewayConfig.for_tests(), scripts=DOWN)
-    server, port = await start_server([LlmServicer(gateway).binding()], "llm_gateway")
-    client = LlmClient.connect(f"127.0.0.1:{port}")
-    try:
-        assert (await client.chat("hello@Scripted", [Message("user", "x")])).content == "Hello there."
-        await server.stop(None)
-        server, _ = await start_server([LlmServicer(gateway).binding()], "llm_gateway", port=port)
-        text = "".join([d.content async for d in client.stream_chat("hello@Scripted", [Message("user", "y")])])
+    async with llm_gateway(DOWN) as llm:
+        assert (await llm.client.chat("hello@Scripted", [Message("user", "x")])).content == "Hello there."
+        await llm.stop()
+        await llm.start()
+        text = "".join([d.content async for d in llm.client.stream_chat("hello@Scripted", [Message("user", "y")])])
         assert text == "Hello there."
-    finally:
-        await client.close()
-        await server.stop(None)
-        await gateway.aclose()
