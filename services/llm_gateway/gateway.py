@@ -17,8 +17,9 @@ from typing import Any, AsyncIterator, Mapping, Sequence
 import grpc
 
 from services.common.errors import InvalidArgument, ServiceError
-from services.llm_gateway import factories, metrics
+from services.llm_gateway import metrics
 from services.llm_gateway.config import LlmGatewayConfig
+from services.llm_gateway.providers import get_kind
 from services.llm_gateway.providers import local as local_models
 from services.llm_gateway.providers.local import LocalProvider
 from services.llm_gateway.providers.openai import OpenAIProvider
@@ -210,15 +211,7 @@ def _register_providers(registry: Registry, cfg: LlmGatewayConfig, book: ScriptB
             provider = OpenAIProvider(name, base_url=endpoint.base_url, api_key=endpoint.api_key)
             registry.add_open_factory(name, provider)
     for factory, spec in file_factories.items():
-        known = factories.find(factory)
-        provider = OpenAIProvider(
-            factory,
-            base_url=spec.base_url or (known.base_url if known else ""),
-            api_key=spec.api_key,
-            stream=spec.stream,
-            stream_usage=spec.stream_usage,
-            rerank_models=frozenset(m.model or n for n, m in spec.models.items() if m.type == "rerank"),
-        )
+        provider = get_kind(spec.kind).from_spec(factory, spec)  # the kind's own settings build it
         if spec.open:
             registry.add_open_factory(factory, provider)
         for name, m in spec.models.items():

@@ -1,4 +1,4 @@
-"""The providers file (`TRELLIS_LLM_PROVIDERS`, YAML or JSON): RAGFlow factories -> OpenAI-compatible endpoints.
+"""The providers file (`TRELLIS_LLM_PROVIDERS`, YAML or JSON): RAGFlow factories -> model providers.
 
 Example::
 
@@ -20,6 +20,11 @@ Example::
         stream: true            # false: ask for whole answers (servers that cannot stream)
         stream_usage: true      # false: don't send stream_options (servers that reject it)
 
+Each factory names its provider `kind` (default `openai`, an OpenAI-compatible endpoint; its keys are
+`OpenAISettings` in providers/openai.py). `open` and `models` are every kind's (`ProviderSettings` in
+providers/base.py); the other keys are the kind's own `Settings`, checked when the file is read, so an error
+names the factory and the key (`factories.DeepSeek.stream: ...`).
+
 An "open" factory passes any model name through (upstream name = the id's first '@' segment, so RAGFlow's
 "deepseek-v4-pro@default@DeepSeek" asks for "deepseek-v4-pro"); a closed one knows only its `models`.
 
@@ -32,55 +37,57 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Mapping
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
 
-from services.llm_gateway import factories as known_factories
+from services.llm_gateway.providers import ProviderSettings, UnknownKind, get_kind
+
+DEFAULT_KIND = "openai"
 
 
-class _Model(BaseModel):
+class ProvidersFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ModelSpec(_Model):
-    type: Literal["chat", "embedding", "rerank"] = "chat"
-    model: str = ""  # the endpoint's name for it; default: the name in the id
-
-
-class FactorySpec(_Model):
-    base_url: str = ""
-    api_key: str = ""
-    api_key_env: str = ""
-    open: bool = True
-    stream: bool = True
-    stream_usage: bool = True
-    models: dict[str, ModelSpec] = Field(default_factory=dict)
-
-    @field_validator("models", mode="before")
-    @classmethod
-    def _empty_specs(cls, value: Any) -> Any:
-        # `qwen-plus:` with nothing after it in YAML is None: a chat model with default settings.
-        if isinstance(value, dict):
-            return {k: (v if v is not None else {}) for k, v in value.items()}
-        return value
-
-
-class ProvidersFile(_Model):
     default_chat_model: str = ""
     default_embedding_model: str = ""
     default_rerank_model: str = ""
-    factories: dict[str, FactorySpec] = Field(default_factory=dict)
+    # Each entry is its kind's `Settings` (parse_factory); given here as built objects.
+    factories: dict[str, SerializeAsAny[ProviderSettings]] = Field(default_factory=dict)
 
 
-def describe(exc: ValidationError) -> str:
+def describe(exc: ValidationError, prefix: str = "") -> str:
     """Each problem as `field.path: message`, so a bad file says where it is wrong."""
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+    return "; ".join(f"{prefix}{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+
+
+def parse_factory(name: str, entry: Any, environ: Mapping[str, str]) -> ProviderSettings:
+    """One factory's entry -> its kind's settings, completed from `environ`; a problem raises ValueError
+    naming `factories.<name>.<field>`."""
+    where = f"factories.{name}"
+    if "@" in name:
+        raise ValueError(f"{where}: a factory name cannot contain '@'")
+    entry = {} if entry is None else entry
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: expected a mapping of settings, got {type(entry).__name__}")
+    kind = entry.get("kind", DEFAULT_KIND)
+    try:
+        cls = get_kind(kind if isinstance(kind, str) else repr(kind))
+    except UnknownKind as exc:
+        raise ValueError(f"{where}.kind: {exc}") from None
+    try:
+        settings = cls.Settings.model_validate(entry)
+    except ValidationError as exc:
+        raise ValueError(describe(exc, f"{where}.")) from None
+    try:
+        return settings.with_environment(name, environ)
+    except ValueError as exc:
+        raise ValueError(f"{where}.{exc}") from None
 
 
 def load_providers_file(path: Path, environ: Mapping[str, str]) -> ProvidersFile:
-    """Parse and check the file; `api_key_env` names are looked up in `environ` now, so a missing key fails at start."""
+    """Parse and check the file; keys named in it (`api_key_env`) are looked up in `environ` now, so a missing
+    key fails at start."""
     where = f"TRELLIS_LLM_PROVIDERS={path}"
     try:
         text = path.read_text()
@@ -90,20 +97,13 @@ def load_providers_file(path: Path, environ: Mapping[str, str]) -> ProvidersFile
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
         raise SystemExit(f"llm_gateway: {where} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
+    data = dict(data) if isinstance(data, dict) else data
+    entries = data.pop("factories") if isinstance(data, dict) and isinstance(data.get("factories"), dict) else {}
     try:
         spec = ProvidersFile.model_validate(data or {})
+        factories = {name: parse_factory(str(name), entry, environ) for name, entry in entries.items()}
     except ValidationError as exc:
         raise SystemExit(f"llm_gateway: {where}: {describe(exc)}") from None
-    factories = {}
-    for name, f in spec.factories.items():
-        if "@" in name:
-            raise SystemExit(f"llm_gateway: {where}: factories.{name}: a factory name cannot contain '@'")
-        if f.api_key_env:
-            if not environ.get(f.api_key_env):
-                raise SystemExit(f"llm_gateway: {where}: factories.{name}.api_key_env: {f.api_key_env} is not set")
-            f = f.model_copy(update={"api_key": environ[f.api_key_env]})
-        known = known_factories.find(name)
-        if known is not None and not f.api_key and environ.get(known.key_env):
-            f = f.model_copy(update={"api_key": environ[known.key_env]})
-        factories[name] = f
+    except ValueError as exc:
+        raise SystemExit(f"llm_gateway: {where}: {exc}") from None
     return spec.model_copy(update={"factories": factories})

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import urllib.parse
 import urllib.request
-from typing import Any, AsyncIterator, Mapping, Sequence
+from typing import Any, AsyncIterator, Literal, Mapping, Sequence
 
 import aiohttp
 import grpc
@@ -18,6 +18,7 @@ import openai
 import orjson
 
 from services.common.errors import ServiceError
+from services.llm_gateway import factories as known_factories
 from services.llm_gateway.errors import (
     ModelNotFound,
     ProviderAuthFailed,
@@ -29,7 +30,7 @@ from services.llm_gateway.errors import (
 from services.llm_gateway.providers import _openai_format as fmt
 from services.llm_gateway.providers._openai_stream import FINISH as _FINISH
 from services.llm_gateway.providers._openai_stream import deltas as stream_deltas
-from services.llm_gateway.providers.base import Provider
+from services.llm_gateway.providers.base import Provider, ProviderSettings, register
 from services.llm_gateway.models import (
     ChatCall,
     ChatDelta,
@@ -42,8 +43,47 @@ from services.llm_gateway.models import (
 log = logging.getLogger(__name__)
 
 
+class OpenAISettings(ProviderSettings):
+    """A providers-file factory of kind `openai` (the default): services/llm_gateway/providers_file.py.
+
+    For one of RAGFlow's factories that factories.py knows, `base_url` may be left out (RAGFlow's endpoint
+    is used) and so may the key (its `<FACTORY>_API_KEY` is read when set)."""
+
+    kind: Literal["openai"] = "openai"
+    base_url: str = ""
+    api_key: str = ""
+    api_key_env: str = ""  # the variable holding the key, read at start-up
+    stream: bool = True  # false: ask for whole answers (servers that cannot stream)
+    stream_usage: bool = True  # false: don't send stream_options (servers that reject it)
+
+    def with_environment(self, factory: str, environ: Mapping[str, str]) -> "OpenAISettings":
+        if self.api_key_env:
+            if not environ.get(self.api_key_env):
+                raise ValueError(f"api_key_env: {self.api_key_env} is not set")
+            return self.model_copy(update={"api_key": environ[self.api_key_env]})
+        known = known_factories.find(factory)
+        if known is not None and not self.api_key and environ.get(known.key_env):
+            return self.model_copy(update={"api_key": environ[known.key_env]})
+        return self
+
+
+@register
 class OpenAIProvider(Provider):
     kind = "openai"
+    Settings = OpenAISettings
+
+    @classmethod
+    def from_spec(cls, factory: str, settings: ProviderSettings) -> "OpenAIProvider":
+        assert isinstance(settings, OpenAISettings)
+        known = known_factories.find(factory)
+        return cls(
+            factory,
+            base_url=settings.base_url or (known.base_url if known else ""),
+            api_key=settings.api_key,
+            stream=settings.stream,
+            stream_usage=settings.stream_usage,
+            rerank_models=frozenset(m.model or n for n, m in settings.models.items() if m.type == "rerank"),
+        )
 
     def __init__(
         self,

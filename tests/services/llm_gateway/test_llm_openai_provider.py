@@ -12,7 +12,9 @@ from trellis.llm.v1 import chat_pb2 as chat_pb
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
 from services.llm_gateway.config import LlmGatewayConfig
-from services.llm_gateway.providers_file import FactorySpec, ModelSpec, ProvidersFile
+from services.llm_gateway.providers import ModelSpec
+from services.llm_gateway.providers.openai import OpenAISettings
+from services.llm_gateway.providers_file import ProvidersFile
 from tests.support.fake_openai import Reply, chunk, completion, text_chunks, tool_delta, usage_chunk
 from tests.support.llm_gateway import llm_gateway, text_of, tool_calls_of, user
 
@@ -46,7 +48,7 @@ async def test_streams_text_usage_and_the_resolved_model(fake_openai):
 
 
 async def test_non_streaming_endpoint_answers_in_one_chunk(fake_openai):
-    providers = ProvidersFile(factories={"Batch": FactorySpec(base_url=fake_openai.base_url, stream=False)})
+    providers = ProvidersFile(factories={"Batch": OpenAISettings(base_url=fake_openai.base_url, stream=False)})
     fake_openai.chat(Reply.json(completion("All at once.", usage=(4, 3))))
     async with llm_gateway(providers=providers) as gw:
         chunks = await gw.chat(llm_pb.ChatRequest(model_id="whole@Batch", messages=[user("hi")]))
@@ -226,7 +228,7 @@ async def test_embeddings_through_the_endpoint(fake_openai):
 async def test_rerank_by_the_provider_or_by_similarity_and_says_which(fake_openai):
     providers = ProvidersFile(
         default_embedding_model="emb@Fake",
-        factories={"Fake": FactorySpec(base_url=fake_openai.base_url, models={
+        factories={"Fake": OpenAISettings(base_url=fake_openai.base_url, models={
             "bge-reranker": ModelSpec(type="rerank", model="BAAI/bge-reranker-v2-m3"),
             "emb": ModelSpec(type="embedding"),
         })},
