@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationErr
 
 from services.llm_gateway.providers import ProviderSettings, UnknownKind, get_kind
 
-DEFAULT_KIND = "openai"
+DEFAULT_KIND: str = ProviderSettings.model_fields["kind"].default  # "openai"
 
 
 class ProvidersFile(BaseModel):
@@ -67,7 +67,6 @@ def parse_factory(name: str, entry: Any, environ: Mapping[str, str]) -> Provider
     where = f"factories.{name}"
     if "@" in name:
         raise ValueError(f"{where}: a factory name cannot contain '@'")
-    entry = {} if entry is None else entry
     if not isinstance(entry, dict):
         raise ValueError(f"{where}: expected a mapping of settings, got {type(entry).__name__}")
     kind = entry.get("kind", DEFAULT_KIND)
