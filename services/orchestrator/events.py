@@ -104,29 +104,29 @@ class RunFinished(_Base):
 
 # No slots: `make()` fills an instance's __dict__ in one step, which costs a third of the frozen
 # dataclass __init__ (one object.__setattr__ per field) on the engine's per-node hot path.
-def _defaults(cls: type) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...]]:
+def _spec(cls: type) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...], int]:
+    """(plain defaults, default factories, number of fields) of an event class."""
     plain = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
     factories = tuple((f.name, f.default_factory) for f in fields(cls) if f.default_factory is not MISSING)
-    return plain, factories
+    spec = _SPECS[cls] = (plain, factories, len(fields(cls)))
+    return spec
 
 
 _new = object.__new__
-_DEFAULTS: dict[type, tuple[dict[str, Any], tuple[tuple[str, Any], ...]]] = {}
+_SPECS: dict[type, tuple[dict[str, Any], tuple[tuple[str, Any], ...], int]] = {}
 
 
 def make(cls: type, **values: Any) -> Any:
-    """Build an event exactly like `cls(**values)` would (same defaults, still frozen), faster."""
-    try:
-        plain, factories = _DEFAULTS[cls]
-    except KeyError:
-        plain, factories = _DEFAULTS[cls] = _defaults(cls)
+    """Build an event exactly like `cls(**values)` would (same defaults, still frozen), faster: the one way
+    events are built."""
     obj = _new(cls)
+    spec = _SPECS.get(cls) or _spec(cls)
     d = obj.__dict__
-    if plain:
-        d.update(plain)
-    for name, factory in factories:
-        if name not in values:
-            d[name] = factory()
+    if len(values) < spec[2]:  # some fields keep their defaults (the engine's hot path gives every field)
+        d.update(spec[0])
+        for name, factory in spec[1]:
+            if name not in values:
+                d[name] = factory()
     d.update(values)
     return obj
 
