@@ -18,10 +18,12 @@ class RedisServer:
 
         self.binary = redis_binary()
         self.workdir = workdir
-        self.port = free_port()
         # A Redis Cluster node serving every slot: a plain client works, and any multi-key script or MULTI whose
-        # keys are in different slots fails with CROSSSLOT as on a real cluster.
+        # keys are in different slots fails with CROSSSLOT as on a real cluster. Its bus listens on port + 10000.
         self.cluster = cluster
+        self.port = free_port()
+        while cluster and self.port + 10000 > 65535:
+            self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
     @property
