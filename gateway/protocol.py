@@ -150,8 +150,13 @@ class EnvelopeRunBody(_Body):
 
 # ---- MCP servers (RAGFlow's mcp_api.py) -------------------------------------------------------------
 
+# A tool call or a listing that may wait longer than a day is a mistake, and a deadline past what gRPC can
+# represent would expire at once ("did not answer in time"), so the limit is refused by name instead.
+MAX_SECONDS = 86400.0
+
+
 def _seconds(value: Any) -> float | None:
-    """An MCP `timeout`: a finite number of seconds >= 0 (a numeric string too, as RAGFlow's get_float reads it);
+    """An MCP `timeout`: a number of seconds from 0 to MAX_SECONDS (a numeric string too, as RAGFlow's get_float reads it);
     absent, null or "": the default."""
     if value is None or value == "":
         return None
@@ -159,12 +164,13 @@ def _seconds(value: Any) -> float | None:
         seconds = float(value)
     except (TypeError, ValueError):
         raise PydanticCustomError("seconds", "must be a number of seconds, not {raw}", {"raw": repr(value)}) from None
-    if not math.isfinite(seconds) or seconds < 0:
-        raise PydanticCustomError("seconds", "must be a finite number of seconds >= 0, not {raw}", {"raw": repr(value)})
+    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_SECONDS:
+        raise PydanticCustomError("seconds", "must be a number of seconds from 0 to {max}, not {raw}",
+                                  {"raw": repr(value), "max": MAX_SECONDS})
     return seconds
 
 
-Seconds = Annotated[Annotated[float, Field(ge=0)] | None, BeforeValidator(_seconds)]
+Seconds = Annotated[Annotated[float, Field(ge=0, le=MAX_SECONDS)] | None, BeforeValidator(_seconds)]
 JsonObject = dict[str, Any] | str | None  # an object, or a string holding one (RAGFlow's safe_json_parse)
 
 
