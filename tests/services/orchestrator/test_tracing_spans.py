@@ -2,14 +2,14 @@
 its Iteration), retries and failures recorded; and none of it when tracing is off."""
 from __future__ import annotations
 
-import asyncio
+from contextlib import aclosing
 
 import pytest
 from opentelemetry.trace import StatusCode
 
 from services.common import tracing
 from services.orchestrator.events import RunFinished
-from services.orchestrator.runner import run
+from services.orchestrator.runner import start
 from services.orchestrator.state import RunRequest
 from tests.support.canvas import collect, cpn, plan_of
 from tests.support.engine_components import reset
@@ -76,12 +76,13 @@ async def test_a_failing_component_fails_its_span_and_the_runs(spans):
 
 async def test_a_cancelled_run_ends_its_open_spans(spans):
     plan = plan_of({"begin": cpn("Begin", ["S:Slow"]), "S:Slow": cpn("TestSleep", [], {"seconds": 30}, ["begin"])})
-    cancel = asyncio.Event()
+    running = start(plan, RunRequest(run_id="run-c", session_id="s"))
     events = []
-    async for ev in run(plan, RunRequest(run_id="run-c", session_id="s"), cancel_event=cancel):
-        events.append(ev)
-        if getattr(ev, "node_id", "") == "S:Slow":
-            cancel.set()
+    async with aclosing(running.batches()) as batches:
+        async for batch in batches:
+            events.extend(batch)
+            if any(getattr(ev, "node_id", "") == "S:Slow" for ev in batch):
+                running.cancel()
     assert isinstance(events[-1], RunFinished) and events[-1].cancelled
     finished, _ = _by_name(spans)
     [slow] = [s for s in finished if s.attributes.get("trellis.component.id") == "S:Slow"]
