@@ -32,6 +32,7 @@ from services.orchestrator.redis_client import wait_until_ready
 from services.orchestrator.run_manager import RunManager
 from services.orchestrator.server import AgentServicer, CanvasServicer, SessionServicer
 from services.orchestrator.store import AgentStore, RunStore, SessionStore
+from services.orchestrator.store import layout
 from services.orchestrator.store.mcp_servers import McpServerStore
 from services.orchestrator.store.runs import CancelListener
 
@@ -61,6 +62,7 @@ def build(cfg: OrchestratorConfig) -> Service:
 
     async def start() -> None:
         await wait_until_ready(redis, cfg.redis_url)
+        await layout.upgrade(redis)  # records stored before the keys had hash tags
         await listener.start()
         await manager.start()
 
