@@ -10,7 +10,7 @@ Floors: hand-written asyncio DAG executors, below
 (`dynamic_ready`: a node starts when its deps are done, one task per node — the same semantics as the
 engine; `layered_fast`: precomputed layers, 1-node layers awaited inline). LangGraph on the same shapes
 when it is importable (it is not a dependency; the result says so when it is missing).
-The engine is measured as a client sees it: every event consumed from `run()`.
+The engine is measured as the run manager consumes it: every event taken from `start(...).batches()`.
 
 Usage: python bench/engine_bench.py [--quick]   -> bench/results/engine.json
 """
@@ -36,7 +36,7 @@ from services.orchestrator.components.base import Component, NodeContext, regist
 from services.orchestrator.dsl import load_canvas  # noqa: E402
 from services.orchestrator.engine_settings import EngineSettings, Services  # noqa: E402
 from services.orchestrator.events import RunFinished  # noqa: E402
-from services.orchestrator.runner import run  # noqa: E402
+from services.orchestrator.runner import start  # noqa: E402
 from services.orchestrator.state import RunRequest, SessionState  # noqa: E402
 from services.orchestrator.validate import compile_plan  # noqa: E402
 
@@ -116,6 +116,17 @@ def diamond_canvas(n_total: int) -> dict[str, Any]:
     return {"components": comps}
 
 
+async def consume(plan: Any, run_id: str, services: Services) -> int:
+    """Run `plan` to its end the way the run manager does; the number of events."""
+    n = 0
+    async for batch in start(plan, RunRequest(run_id=run_id), SessionState(), services).batches():
+        n += len(batch)
+        last = batch[-1]
+    if not isinstance(last, RunFinished) or last.error:
+        raise RuntimeError(getattr(last, "error", "no RunFinished"))
+    return n
+
+
 def engine_runner(dsl: dict[str, Any]) -> Callable[[], Awaitable[int]]:
     plan = compile_plan(load_canvas(dsl))
     services = Services(settings=EngineSettings())
@@ -123,12 +134,7 @@ def engine_runner(dsl: dict[str, Any]) -> Callable[[], Awaitable[int]]:
 
     async def once() -> int:
         counter[0] += 1
-        n = 0
-        async for ev in run(plan, RunRequest(run_id=f"r{counter[0]}"), SessionState(), services):
-            n += 1
-            if isinstance(ev, RunFinished) and ev.error:
-                raise RuntimeError(ev.error)
-        return n
+        return await consume(plan, f"r{counter[0]}", services)
     return once
 
 
@@ -328,8 +334,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     services = Services(settings=EngineSettings())
 
     async def engine_submit(i: int) -> None:
-        async for _ in run(eng10, RunRequest(run_id=f"c{i}"), SessionState(), services):
-            pass
+        await consume(eng10, f"c{i}", services)
     dag10 = floor_chain(10, _sleep_node)
     submits: dict[str, Callable[[int], Awaitable[Any]]] = {
         "engine": engine_submit,

@@ -1,5 +1,5 @@
 """Domain events of a canvas run (docs/ENGINE_CONTRACT.md); `convert.py` maps them to protobuf. Every event is
-built with `make` (the engine, components, the run manager).
+built with `<Event>.make(...)` (the engine, components, the run manager).
 
 Order a client relies on: `RunStarted` first; a node's `NodeStarted` before its own `MessageDelta`
 and tool-call events; its `NodeFinished` after its last `MessageDelta`; `RunFinished` last, after
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, ClassVar, Union
+from typing import Any, Callable, ClassVar, Union
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,6 +23,8 @@ class _Base:
     # Position in the run's stream (1, 2, ...), set by the run manager as the event enters it; a client
     # that lost its connection rejoins after the last one it saw.
     seq: ClassVar[int] = 0
+    # `NodeStarted.make(run_id=..., ...)`: the one way an event is built (generated per class, see _maker).
+    make: ClassVar[Callable[..., Any]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,45 +104,44 @@ class RunFinished(_Base):
     waiting_for_user: bool = False  # paused at a UserFillUp: a later run on the session resumes there
 
 
-# No slots: `make()` fills an instance's __dict__ in one step, which costs a third of the frozen
-# dataclass __init__ (one object.__setattr__ per field) on the engine's per-node hot path.
-def _spec(cls: type) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...], int]:
-    """(plain defaults, default factories, number of fields) of an event class."""
-    plain = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
-    factories = tuple((f.name, f.default_factory) for f in fields(cls) if f.default_factory is not MISSING)
-    spec = _SPECS[cls] = (plain, factories, len(fields(cls)))
-    return spec
-
-
-_new = object.__new__
-_SPECS: dict[type, tuple[dict[str, Any], tuple[tuple[str, Any], ...], int]] = {}
-
-
-def make(cls: type, **values: Any) -> Any:
-    """Build an event exactly like `cls(**values)` would (same defaults, still frozen), faster: the one way
-    events are built."""
-    obj = _new(cls)
-    spec = _SPECS.get(cls) or _spec(cls)
-    d = obj.__dict__
-    if len(values) < spec[2]:  # some fields keep their defaults (the engine's hot path gives every field)
-        d.update(spec[0])
-        for name, factory in spec[1]:
-            if name not in values:
-                d[name] = factory()
-    d.update(values)
-    return obj
+# No slots, no dataclass __init__: `<Event>.make(...)` is a function generated per class below that takes the
+# fields as keywords and sets the instance's __dict__ in one step. The frozen dataclass __init__ (one
+# object.__setattr__ per field) costs about three times as much, and a generic `make(cls, **values)` half as
+# much again: the engine builds two events per component, so this is its per-node hot path.
+def _maker(cls: type) -> Any:
+    """`cls.make(**fields)`: the same instance `cls(**fields)` gives (defaults, default factories, frozen)."""
+    params, items, env = [], [], {"_new": object.__new__, "_set": object.__setattr__, "cls": cls, "_MISSING": MISSING}
+    for f in fields(cls):
+        if f.default_factory is not MISSING:
+            env[f"f_{f.name}"] = f.default_factory
+            params.append(f"{f.name}=_MISSING")
+            items.append(f"{f.name!r}: f_{f.name}() if {f.name} is _MISSING else {f.name}")
+        else:
+            if f.default is not MISSING:
+                env[f"d_{f.name}"] = f.default
+            params.append(f.name if f.default is MISSING else f"{f.name}=d_{f.name}")
+            items.append(f"{f.name!r}: {f.name}")
+    source = (f"def make(*, {', '.join(params)}):\n"
+              f"    obj = _new(cls)\n"
+              f"    _set(obj, '__dict__', {{{', '.join(items)}}})\n"
+              f"    return obj\n")
+    exec(source, env)  # noqa: S102 (our own field names only)
+    return staticmethod(env["make"])
 
 
 def run_failed(run_id: str, session_id: str, message: str, code: str, elapsed_s: float) -> list[Any]:
     """RunError then RunFinished(error): the end of a run whose engine could not end it (the engine broke, the
     journal gave up, the run moved to another replica). Every other run ends with the engine's own RunFinished."""
     common = dict(run_id=run_id, session_id=session_id, node_id="", timestamp=time.time())
-    return [make(RunError, message=message, component_id="", code=code, **common),
-            make(RunFinished, outputs={}, elapsed_s=elapsed_s, error=message, **common)]
+    return [RunError.make(message=message, component_id="", code=code, **common),
+            RunFinished.make(outputs={}, elapsed_s=elapsed_s, error=message, **common)]
 
 
 Event = Union[RunStarted, NodeStarted, NodeFinished, MessageDelta, MessageEnd, ToolCallStarted,
               ToolCallFinished, UserInputRequired, RunError, RunFinished]
 
-__all__ = ["Event", "make", "run_failed", "MessageDelta", "MessageEnd", "NodeFinished", "NodeStarted", "RunError",
+for _cls in Event.__args__:
+    _cls.make = _maker(_cls)
+
+__all__ = ["Event", "run_failed", "MessageDelta", "MessageEnd", "NodeFinished", "NodeStarted", "RunError",
            "RunFinished", "RunStarted", "ToolCallFinished", "ToolCallStarted", "UserInputRequired"]

@@ -26,7 +26,7 @@ from services.common import context as ctxvars
 from .checkpoint import NodeRecord, Replay
 from .components.base import NodeContext, Pause, Route, RunEnv
 from .engine_settings import Services
-from .events import MessageDelta, NodeFinished, NodeStarted, RunError, RunFinished, RunStarted, make
+from .events import MessageDelta, NodeFinished, NodeStarted, RunError, RunFinished, RunStarted
 from .plan import BodyPlan, NodePlan, Plan
 from .state import RunRequest, SessionState
 from .validate import ValidationFailed, compile_plan
@@ -119,8 +119,8 @@ class _Execution:
         req = self.request
         t0 = perf()
         self.trace = start_run(req)
-        self.emit(make(RunStarted, run_id=req.run_id, session_id=req.session_id, node_id="",
-                       timestamp=now(), inputs=to_jsonable(req.inputs)))
+        self.emit(RunStarted.make(run_id=req.run_id, session_id=req.session_id, node_id="",
+                                  timestamp=now(), inputs=to_jsonable(req.inputs)))
         error: str | None = None
         cancelled = False
         try:
@@ -143,17 +143,17 @@ class _Execution:
             await self._cancel_aux()
         if error is None:
             self.state.add_assistant_message("".join(self.answer))
-        self.emit(make(RunFinished, run_id=req.run_id, session_id=req.session_id, node_id="",
-                       timestamp=now(), outputs=to_jsonable(self.last_outputs),
-                       elapsed_s=perf() - t0, usage=dict(self.env.usage), error=error,
-                       cancelled=cancelled, waiting_for_user=bool(self.paused) and error is None))
+        self.emit(RunFinished.make(run_id=req.run_id, session_id=req.session_id, node_id="",
+                                   timestamp=now(), outputs=to_jsonable(self.last_outputs),
+                                   elapsed_s=perf() - t0, usage=dict(self.env.usage), error=error,
+                                   cancelled=cancelled, waiting_for_user=bool(self.paused) and error is None))
         if self.trace is not None:
             self.trace.run_finished(error, cancelled, self.env.usage)
 
     def _run_error(self, message: str, component_id: str, code: str) -> None:
-        self.emit(make(RunError, run_id=self.request.run_id, session_id=self.request.session_id,
-                       node_id=component_id, timestamp=now(), message=message,
-                       component_id=component_id, code=code))
+        self.emit(RunError.make(run_id=self.request.run_id, session_id=self.request.session_id,
+                                node_id=component_id, timestamp=now(), message=message,
+                                component_id=component_id, code=code))
 
     async def _cancel_aux(self) -> None:
         if self.aux:
@@ -237,8 +237,8 @@ class _Execution:
                 thoughts = comp.thoughts(ctx)
             except Exception:  # a description must never fail a node
                 log.debug("thoughts() of %s failed", nid, exc_info=True)
-        ev = make(NodeStarted, run_id=env.run_id, session_id=env.session_id, node_id=nid, timestamp=now(),
-                  path=sr.path, component_name=node.display, component_type=node.name, thoughts=thoughts)
+        ev = NodeStarted.make(run_id=env.run_id, session_id=env.session_id, node_id=nid, timestamp=now(),
+                              path=sr.path, component_name=node.display, component_type=node.name, thoughts=thoughts)
         self.buf.append(ev)  # emit(), inlined (hot path; a NodeStarted is never a MessageDelta)
         if self.waiter is not None:
             self.emit_wake()
@@ -341,10 +341,10 @@ class _Execution:
         if sr.top:
             self.last_outputs = ctx.outputs
         env = self.env
-        self.emit(make(NodeFinished, run_id=env.run_id, session_id=env.session_id, node_id=node.id,
-                       timestamp=now(), path=sr.path, component_name=node.display, component_type=node.name,
-                       inputs=to_jsonable(ctx.inputs) if ctx.inputs else {},
-                       outputs=outputs, error=error, elapsed_s=elapsed, skipped=False))
+        self.emit(NodeFinished.make(run_id=env.run_id, session_id=env.session_id, node_id=node.id,
+                                    timestamp=now(), path=sr.path, component_name=node.display,
+                                    component_type=node.name, inputs=to_jsonable(ctx.inputs) if ctx.inputs else {},
+                                    outputs=outputs, error=error, elapsed_s=elapsed, skipped=False))
         if self.checkpoints:
             self._record(sr, node, ctx, outputs, taken)
 
@@ -405,10 +405,10 @@ class _Execution:
             nid = stack.pop()
             node = nodes[nid]
             if self.replay is None or not self.replay.take_pruned(sr.path, nid):
-                self.emit(make(NodeFinished, run_id=env.run_id, session_id=env.session_id, node_id=nid,
-                               timestamp=now(), path=sr.path, component_name=node.display,
-                               component_type=node.name, inputs={}, outputs={}, error=None,
-                               elapsed_s=0.0, skipped=True))
+                self.emit(NodeFinished.make(run_id=env.run_id, session_id=env.session_id, node_id=nid,
+                                            timestamp=now(), path=sr.path, component_name=node.display,
+                                            component_type=node.name, inputs={}, outputs={}, error=None,
+                                            elapsed_s=0.0, skipped=True))
                 if self.checkpoints:
                     self.emit(NodeRecord(nid, sr.path, skipped=True))
             for t in node.succ:

@@ -73,7 +73,6 @@ from typing import Any, AsyncIterable, Callable, ClassVar, Iterable, Iterator
 from ..dsl.issues import ValidationIssue
 from ..engine_settings import EngineSettings, Services
 from ..events import MessageDelta, MessageEnd
-from ..events import make as make_event
 from ..state import RunRequest
 from ..variables import Resolver, Scope, StreamValue, find_refs, is_ref, to_jsonable, to_text
 from .params import Params, ParamsInvalid, parse_params
@@ -393,14 +392,14 @@ class NodeContext:
     # -- events
     def emit(self, event_cls: type, **fields: Any) -> None:
         env = self.env
-        env.emit(make_event(event_cls, run_id=env.run_id, session_id=env.session_id,
-                            node_id=self.component_id, timestamp=time.time(), path=self.path, **fields))
+        env.emit(event_cls.make(run_id=env.run_id, session_id=env.session_id,
+                                node_id=self.component_id, timestamp=time.time(), path=self.path, **fields))
 
     def emit_delta(self, content: str, *, start_to_think: bool = False, end_to_think: bool = False) -> None:
         env = self.env  # per token: keep it short
-        env.emit(make_event(MessageDelta, run_id=env.run_id, session_id=env.session_id,
-                            node_id=self.component_id, timestamp=time.time(), path=self.path,
-                            content=content, start_to_think=start_to_think, end_to_think=end_to_think))
+        env.emit(MessageDelta.make(run_id=env.run_id, session_id=env.session_id,
+                                   node_id=self.component_id, timestamp=time.time(), path=self.path,
+                                   content=content, start_to_think=start_to_think, end_to_think=end_to_think))
 
     def emit_message_end(self, *, reference: dict[str, Any] | None = None,
                          attachment: dict[str, Any] | None = None,
