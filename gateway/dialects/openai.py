@@ -115,17 +115,24 @@ class OpenAIRun(DialectRun):
         }
 
     async def stream(self, events: AsyncIterator[events_pb2.RunEvent]) -> AsyncIterator[bytes]:
-        yield frame(self.role_chunk())
+        role_due = True  # sent with the first event, which carries the id of a session the run created
         try:
             async for ev in events:
+                if role_due:
+                    role_due, self.id = False, self.id or ev.session_id
+                    yield frame(self.role_chunk())
                 delta = self.delta(ev)
                 if delta is not None:
                     yield frame(self.chunk(delta))
         except Exception as exc:  # noqa: BLE001 (GatewayError, or a bug: either ends the stream cleanly)
             err = exc if isinstance(exc, GatewayError) else unexpected(exc)
+            if role_due:
+                yield frame(self.role_chunk())
             yield frame(OPENAI.error_body(err))
             yield DONE
             return
+        if role_due:
+            yield frame(self.role_chunk())
         yield frame(self.finish_chunk())
         if self.include_usage:
             yield frame(self.usage_chunk())
@@ -133,5 +140,6 @@ class OpenAIRun(DialectRun):
 
     async def answer(self, events: AsyncIterator[events_pb2.RunEvent]) -> web.Response:
         async for ev in events:
+            self.id = self.id or ev.session_id  # a session the run created: its id is the completion's
             self.delta(ev)
         return web.json_response(self.completion())

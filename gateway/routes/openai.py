@@ -15,7 +15,6 @@ import grpc
 from aiohttp import web
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
-from trellis.canvas.v1 import session_service_pb2 as session_pb
 
 from gateway.dialects._common import ts_ms
 from gateway.dialects.openai import OpenAIRun
@@ -26,7 +25,7 @@ from gateway.orchestrator import ORCHESTRATOR
 from gateway.protocol import ChatMessageIn, OpenAIChatBody, read_body
 from gateway.responses import ChatCompletion, ModelList, ModelOut
 
-from gateway.routes._runs import json_field, load_session, respond, session_target
+from gateway.routes._runs import agent_target, json_field, load_session, respond, session_target
 
 _CHAT = Contract("Chat completion with an agent as the model", body=OpenAIChatBody, response=ChatCompletion, stream=True,
                  tags=("openai",))
@@ -55,14 +54,14 @@ async def run_chat(request: web.Request, agent_id: str, body: OpenAIChatBody) ->
     if conversation := body.conversation_id():
         session = await load_session(orch, tenant, agent_id, conversation)
         history = []  # the session has its own
-    else:
-        create = session_pb.CreateSessionRequest(tenant_id=tenant, agent_id=agent_id, user_id=user_id)
-        session = (await orch.unary(orch.sessions.CreateSession, create)).session
-    req = canvas_pb.RunRequest(agent=session_target(session), tenant_id=tenant, query=query, session_id=session.id,
-                               user_id=session.user_id or user_id, inputs_json=json_field(body.inputs))
+        req = canvas_pb.RunRequest(agent=session_target(session), session_id=session.id,
+                                   user_id=session.user_id or user_id)
+    else:  # the run creates the session, as CreateSession would: one call; the id comes with its events
+        req = canvas_pb.RunRequest(agent=agent_target(agent_id), create_session=True, user_id=user_id)
+    req.tenant_id, req.query, req.inputs_json = tenant, query, json_field(body.inputs)
     _attach_history(req, history)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    run = OpenAIRun(model=agent_id, completion_id=session.id, include_usage=include_usage)
+    run = OpenAIRun(model=agent_id, completion_id=req.session_id, include_usage=include_usage)
     req.continue_on_disconnect = body.on_disconnect == "continue"
     return await respond(request, req, run, stream=bool(body.stream))
 

@@ -235,6 +235,9 @@ class RunManager:
         return record, self.agents.resolved(spec.tenant_id, spec.agent_id, spec.version_id, replies)
 
     async def _start_new(self, spec: RunSpec, record, dsl: tuple[str, str] | None = None) -> _Pump:
+        if record is None and spec.create_session and spec.agent_id:  # the new session records the version resolved now
+            dsl = await self.agents.resolve_dsl(spec.tenant_id, spec.agent_id, version_id=spec.version_id, draft=spec.draft)
+            spec.version_id = dsl[1]
         plan = await self._plan(spec, record, dsl)
         if record is not None and spec.agent_id == "":
             spec.agent_id = record.agent_id
@@ -340,6 +343,10 @@ class RunManager:
             state = record.state()
             if state is not None:  # the session has run before: its own history wins
                 return record.id, state
+        elif spec.create_session and spec.agent_id:  # as SessionServicer.CreateSession: an empty greeting too
+            record = await self.sessions.create(
+                spec.tenant_id, agent_id=spec.agent_id, user_id=spec.user_id, version_id=spec.version_id,
+                source="agent", messages=[message("assistant", canvases.prologue(plan.canvas))])
         else:
             record = await self.sessions.create(
                 spec.tenant_id, agent_id=spec.agent_id, user_id=spec.user_id, version_id=spec.version_id,

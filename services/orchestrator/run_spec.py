@@ -24,6 +24,7 @@ class RunSpec:
     overrides: dict[str, Any] = field(default_factory=dict)  # llm_id, system_prompt, enabled_tools, attachments
     custom_header: dict[str, Any] = field(default_factory=dict)  # RAGFlow's request `custom_header`: sent to MCP servers
     continue_on_disconnect: bool = False  # keep running when the caller goes away
+    create_session: bool = False  # no session_id: make the new session as CreateSession does (source "agent", prologue)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -214,6 +214,9 @@ class FakeCanvas(canvas_grpc.CanvasServiceServicer):
             raise InvalidArgument("canvas is not valid: component Agent:A: field `llm_id` is required")
         if request.session_id:
             session = self.s.session(tenant, request.session_id)
+        elif request.create_session:  # as CreateSession, in the same call
+            session = self.s.add_session(tenant, agent.id, user_id=request.user_id)
+            session.version_id = request.agent.version_id or ("" if request.agent.draft else agent.latest_version_id)
         else:
             session = self.s.add_session(tenant, agent.id, user_id=request.user_id, source="workflow")
         run_id = request.run_id or "run-" + uuid.uuid4().hex[:8]

@@ -170,6 +170,28 @@ async def test_stored_agent_runs_latest_version_and_sessions_get_prologue(orches
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+async def test_run_with_create_session_makes_the_session_create_session_makes(orchestrator):
+    """One call instead of CreateSession then Run: source "agent", the prologue first, then the history and the
+    turn; the session runs the version resolved at its creation; another tenant's agent stays NOT_FOUND."""
+    agents = agent_grpc.AgentServiceStub(orchestrator)
+    created = (await agents.CreateAgent(agent_pb.CreateAgentRequest(tenant_id="t1", title="one-call", dsl_json=canvas(message="v1: {sys.query}")))).agent
+    version = (await agents.PublishVersion(agent_pb.PublishVersionRequest(tenant_id="t1", agent_id=created.id))).version
+    await agents.UpdateAgent(agent_pb.UpdateAgentRequest(tenant_id="t1", agent_id=created.id, dsl_json=canvas(message="draft: {sys.query}")))
+    history = [session_pb.ChatMessage(role="user", content="earlier"), session_pb.ChatMessage(role="assistant", content="noted")]
+    events = await _run(orchestrator, agent=canvas_pb.AgentTarget(agent_id=created.id), query="hi", user_id="u1",
+                        create_session=True, history=history)
+    assert "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta") == "v1: hi"
+    stub = session_grpc.SessionServiceStub(orchestrator)
+    session = (await stub.GetSession(session_pb.GetSessionRequest(tenant_id="t1", session_id=events[0].session_id))).session
+    assert (session.source, session.user_id, session.agent_id, session.version_id) == ("agent", "u1", created.id, version.id)
+    assert [(m.role, m.content) for m in session.messages] == [
+        ("assistant", "Hello there!"), ("user", "earlier"), ("assistant", "noted"), ("user", "hi"), ("assistant", "v1: hi")]
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await canvas_grpc.CanvasServiceStub(orchestrator).Run(canvas_pb.RunRequest(
+            tenant_id="t2", agent=canvas_pb.AgentTarget(agent_id=created.id), query="x", create_session=True)).read()
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
 async def test_history_seeds_a_new_session(orchestrator):
     history = [session_pb.ChatMessage(role="user", content="my name is Ada"),
                session_pb.ChatMessage(role="assistant", content="Hello Ada")]
