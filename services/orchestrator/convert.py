@@ -82,7 +82,7 @@ def merge_events(a: ev.Event, b: ev.Event) -> ev.Event | None:
     if (a.__class__ is ev.MessageDelta and b.__class__ is ev.MessageDelta and a.node_id == b.node_id
             and a.path == b.path and a.run_id == b.run_id and not (a.start_to_think or a.end_to_think)
             and not (b.start_to_think or b.end_to_think)):
-        merged = ev.make(ev.MessageDelta, run_id=a.run_id, session_id=a.session_id, node_id=a.node_id,
+        merged = ev.MessageDelta.make(run_id=a.run_id, session_id=a.session_id, node_id=a.node_id,
                          timestamp=a.timestamp, path=a.path, content=a.content + b.content)
         merged.__dict__["seq"] = b.seq  # a client that saw it has seen everything up to b
         return merged
@@ -90,14 +90,9 @@ def merge_events(a: ev.Event, b: ev.Event) -> ev.Event | None:
 
 
 def event_to_proto(event: ev.Event) -> ev_pb.RunEvent:
-    """The event's message, built once: the run's journal and its caller both send it (run_manager.py, server.py).
-    Call it once the event is numbered (seq); the message is kept on the event and must not be changed."""
-    pb = event.__dict__.get("_pb")
-    if pb is None or pb.seq != event.seq:
-        pb = event.__dict__["_pb"] = ev_pb.RunEvent(
-            run_id=event.run_id, session_id=event.session_id, node_id=event.node_id, timestamp=_ts(event.timestamp),
-            path=list(event.path), seq=event.seq, **_kind(event))
-    return pb
+    return ev_pb.RunEvent(
+        run_id=event.run_id, session_id=event.session_id, node_id=event.node_id, timestamp=_ts(event.timestamp),
+        path=list(event.path), seq=event.seq, **_kind(event))
 
 
 def issues_to_proto(issues: list[Any]) -> canvas_pb.ValidateResponse:
@@ -205,33 +200,33 @@ def event_from_proto(pb: ev_pb.RunEvent) -> ev.Event:
     loads = lambda text, default: json.loads(text) if text else default  # noqa: E731
     match kind:
         case "run_started":
-            event = ev.make(ev.RunStarted, inputs=loads(k.inputs_json, {}), **common)
+            event = ev.RunStarted.make(inputs=loads(k.inputs_json, {}), **common)
         case "node_started":
-            event = ev.make(ev.NodeStarted, component_name=k.component_name, component_type=k.component_type,
+            event = ev.NodeStarted.make(component_name=k.component_name, component_type=k.component_type,
                             thoughts=k.thoughts, **common)
         case "node_finished":
-            event = ev.make(ev.NodeFinished, component_name=k.component_name, component_type=k.component_type,
+            event = ev.NodeFinished.make(component_name=k.component_name, component_type=k.component_type,
                             inputs=loads(k.inputs_json, {}), outputs=loads(k.outputs_json, {}), error=k.error or None,
                             elapsed_s=k.elapsed_s, skipped=k.skipped, **common)
         case "message_delta":
-            event = ev.make(ev.MessageDelta, content=k.content, start_to_think=k.start_to_think,
+            event = ev.MessageDelta.make(content=k.content, start_to_think=k.start_to_think,
                             end_to_think=k.end_to_think, **common)
         case "message_end":
-            event = ev.make(ev.MessageEnd, reference=loads(k.reference_json, {}),
+            event = ev.MessageEnd.make(reference=loads(k.reference_json, {}),
                             attachment=loads(k.attachment_json, None), downloads=loads(k.downloads_json, []),
                             status=k.status, **common)
         case "tool_call_started":
-            event = ev.make(ev.ToolCallStarted, call_id=k.call_id, tool_name=k.tool_name,
+            event = ev.ToolCallStarted.make(call_id=k.call_id, tool_name=k.tool_name,
                             arguments=loads(k.arguments_json, {}), **common)
         case "tool_call_finished":
-            event = ev.make(ev.ToolCallFinished, call_id=k.call_id, tool_name=k.tool_name, result=k.result,
+            event = ev.ToolCallFinished.make(call_id=k.call_id, tool_name=k.tool_name, result=k.result,
                             error=k.error or None, elapsed_s=k.elapsed_s, **common)
         case "user_input_required":
-            event = ev.make(ev.UserInputRequired, inputs=loads(k.inputs_json, {}), tips=k.tips, **common)
+            event = ev.UserInputRequired.make(inputs=loads(k.inputs_json, {}), tips=k.tips, **common)
         case "error":
-            event = ev.make(ev.RunError, message=k.message, component_id=k.component_id, code=k.code, **common)
+            event = ev.RunError.make(message=k.message, component_id=k.component_id, code=k.code, **common)
         case _:
-            event = ev.make(ev.RunFinished, outputs=loads(k.outputs_json, {}), elapsed_s=k.elapsed_s,
+            event = ev.RunFinished.make(outputs=loads(k.outputs_json, {}), elapsed_s=k.elapsed_s,
                             usage={f: getattr(k.usage, f) for f in ("prompt_tokens", "completion_tokens",
                                                                      "total_tokens", "calls")},
                             error=k.error or None, cancelled=k.cancelled, waiting_for_user=k.waiting_for_user,
