@@ -90,9 +90,14 @@ def merge_events(a: ev.Event, b: ev.Event) -> ev.Event | None:
 
 
 def event_to_proto(event: ev.Event) -> ev_pb.RunEvent:
-    return ev_pb.RunEvent(
-        run_id=event.run_id, session_id=event.session_id, node_id=event.node_id, timestamp=_ts(event.timestamp),
-        path=list(event.path), seq=event.seq, **_kind(event))
+    """The event's message, built once: the run's journal and its caller both send it (run_manager.py, server.py).
+    Call it once the event is numbered (seq); the message is kept on the event and must not be changed."""
+    pb = event.__dict__.get("_pb")
+    if pb is None or pb.seq != event.seq:
+        pb = event.__dict__["_pb"] = ev_pb.RunEvent(
+            run_id=event.run_id, session_id=event.session_id, node_id=event.node_id, timestamp=_ts(event.timestamp),
+            path=list(event.path), seq=event.seq, **_kind(event))
+    return pb
 
 
 def issues_to_proto(issues: list[Any]) -> canvas_pb.ValidateResponse:
