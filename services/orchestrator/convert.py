@@ -108,9 +108,9 @@ def issues_to_proto(issues: list[Any]) -> canvas_pb.ValidateResponse:
 
 
 def _ts(seconds: float) -> Timestamp:
-    ts = Timestamp()
-    ts.FromNanoseconds(int(seconds * 1e9))
-    return ts
+    # What Timestamp.FromNanoseconds sets, built in one call (its Python code was 4% of a run's CPU).
+    nanos = int(seconds * 1e9)
+    return Timestamp(seconds=nanos // 1_000_000_000, nanos=nanos % 1_000_000_000)
 
 
 def agent_to_proto(a: AgentRecord, *, include_dsl: bool = True) -> agent_pb.Agent:
