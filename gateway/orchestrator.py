@@ -23,6 +23,7 @@ from trellis.canvas.v1 import mcp_service_pb2_grpc as mcp_grpc
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
 from gateway.errors import GatewayError, from_rpc_error
+from services.common.channels import outbound_metadata
 from services.common.coalesce import coalesce
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ class Orchestrator:
     async def unary(self, method: Callable[..., Awaitable[Any]], request: Any, *, extra_s: float = 0.0) -> Any:
         """AioRpcError propagates: `gateway.endpoint` renders it in the route's dialect. `extra_s`: what the call
         may take beyond the configured timeout, for work it bounds itself (listing an MCP server's tools)."""
-        return await method(request, timeout=self.rpc_timeout_s + extra_s)
+        return await method(request, timeout=self.rpc_timeout_s + extra_s, metadata=outbound_metadata())
 
     @asynccontextmanager
     async def run(self, request: canvas_pb.RunRequest, *, last_event_id: str = "") -> AsyncIterator[EventIds]:
@@ -124,9 +125,10 @@ class Orchestrator:
         if last_event_id:
             run_id, seq = parse_event_id(last_event_id)
             call = self.canvas.WatchRun(canvas_pb.WatchRunRequest(tenant_id=request.tenant_id, run_id=run_id,
-                                                                  after_seq=seq), timeout=self.run_timeout_s)
+                                                                  after_seq=seq), timeout=self.run_timeout_s,
+                                        metadata=outbound_metadata())
         else:
-            call = self.canvas.Run(request, timeout=self.run_timeout_s)
+            call = self.canvas.Run(request, timeout=self.run_timeout_s, metadata=outbound_metadata())
         stream = RunStream(call)
         try:
             await stream.start()

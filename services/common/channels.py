@@ -9,17 +9,26 @@ from services.common import context as ctxvars
 from services.common import tracing
 
 
-def _with_request_id(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+def outbound_metadata(metadata: tuple | grpc.aio.Metadata | None = None) -> grpc.aio.Metadata | None:
+    """`metadata` plus the current request id and trace headers (none it already has); None when there is
+    nothing to send. A call on a channel opened with `intercepted=False` passes it itself."""
     rid = ctxvars.request_id.get()
     trace_headers = tracing.inject() if tracing.ACTIVE else None
     if not rid and not trace_headers:
-        return details
-    metadata = grpc.aio.Metadata(*(details.metadata or ()))
-    if rid and ctxvars.REQUEST_ID_HEADER not in metadata:
-        metadata.add(ctxvars.REQUEST_ID_HEADER, rid)
+        return metadata if metadata is None or isinstance(metadata, grpc.aio.Metadata) else grpc.aio.Metadata(*metadata)
+    out = grpc.aio.Metadata(*(metadata or ()))
+    if rid and ctxvars.REQUEST_ID_HEADER not in out:
+        out.add(ctxvars.REQUEST_ID_HEADER, rid)
     for key, value in (trace_headers or {}).items():
-        if key not in metadata:
-            metadata.add(key, value)
+        if key not in out:
+            out.add(key, value)
+    return out
+
+
+def _with_request_id(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+    if not ctxvars.request_id.get() and not tracing.ACTIVE:
+        return details
+    metadata = outbound_metadata(details.metadata)
     return grpc.aio.ClientCallDetails(details.method, details.timeout, metadata, details.credentials, details.wait_for_ready)
 
 
@@ -51,8 +60,9 @@ SERVER_OPTIONS = [
 ]
 
 
-def open_channel(address: str) -> grpc.aio.Channel:
-    """An insecure channel (the mesh or NetworkPolicies secure the hop) that propagates x-request-id."""
-    return grpc.aio.insecure_channel(
-        address, options=CHANNEL_OPTIONS, interceptors=[_RequestIdUnaryUnary(), _RequestIdUnaryStream()]
-    )
+def open_channel(address: str, *, intercepted: bool = True) -> grpc.aio.Channel:
+    """An insecure channel (the mesh or NetworkPolicies secure the hop) that propagates x-request-id.
+    `intercepted=False`: no interceptors (grpc.aio wraps every call and every streamed message of an
+    intercepted channel); each call passes `metadata=outbound_metadata()` itself."""
+    interceptors = [_RequestIdUnaryUnary(), _RequestIdUnaryStream()] if intercepted else None
+    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS, interceptors=interceptors)
