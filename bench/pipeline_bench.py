@@ -329,10 +329,10 @@ def redis_commands(port: int) -> dict[str, int]:
 
 async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any]:
     """One orchestrator in this process on the stack's Redis: round trips (one per packed send: a pipeline is
-    one) and commands per CreateSession + Run of the no-model canvas, the gateway's two calls per OpenAI request."""
+    one) and commands per Run of the no-model canvas that creates its session, the gateway's one call per OpenAI
+    request without a session."""
     from redis.asyncio.connection import AbstractConnection
     from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
-    from trellis.canvas.v1 import session_service_pb2 as session_pb
 
     from services.common.config import ServerConfig
     from services.orchestrator.app import build
@@ -360,10 +360,8 @@ async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any
         return await original(self, command, check_health)
 
     async def one_run() -> None:
-        created = await session_svc.CreateSession(
-            session_pb.CreateSessionRequest(tenant_id="bench-rt", agent_id=agent.id), None)
-        req = canvas_pb.RunRequest(tenant_id="bench-rt", query="hi", session_id=created.session.id,
-                                   agent=canvas_pb.AgentTarget(agent_id=agent.id, draft=True))
+        req = canvas_pb.RunRequest(tenant_id="bench-rt", query="hi", create_session=True,
+                                   agent=canvas_pb.AgentTarget(agent_id=agent.id))
         async for _ in canvas_svc.Run(req, None):
             pass
         await asyncio.sleep(0)
