@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import logging
 import time
+from contextlib import aclosing
 from typing import Any, Callable
 
 import grpc
@@ -142,7 +143,13 @@ class _Interceptor(grpc.aio.ServerInterceptor):
             code: Any = grpc.StatusCode.OK
             try:
                 result = inner(request, context)
-                if hasattr(result, "__aiter__"):
+                if hasattr(result, "aclose"):
+                    # A call the client cancelled closes the handler now (its sandbox, its run), not whenever
+                    # the garbage collector finalises the handler's generator.
+                    async with aclosing(result):
+                        async for item in result:
+                            yield item
+                elif hasattr(result, "__aiter__"):
                     async for item in result:
                         yield item
                 elif inspect.isawaitable(result):  # a handler that writes with context.write()
