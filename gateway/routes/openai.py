@@ -63,6 +63,7 @@ async def run_chat(request: web.Request, agent_id: str, body: OpenAIChatBody) ->
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     run = OpenAIRun(model=agent_id, completion_id=req.session_id, include_usage=include_usage)
     req.continue_on_disconnect = body.on_disconnect == "continue"
+    req.answer_only = True  # the dialect renders nothing else (OpenAIRun.delta)
     return await respond(request, req, run, stream=bool(body.stream))
 
 

@@ -164,7 +164,7 @@ def run_spec_from_proto(request: canvas_pb.RunRequest) -> RunSpec:
         history=[(m.role, m.content) for m in request.history if m.role in ("user", "assistant")],
         overrides=_overrides(request.overrides) if request.HasField("overrides") else {},
         continue_on_disconnect=request.continue_on_disconnect, create_session=request.create_session,
-        custom_header=json_object(request.custom_header_json, "custom_header_json"))
+        answer_only=request.answer_only, custom_header=json_object(request.custom_header_json, "custom_header_json"))
 
 
 def _overrides(o: canvas_pb.RunOverrides) -> dict[str, Any]:

@@ -143,5 +143,8 @@ Event = Union[RunStarted, NodeStarted, NodeFinished, MessageDelta, MessageEnd, T
 for _cls in Event.__args__:
     _cls.make = _maker(_cls)
 
-__all__ = ["Event", "run_failed", "MessageDelta", "MessageEnd", "NodeFinished", "NodeStarted", "RunError",
+# What a caller that asked for the answer only (RunSpec.answer_only) is sent: the answer, the pause, the end.
+ANSWER_EVENTS = frozenset({RunStarted, MessageDelta, MessageEnd, UserInputRequired, RunError, RunFinished})
+
+__all__ = ["ANSWER_EVENTS", "Event", "run_failed", "MessageDelta", "MessageEnd", "NodeFinished", "NodeStarted", "RunError",
            "RunFinished", "RunStarted", "ToolCallFinished", "ToolCallStarted", "UserInputRequired"]

@@ -404,6 +404,7 @@ class _Pump:
         self.seq = first_seq - 1
         self.turn = turn
         self.out: asyncio.Queue | None = None
+        self._for_caller = ev.ANSWER_EVENTS if spec.answer_only else None  # None: every event
         self.started = time.time()
         self.journal = RunJournal(manager.runs.redis, spec.tenant_id, spec.run_id)
         self.engine: Running | None = None
@@ -545,7 +546,7 @@ class _Pump:
 
     async def _deliver(self, event: ev.Event) -> None:
         out = self.out
-        if out is not None:
+        if out is not None and (self._for_caller is None or event.__class__ in self._for_caller):
             await out.put(event)
 
 

@@ -25,6 +25,7 @@ class RunSpec:
     custom_header: dict[str, Any] = field(default_factory=dict)  # RAGFlow's request `custom_header`: sent to MCP servers
     continue_on_disconnect: bool = False  # keep running when the caller goes away
     create_session: bool = False  # no session_id: make the new session as CreateSession does (source "agent", prologue)
+    answer_only: bool = False  # the caller gets only the events an answer is made of (events.ANSWER_EVENTS)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

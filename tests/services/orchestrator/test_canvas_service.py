@@ -278,3 +278,24 @@ async def test_the_stored_answer_is_the_streamed_answer(orchestrator):
                                                                       session_id=events[0].session_id))).session
     assert streamed == "You said: ping"
     assert [(m.role, m.content) for m in session.messages] == [("user", "ping"), ("assistant", streamed)]
+
+
+async def test_answer_only_sends_the_answer_and_the_stream_keeps_every_event(orchestrator):
+    stub = canvas_grpc.CanvasServiceStub(orchestrator)
+    dsl = canvas(("StringTransform:Up", "StringTransform", {"method": "merge", "script": "{sys.query}!",
+                                                          "delimiters": [","]}))
+    full = [e async for e in stub.Run(canvas_pb.RunRequest(tenant_id="t1", query="ping", dsl_json=dsl), timeout=30)]
+    lean = [e async for e in stub.Run(canvas_pb.RunRequest(tenant_id="t1", query="ping", dsl_json=dsl,
+                                                           answer_only=True), timeout=30)]
+    answer = {"run_started", "message_delta", "message_end", "user_input_required", "error", "run_finished"}
+    assert set(kinds(lean)) <= answer and kinds(lean)[0] == "run_started" and kinds(lean)[-1] == "run_finished"
+    assert "node_started" in kinds(full) and "node_finished" in kinds(full)
+
+    def text(events):
+        return "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta")
+
+    assert text(lean) == text(full) and text(lean)
+    stored = [e async for e in stub.WatchRun(canvas_pb.WatchRunRequest(tenant_id="t1", run_id=lean[0].run_id),
+                                             timeout=30)]
+    assert kinds(stored) == [k for k in kinds(full)]  # the run's stream has every event, as without answer_only
+    assert [e.seq for e in lean] == [e.seq for e in stored if e.WhichOneof("kind") in answer]
