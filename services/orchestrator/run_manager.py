@@ -242,9 +242,10 @@ class RunManager:
         if record is not None and spec.agent_id == "":
             spec.agent_id = record.agent_id
         spec.version_id = record.version_id if record is not None else spec.version_id
-        session_id, state = await self._session(spec, record, plan)
+        session_id, state, create_session = await self._session(spec, record, plan)
         spec.session_id = session_id
-        cancelled = await self.runs.start(spec.tenant_id, spec.run_id, session_id, spec.agent_id, spec=spec.to_json())
+        cancelled = await self.runs.start(spec.tenant_id, spec.run_id, session_id, spec.agent_id, spec=spec.to_json(),
+                                          before=create_session)
         return self._launch(spec, plan, state, replay=None, cancelled=cancelled)
 
     async def _resume_paused(self, spec: RunSpec, record) -> _Pump:
@@ -338,30 +339,39 @@ class RunManager:
                     spec.tenant_id, agent_id, version_id=spec.version_id, draft=spec.draft)
         return await canvases.compiled_plan(spec.tenant_id, agent_id, version_id, dsl_json)
 
-    async def _session(self, spec: RunSpec, record, plan: Plan) -> tuple[str, SessionState]:
+    async def _session(self, spec: RunSpec, record, plan: Plan) -> tuple[str, SessionState, Any]:
+        """(session id, its state, what queues a new session's writes or None): a new session is written in the
+        round trip that starts the run (RunStore.start's `before`)."""
         if record is not None:
             state = record.state()
             if state is not None:  # the session has run before: its own history wins
-                return record.id, state
-        elif spec.create_session and spec.agent_id:  # as SessionServicer.CreateSession: an empty greeting too
-            record = await self.sessions.create(
-                spec.tenant_id, agent_id=spec.agent_id, user_id=spec.user_id, version_id=spec.version_id,
-                source="agent", messages=[message("assistant", canvases.prologue(plan.canvas))])
-        else:
-            record = await self.sessions.create(
-                spec.tenant_id, agent_id=spec.agent_id, user_id=spec.user_id, version_id=spec.version_id,
-                source="workflow")
+                return record.id, state, None
         state = SessionState.fresh(plan.variables)
-        if spec.history:
-            await self.sessions.save_turn(spec.tenant_id, record.id, [message(r, c) for r, c in spec.history], state)
-            for role, content in spec.history:
-                state.history.append([role, content])
-                state.globals["sys.history"].append(f"{role}: {content}")
-            spec.history = []  # stored now: a resume of this run must not add them again
-        return record.id, state
+        history = [message(r, c) for r, c in spec.history]
+        for role, content in spec.history:
+            state.history.append([role, content])
+            state.globals["sys.history"].append(f"{role}: {content}")
+        spec.history = []  # stored with the session: a resume of this run must not add them again
+        if record is not None:  # made by CreateSession, never run
+            if history:
+                await self.sessions.save_turn(spec.tenant_id, record.id, history, state)
+            return record.id, state, None
+        if spec.create_session and spec.agent_id:  # as SessionServicer.CreateSession: an empty greeting too
+            source, greeting = "agent", [message("assistant", canvases.prologue(plan.canvas))]
+        else:
+            source, greeting = "workflow", []
+        session_id = uuid.uuid4().hex
 
-    async def _persist(self, pump: _Pump) -> None:
-        """The turn, the run's trace and its end, in one round trip."""
+        def create(pipe) -> None:
+            self.sessions.queue_create(pipe, spec.tenant_id, agent_id=spec.agent_id, user_id=spec.user_id,
+                                       version_id=spec.version_id, source=source, messages=greeting + history,
+                                       session_id=session_id, state=state if history else None)
+
+        return session_id, state, create
+
+    async def _persist(self, pump: _Pump, *, with_journal: bool) -> bool:
+        """The turn, the run's trace and its end (and `with_journal`, the journal's pending batch first), in one
+        round trip. Whether it reached Redis (then `pump.persisted`)."""
         spec, turn, tenant = pump.spec, pump.turn, pump.spec.tenant_id
         messages = [message("user", spec.query)] if spec.query else []
         text = turn.text()
@@ -369,23 +379,34 @@ class RunManager:
             messages.append(message("assistant", text, turn.reference, message_id=pump.run_id))
         _compact(pump.state)
         paused = pump.run_id if turn.status == "waiting_for_user" else ""
-        metrics.RUNS.labels(turn.status).inc()
         try:
             async with self.runs.redis.pipeline(transaction=False) as pipe:
+                journaled = with_journal and pump.journal.queue_pending(pipe)
                 await self.sessions.queue_save_turn(pipe, tenant, pump.session_id, messages, pump.state, paused_run=paused)
                 self.runs.queue_log(pipe, tenant, pump.run_id, "tool_calls", list(turn.tool_calls.values()))
                 self.runs.queue_log(pipe, tenant, pump.run_id, "thoughts", turn.thoughts)
                 if paused:
                     pipe.hset(keys.run(tenant, pump.run_id), "paused_node", turn.waiting_for)
                 await self.runs.queue_finish(pipe, tenant, pump.run_id, pump.session_id, status=turn.status, error=turn.error)
-                saved, *rest = await pipe.execute(raise_on_error=False)
-            if saved == 0:
-                log.warning("run %s: session %s was deleted meanwhile; its turn was not stored", pump.run_id, pump.session_id)
-            for reply in rest:
-                if isinstance(reply, Exception):
-                    log.error("run %s: storing its end failed: %s", pump.run_id, reply)
+                replies = await pipe.execute(raise_on_error=False)
         except Exception:
-            log.exception("could not persist run %s of session %s", pump.run_id, pump.session_id)
+            if with_journal:  # the journal's own retries store its batch; then the turn goes alone
+                log.warning("run %s: storing its end failed; retrying", pump.run_id, exc_info=True)
+            else:
+                log.exception("could not persist run %s of session %s", pump.run_id, pump.session_id)
+            return False
+        if journaled:
+            if isinstance(replies[0], Exception):
+                log.error("run %s: storing its last events failed: %s", pump.run_id, replies[0])
+            replies = replies[1:]
+        saved, *rest = replies
+        if saved == 0:
+            log.warning("run %s: session %s was deleted meanwhile; its turn was not stored", pump.run_id, pump.session_id)
+        for reply in rest:
+            if isinstance(reply, Exception):
+                log.error("run %s: storing its end failed: %s", pump.run_id, reply)
+        pump.persisted = True
+        return True
 
 
 class _Pump:
@@ -413,6 +434,7 @@ class _Pump:
         self._stop_reason = ""
         self._abandoned = False
         self.finishing = False  # storing the turn: the lease is released on purpose
+        self.persisted = False
         self.task = asyncio.create_task(self._run(), name=f"run-{spec.run_id}")
 
     def attach(self) -> asyncio.Queue:
@@ -487,7 +509,7 @@ class _Pump:
             if broke:
                 for item in self._failed("internal error in the engine; see the orchestrator log", "internal"):
                     await self._emit(item)
-            await self.journal.flush()
+            await self.journal.settle()  # the last batch is stored with the turn (_finish)
         except asyncio.CancelledError:
             if self._abandoned:
                 return
@@ -514,11 +536,17 @@ class _Pump:
                 await asyncio.shield(persist)
 
     async def _finish(self) -> None:
+        """The journal's last batch, the turn and the run's end in one round trip; when that fails, the journal
+        stores its batch with its own retries, then the turn is stored on its own."""
+        metrics.RUNS.labels(self.turn.status).inc()
+        if await self.manager._persist(self, with_journal=not self.journal.failed):
+            self.journal.pending_written()
         try:
             await self.journal.aclose()
         except Exception:
             log.warning("run %s: journal not fully stored", self.run_id, exc_info=True)
-        await self.manager._persist(self)
+        if not self.persisted:
+            await self.manager._persist(self, with_journal=False)
 
     def _request(self) -> RunRequest:
         spec = self.spec

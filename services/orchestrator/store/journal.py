@@ -1,8 +1,10 @@
 """A run's journal in Redis: its event stream (for clients that rejoin) and its checkpoint (to resume it).
 
-Both are written by one background writer per run, in the order the engine produced them, as one MULTI/EXEC
-per batch: whatever queued up while the previous write was in flight goes out together, so a fast run costs
-a few round trips, not one per token, and a crash loses a tail of both, never one without the other.
+Both are written by one background writer per run, in the order the engine produced them, as one Lua script
+call per batch (atomic, keys of the run's one hash slot): whatever queued up while the previous write was in
+flight goes out together, so a fast run costs a few round trips, not one per token, and a crash loses a tail
+of both, never one without the other. At the run's end the writer stops (`settle`) and the last batch rides
+in the round trip that stores the turn (`queue_pending`, run_manager.py).
 
 Stream entries have the id `0-<seq>` (seq = the event's position, 1, 2, ...), the protobuf `RunEvent` in `e`,
 the component it belongs to in `k` (`checkpoint.node_key`, empty for run-level events) and `f` = 1 when the
@@ -26,6 +28,23 @@ log = logging.getLogger(__name__)
 
 JOURNAL_TTL_S = 7 * 24 * 3600
 
+# KEYS: events, checkpoint. ARGV: ttl, then entries: 'e', seq, event, node key, finished (0/1) | 'c', record.
+_APPEND = """
+local i = 2
+while i <= #ARGV do
+  if ARGV[i] == 'e' then
+    redis.call('XADD', KEYS[1], '0-' .. ARGV[i + 1], 'e', ARGV[i + 2], 'k', ARGV[i + 3], 'f', ARGV[i + 4])
+    i = i + 5
+  else
+    redis.call('RPUSH', KEYS[2], ARGV[i + 1])
+    i = i + 2
+  end
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+return 1
+"""
+
 
 class JournalUnavailable(RuntimeError):
     """Redis stayed unreachable: the run's events could not be stored."""
@@ -39,7 +58,8 @@ class RunJournal:
         self.checkpoint_key = keys.run_checkpoint(tenant, run_id)
         self.ttl_s = ttl_s
         self.retry_s = retry_s
-        self._pending: list[tuple[str, Any, Any]] = []
+        self._pending: list[tuple] = []  # ("e", seq, event, node key, finished) and ("c", record), in order
+        self._held = False  # settled: what is pending waits for queue_pending or aclose
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -50,9 +70,9 @@ class RunJournal:
     def event(self, seq: int, data: bytes, node: str, *, record: dict[str, Any] | None = None) -> None:
         """One event; with the checkpoint `record` of the component it finishes, in the same batch (a crash
         keeps both or neither)."""
-        self._pending.append(("e", seq, {"e": data, "k": node, "f": 0 if record is None else 1}))
+        self._pending.append(("e", seq, data, node, 0 if record is None else 1))
         if record is not None:
-            self._pending.append(("c", json.dumps(record, ensure_ascii=False, default=str), None))
+            self._pending.append(("c", json.dumps(record, ensure_ascii=False, default=str)))
         self._idle.clear()
         self._wake.set()
 
@@ -60,7 +80,7 @@ class RunJournal:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self._pending:
+            while self._pending and not self._held:
                 batch, self._pending = self._pending, []
                 try:
                     await self._write(batch)
@@ -70,28 +90,22 @@ class RunJournal:
                     return
             self._idle.set()
 
-    async def _write(self, batch: list[tuple[str, Any, Any]]) -> None:
+    def _queue(self, pipe: aioredis.client.Pipeline, batch: list[tuple]) -> None:
+        pipe.eval(_APPEND, 2, self.events_key, self.checkpoint_key, self.ttl_s, *(x for entry in batch for x in entry))
+
+    async def _write(self, batch: list[tuple]) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_s
         delay = 0.1
         while True:
             try:
-                async with self.redis.pipeline(transaction=True) as pipe:
-                    size = 0
-                    for kind, a, b in batch:
-                        if kind == "e":
-                            pipe.xadd(self.events_key, b, id=f"0-{a}")
-                            size += len(b["e"])
-                        else:
-                            pipe.rpush(self.checkpoint_key, a)
-                            size += len(a)
-                    pipe.expire(self.events_key, self.ttl_s)
-                    pipe.expire(self.checkpoint_key, self.ttl_s)
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    self._queue(pipe, batch)
                     await pipe.execute()
-                self.bytes_written += size
+                self.bytes_written += _size(batch)
                 return
             except RedisError as exc:
-                if await self._committed(batch):  # the connection dropped after EXEC: it went through
+                if await self._committed(batch):  # the connection dropped after the script ran: it went through
                     return
                 if loop.time() + delay > deadline:
                     raise JournalUnavailable(f"Redis is unavailable; the run's events could not be stored ({exc})") from exc
@@ -99,9 +113,9 @@ class RunJournal:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
-    async def _committed(self, batch: list[tuple[str, Any, Any]]) -> bool:
-        """Whether a batch whose reply was lost is stored (a batch is one MULTI/EXEC: all of it or none)."""
-        last_seq = max((seq for kind, seq, _ in batch if kind == "e"), default=0)
+    async def _committed(self, batch: list[tuple]) -> bool:
+        """Whether a batch whose reply was lost is stored (a batch is one script call: all of it or none)."""
+        last_seq = max((entry[1] for entry in batch if entry[0] == "e"), default=0)
         try:
             newest = await self.redis.xrevrange(self.events_key, count=1)
         except RedisError:
@@ -114,6 +128,25 @@ class RunJournal:
         if self.failed is not None:
             raise self.failed
 
+    async def settle(self) -> None:
+        """Stop writing in the background: wait for the batch in flight (raising if the journal gave up). What
+        is still pending goes out with `queue_pending` in the caller's round trip, or with `aclose`."""
+        self._held = True
+        self._wake.set()
+        await self.flush()
+
+    def queue_pending(self, pipe: aioredis.client.Pipeline) -> bool:
+        """After `settle`: the pending batch as one command on `pipe`; call `pending_written` once `pipe` went
+        through, or `aclose` writes it itself. Whether there was anything to queue."""
+        if not self._pending:
+            return False
+        self._queue(pipe, self._pending)
+        return True
+
+    def pending_written(self) -> None:
+        self.bytes_written += _size(self._pending)
+        self._pending = []
+
     def abort(self) -> None:
         """Stop writing at once, dropping what is pending (another replica owns the run now)."""
         self._pending.clear()
@@ -121,11 +154,20 @@ class RunJournal:
         self._idle.set()
 
     async def aclose(self) -> None:
+        """Store what is still pending (with the usual retries), then stop."""
+        self._held = False
+        if self._pending:
+            self._idle.clear()
+            self._wake.set()
         try:
             await self.flush()
         finally:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+def _size(batch: list[tuple]) -> int:
+    return sum(len(entry[2]) if entry[0] == "e" else len(entry[1]) for entry in batch)
 
 
 async def read_checkpoint(redis: aioredis.Redis, tenant: str, run_id: str) -> list[dict[str, Any]]:

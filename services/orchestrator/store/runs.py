@@ -123,10 +123,12 @@ class RunStore:
         return max(1, int(self.lease_s * 1000))
 
     async def start(self, tenant: str, run_id: str, session_id: str, agent_id: str = "", *,
-                    spec: dict[str, Any] | None = None, parent_run_id: str = "") -> bool:
+                    spec: dict[str, Any] | None = None, parent_run_id: str = "",
+                    before: Callable[[aioredis.client.Pipeline], Any] | None = None) -> bool:
         """Claim the run's session, record the run and take its lease, in one round trip: one run at a time per
         session, or turns would overwrite each other's state. A busy session fails at once, naming the run
-        that holds it (and the run is not left recorded). Returns whether the run was cancelled before it started."""
+        that holds it (and the run is not left recorded). Returns whether the run was cancelled before it started.
+        `before(pipe)` queues writes that go first in the same round trip (the run's new session)."""
         now = time.time()
         record = {"session_id": session_id, "agent_id": agent_id, "started_at": now, "finished_at": "", "error": "",
                   "owner": self.owner, "attempts": 1, "parent_run_id": parent_run_id,
@@ -135,12 +137,15 @@ class RunStore:
         run_keys = [keys.run(tenant, run_id), keys.run_lease(run_id), keys.cancel_flag(run_id)]
         member = f"{tenant}/{run_id}"
         async with self.redis.pipeline(transaction=False) as pipe:
+            if before is not None:
+                before(pipe)
+            first = len(pipe)
             if session_keys:
                 queue_script(pipe, self._claim, session_keys, [run_id, self._lease_ms, now])
             queue_script(pipe, self._start, run_keys, [self.owner, self._lease_ms, *(x for kv in record.items() for x in kv)])
             pipe.zadd(keys.ACTIVE_RUNS, {member: now + self.lease_s})
             replies = await pipe.execute()
-        (claimed, holder), (outcome, detail) = replies[0] if session_keys else (b"ok", b""), replies[-2]
+        (claimed, holder), (outcome, detail) = replies[first] if session_keys else (b"ok", b""), replies[-2]
         if claimed == b"busy":
             if outcome == b"ok":  # recorded beside a busy session: undo it
                 async with self.redis.pipeline(transaction=False) as pipe:

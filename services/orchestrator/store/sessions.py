@@ -83,24 +83,35 @@ class SessionStore:
     async def create(self, tenant: str, *, agent_id: str, user_id: str = "", name: str = "", version_id: str = "",
                      source: str = "agent", messages: list[dict[str, Any]] | None = None,
                      session_id: str = "") -> SessionRecord:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            record = self.queue_create(pipe, tenant, agent_id=agent_id, user_id=user_id, name=name,
+                                       version_id=version_id, source=source, messages=messages, session_id=session_id)
+            await pipe.execute()
+        return record  # what was just written: no second round trip to read it back
+
+    def queue_create(self, pipe, tenant: str, *, agent_id: str, user_id: str = "", name: str = "",
+                     version_id: str = "", source: str = "agent", messages: list[dict[str, Any]] | None = None,
+                     session_id: str = "", state: SessionState | None = None) -> SessionRecord:
+        """`create` queued on `pipe` (a run that makes its session sends it with the run's start: one round
+        trip); with `state`, the session starts with it (the history a request brought)."""
         session_id = session_id or uuid.uuid4().hex
         now = time.time()
         record = SessionRecord(id=session_id, tenant_id=tenant, agent_id=agent_id, version_id=version_id,
                                user_id=user_id, name=name or "New session", source=source, created_at=now,
-                               updated_at=now, state_json="", messages=list(messages or []))
-        # One round trip; not one transaction: the indexes are the tenant's keys, the session its own
-        # (store/keys.py). A list that meets an index entry without its session drops the entry.
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hset(keys.session(tenant, session_id), mapping={
-                "agent_id": agent_id, "version_id": version_id, "user_id": user_id, "name": record.name,
-                "source": source, "created_at": now, "updated_at": now, "state_json": ""})
-            for m in record.messages:
-                pipe.rpush(keys.session_messages(tenant, session_id), json.dumps(m, ensure_ascii=False))
-            pipe.zadd(keys.agent_sessions(tenant, agent_id), {session_id: now})
-            pipe.zadd(keys.user_sessions(tenant, agent_id, user_id), {session_id: now})
-            self._expire(pipe, tenant, session_id)
-            await pipe.execute()
-        return record  # what was just written: no second round trip to read it back
+                               updated_at=now, state_json=state_to_json(state) if state is not None else "",
+                               messages=list(messages or []))
+        # Not one transaction: the indexes are the tenant's keys, the session its own (store/keys.py). A list
+        # that meets an index entry without its session drops the entry.
+        pipe.hset(keys.session(tenant, session_id), mapping={
+            "agent_id": agent_id, "version_id": version_id, "user_id": user_id, "name": record.name,
+            "source": source, "created_at": now, "updated_at": now, "state_json": record.state_json})
+        if record.messages:
+            pipe.rpush(keys.session_messages(tenant, session_id),
+                       *(json.dumps(m, ensure_ascii=False) for m in record.messages))
+        pipe.zadd(keys.agent_sessions(tenant, agent_id), {session_id: now})
+        pipe.zadd(keys.user_sessions(tenant, agent_id, user_id), {session_id: now})
+        self._expire(pipe, tenant, session_id)
+        return record
 
     async def get(self, tenant: str, session_id: str, *, messages: bool = True) -> SessionRecord:
         """The session; without its `messages` (a run needs only its state) when `messages` is False."""

@@ -1,0 +1,67 @@
+"""The run journal against a real Redis: events and checkpoint records stored in order, the last batch carried
+in the caller's round trip (the turn's), and kept when that round trip fails."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from services.orchestrator.store import keys
+from services.orchestrator.store.journal import RunJournal, read_checkpoint, read_events
+from tests.support.redis_server import RedisServer
+
+
+def stored(events) -> list[tuple[int, bytes, bytes, bytes]]:
+    return [(seq, f[b"e"], f[b"k"], f[b"f"]) for seq, f in events]
+
+
+async def test_the_last_batch_rides_in_the_callers_round_trip(redis_client):
+    journal = RunJournal(redis_client, "t1", "run-ride")
+    journal.event(1, b"first", "")
+    await journal.flush()  # written in the background
+    journal.event(2, b"second", "n1")
+    journal.event(3, b"third", "n1", record={"n": "n1"})
+    await journal.settle()
+    assert stored(await read_events(redis_client, "t1", "run-ride")) == [(1, b"first", b"", b"0")]
+    async with redis_client.pipeline(transaction=False) as pipe:
+        assert journal.queue_pending(pipe)
+        pipe.set("after-the-journal", 1)
+        replies = await pipe.execute()
+    assert replies == [1, True]
+    journal.pending_written()
+    await journal.aclose()  # nothing left: nothing written twice
+    assert stored(await read_events(redis_client, "t1", "run-ride")) == [
+        (1, b"first", b"", b"0"), (2, b"second", b"n1", b"0"), (3, b"third", b"n1", b"1")]
+    assert await read_checkpoint(redis_client, "t1", "run-ride") == [{"n": "n1"}]
+    assert 0 < await redis_client.ttl(keys.run_events("t1", "run-ride")) <= journal.ttl_s
+    assert 0 < await redis_client.ttl(keys.run_checkpoint("t1", "run-ride")) <= journal.ttl_s
+
+
+async def test_a_failed_round_trip_leaves_the_batch_to_the_journals_retries(tmp_path):
+    server = RedisServer(tmp_path)
+    server.start()
+    client = aioredis.from_url(server.url)
+    try:
+        journal = RunJournal(client, "t1", "run-retry", retry_s=30)
+        journal.event(1, b"one", "n1", record={"n": "n1", "o": {"x": 1}})
+        await journal.settle()
+        server.stop()
+        with pytest.raises(RedisConnectionError):
+            async with client.pipeline(transaction=False) as pipe:
+                journal.queue_pending(pipe)
+                await pipe.execute()
+        closing = asyncio.create_task(journal.aclose())  # retries while Redis is away
+        await asyncio.sleep(0.3)
+        assert not closing.done()
+        server.start()
+        await asyncio.wait_for(closing, 30)
+        assert stored(await read_events(client, "t1", "run-retry")) == [(1, b"one", b"n1", b"1")]
+        assert [json.dumps(r) for r in await read_checkpoint(client, "t1", "run-retry")] == [
+            json.dumps({"n": "n1", "o": {"x": 1}})]
+    finally:
+        await client.aclose()
+        server.stop()
