@@ -13,7 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from services.common import logs, metrics, tracing
+from services.common import heap, logs, metrics, tracing
 from services.common.channels import SERVER_OPTIONS
 from services.common.config import ServerConfig
 from services.common.errors import ServiceError
@@ -100,6 +100,7 @@ async def serve(cfg: ServerConfig, service: Service) -> None:
             metrics.start_exporter(cfg.metrics_port)
         except OSError as exc:
             raise SystemExit(f"{cfg.name}: cannot serve metrics on port {cfg.metrics_port}: {exc.strerror}") from None
+        heap.freeze_startup_heap()
         await set_health(health, bindings, health_pb2.HealthCheckResponse.SERVING)
         log.info("%s serving on %s (metrics on :%s)", cfg.name, address, cfg.metrics_port or "off")
         await stop.wait()
