@@ -9,7 +9,8 @@ idle pipe, p50/p99, and the overhead; (c) 100 concurrent streams of a paced mode
 tokens): stream time p99, first token p99; (d) aggregate tokens/s over 100 unpaced streams; (e) a closed loop
 of 100 clients: runs/s and p50/p99 for a 3-node canvas without a model and a 5-node canvas with one LLM;
 (f) RSS of each process idle and after 10,000 one-turn sessions. Also, in the same run: the floors of the
-hops (a bare aiohttp SSE relay, a bare grpc.aio stream: bench/stream_floors.py), the floor of the run path
+hops (a bare aiohttp SSE relay, a chain of three of them for (b) and (c): as many Python processes as a token
+crosses in the pipeline, a bare grpc.aio stream: bench/stream_floors.py), the floor of the run path
 under the same closed loop (bench/run_floor.py), CPU milliseconds per run of each process, Redis commands and
 round trips per run, and py-spy profiles of each process under the closed loop. Writes bench/results/pipeline.json.
 
@@ -469,8 +470,8 @@ def profile(processes: dict[str, psutil.Process], seconds: float, out_dir: Path)
 
 # ---- the run --------------------------------------------------------------------------------------------
 
-async def streams_a_to_d(results: dict[str, Any], direct: Target, relay: Target, piped: Target, grpc_port: int,
-                         long_tokens: int, q: bool) -> None:
+async def streams_a_to_d(results: dict[str, Any], direct: Target, relay: Target, chain: Target, piped: Target,
+                         grpc_port: int, long_tokens: int, q: bool) -> None:
     print("(a) one long stream", flush=True)
     results["direct"]["a_one_stream"] = await one_long_stream(direct, long_tokens)
     results["floors"]["a_aiohttp_relay"] = await one_long_stream(relay, long_tokens)
@@ -481,12 +482,14 @@ async def streams_a_to_d(results: dict[str, Any], direct: Target, relay: Target,
     n = 30 if q else 100
     results["direct"]["b_ttft"] = await idle_ttft(direct, n)
     results["floors"]["b_ttft_aiohttp_relay"] = await idle_ttft(relay, n)
+    results["floors"]["b_ttft_relay_chain"] = await idle_ttft(chain, n)
     results["pipeline"]["b_ttft"] = await idle_ttft(piped, n)
     results["pipeline"]["b_ttft"]["overhead_p50_ms"] = results["pipeline"]["b_ttft"]["p50_ms"] - results["direct"]["b_ttft"]["p50_ms"]
     results["pipeline"]["b_ttft"]["overhead_p99_ms"] = results["pipeline"]["b_ttft"]["p99_ms"] - results["direct"]["b_ttft"]["p99_ms"]
 
     print("(c) 100 paced streams", flush=True)
     results["direct"]["c_paced"] = await concurrent_streams(direct, 100, "bench-200-10", 200)
+    results["floors"]["c_paced_relay_chain"] = await concurrent_streams(chain, 100, "bench-200-10", 200)
     results["pipeline"]["c_paced"] = await concurrent_streams(piped, 100, "bench-200-10", 200)
 
     print("(d) 100 unpaced streams", flush=True)
@@ -503,14 +506,18 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                                "direct": {}, "pipeline": {}, "floors": {}}
     tmp = Path(tempfile.mkdtemp(prefix="trellis-bench-"))
     model_port, relay_port, grpc_port = free_port(), free_port(), free_port()
+    chain_ports = [free_port(), free_port()]  # two more relays after `relay_port`: three Python hops per token
     model_url = f"http://127.0.0.1:{model_port}"
     helpers = [subprocess.Popen([PY, str(HERE / "model_server.py"), "--port", str(model_port)]),
                subprocess.Popen([PY, str(HERE / "stream_floors.py"), "relay", "--port", str(relay_port),
                                  "--upstream", model_url]),
+               *(subprocess.Popen([PY, str(HERE / "stream_floors.py"), "relay", "--port", str(port),
+                                   "--upstream", f"http://127.0.0.1:{upstream}"])
+                 for port, upstream in zip(chain_ports, [relay_port, *chain_ports])),
                subprocess.Popen([PY, str(HERE / "stream_floors.py"), "grpc", "--port", str(grpc_port)])]
     stack = Stack(model_url, tmp / "data")
     try:
-        for port in (model_port, relay_port, grpc_port):
+        for port in (model_port, relay_port, *chain_ports, grpc_port):
             wait_port(port)
         stack.start()
         results["machine"]["processes"] = sorted(stack.children())
@@ -521,12 +528,13 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         agents["one_llm"] = await create_agent(stack.url, ONE_LLM)
         direct = Target(model_url + "/v1/chat/completions", {}, {})
         relay = Target(f"http://127.0.0.1:{relay_port}/v1/chat/completions", {}, {})
+        chain = Target(f"http://127.0.0.1:{chain_ports[-1]}/v1/chat/completions", {}, {})
         piped = Target(stack.url + "/v1/chat/completions", AUTH, agents)
         await asyncio.sleep(1)
         results["rss_mb_idle"] = stack.rss_mb()
 
         if not args.only_e:
-            await streams_a_to_d(results, direct, relay, piped, grpc_port, long_tokens, q)
+            await streams_a_to_d(results, direct, relay, chain, piped, grpc_port, long_tokens, q)
 
         seconds = 5 if q else 15
         print("(e) closed loops", flush=True)
@@ -610,12 +618,17 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
         "b_ttft_ms": {"pipeline_p50": round(p["b_ttft"]["p50_ms"], 2), "pipeline_p99": round(p["b_ttft"]["p99_ms"], 2),
                       "direct_p50": round(d["b_ttft"]["p50_ms"], 2), "direct_p99": round(d["b_ttft"]["p99_ms"], 2),
                       "overhead_p50": round(p["b_ttft"]["overhead_p50_ms"], 2),
-                      "relay_floor_p50": round(f["b_ttft_aiohttp_relay"]["p50_ms"], 2)},
+                      "relay_floor_p50": round(f["b_ttft_aiohttp_relay"]["p50_ms"], 2),
+                      "relay_chain_floor_p50": round(f["b_ttft_relay_chain"]["p50_ms"], 2),
+                      "relay_chain_floor_overhead_p50": round(f["b_ttft_relay_chain"]["p50_ms"] - d["b_ttft"]["p50_ms"], 2)},
         "c_paced_100": {"pipeline_stream_p99_s": round(p["c_paced"]["stream_p99_s"], 3),
                         "direct_stream_p99_s": round(d["c_paced"]["stream_p99_s"], 3),
                         "ratio": round(p["c_paced"]["stream_p99_s"] / d["c_paced"]["stream_p99_s"], 2),
                         "pipeline_first_token_p99_ms": round(p["c_paced"]["first_token_p99_ms"], 1),
-                        "direct_first_token_p99_ms": round(d["c_paced"]["first_token_p99_ms"], 1)},
+                        "direct_first_token_p99_ms": round(d["c_paced"]["first_token_p99_ms"], 1),
+                        "relay_chain_floor_stream_p99_s": round(f["c_paced_relay_chain"]["stream_p99_s"], 3),
+                        "relay_chain_floor_ratio": round(f["c_paced_relay_chain"]["stream_p99_s"] / d["c_paced"]["stream_p99_s"], 2),
+                        "relay_chain_floor_first_token_p99_ms": round(f["c_paced_relay_chain"]["first_token_p99_ms"], 1)},
         "d_aggregate_tokens_per_s": {"pipeline": round(p["d_unpaced"]["aggregate_tokens_per_s"]),
                                      "direct": round(d["d_unpaced"]["aggregate_tokens_per_s"]),
                                      "aiohttp_relay_floor": round(f["d_unpaced_aiohttp_relay"]["aggregate_tokens_per_s"])},
