@@ -14,7 +14,7 @@ class Upstreams:
     def __init__(self, addresses: dict[str, str]) -> None:
         self.addresses = addresses
         # The orchestrator's calls (gateway/orchestrator.py) pass the request id and trace headers themselves.
-        self.channels = {name: open_channel(addr, intercepted=name != "orchestrator") for name, addr in addresses.items()}
+        self.channels = {name: open_channel(addr) for name, addr in addresses.items()}
 
     async def health(self, timeout_s: float) -> dict[str, str]:
         """Service name -> "SERVING", "NOT_SERVING", or "UNREACHABLE (<reason>)", checked concurrently."""

@@ -13,7 +13,7 @@ from google.protobuf.json_format import MessageToDict
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 
-from services.common.channels import open_channel
+from services.common.channels import open_channel, outbound_metadata
 from services.common.config import peer_address
 
 
@@ -50,7 +50,7 @@ async def run_canvas(path: Path, query: str, inputs: dict[str, str], jsonl: bool
     async with open_channel(address) as channel:
         stub = canvas_grpc.CanvasServiceStub(channel)
         try:
-            async for event in stub.Run(request):
+            async for event in stub.Run(request, metadata=outbound_metadata()):
                 kind = event.WhichOneof("kind")
                 if jsonl:
                     print(_event_json(event), flush=True)

@@ -26,7 +26,7 @@ from typing import Any, AsyncIterator, Callable, ClassVar, Self, TypeVar
 
 import grpc
 
-from services.common.channels import open_channel
+from services.common.channels import open_channel, outbound_metadata
 from services.common.errors import (
     AlreadyExists,
     Cancelled,
@@ -131,7 +131,7 @@ class Peer:
         attempt = 1
         while True:
             try:
-                return await method(request, timeout=self._left(deadline))
+                return await method(request, timeout=self._left(deadline), metadata=outbound_metadata())
             except grpc.aio.AioRpcError as exc:
                 if not await self._again(exc, attempt, deadline):
                     raise peer_error(exc, self.peer) from None
@@ -144,7 +144,7 @@ class Peer:
         deadline = self._deadline(timeout_s)
         attempt = 1
         while True:
-            call = method(request, timeout=self._left(deadline))
+            call = method(request, timeout=self._left(deadline), metadata=outbound_metadata())
             started = False
             try:
                 async for message in call:

@@ -42,8 +42,8 @@ from services.orchestrator.runner import start as start_engine
 from services.orchestrator.run_spec import RunSpec
 from services.orchestrator.state import RunRequest, SessionState
 from services.orchestrator.store import AgentStore, RunStore, SessionStore, keys
-from services.orchestrator.store.journal import (RunJournal, copy_checkpoint, drop_unfinished, read_checkpoint,
-                                                 read_events, tail_events)
+from services.orchestrator.store.journal import (JournalWriter, RunJournal, copy_checkpoint, drop_unfinished,
+                                                 read_checkpoint, read_events, tail_events)
 from services.orchestrator.store.runs import TERMINAL
 from services.orchestrator.store.sessions import message
 from services.orchestrator.turn_record import TurnRecord
@@ -72,7 +72,7 @@ class RunManager:
         self._pumps: dict[str, _Pump] = {}
         self._persisting: set[asyncio.Task] = set()
         self._loops: list[asyncio.Task] = []
-        self._plans: dict[str, Plan] = {}
+        self.journals = JournalWriter(runs.redis)  # every run's journal of this replica: one pipeline per write
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -427,7 +427,7 @@ class _Pump:
         self.out: asyncio.Queue | None = None
         self._for_caller = ev.ANSWER_EVENTS if spec.answer_only else None  # None: every event
         self.started = time.time()
-        self.journal = RunJournal(manager.runs.redis, spec.tenant_id, spec.run_id)
+        self.journal = RunJournal(manager.journals, spec.tenant_id, spec.run_id)
         self.engine: Running | None = None
         self._cancel_asked = False  # the engine stops and sends its own closing RunFinished(cancelled)
         self._cancelled_early = cancelled

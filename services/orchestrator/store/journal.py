@@ -1,10 +1,10 @@
 """A run's journal in Redis: its event stream (for clients that rejoin) and its checkpoint (to resume it).
 
-Both are written by one background writer per run, in the order the engine produced them, as one Lua script
-call per batch (atomic, keys of the run's one hash slot): whatever queued up while the previous write was in
-flight goes out together, so a fast run costs a few round trips, not one per token, and a crash loses a tail
-of both, never one without the other. At the run's end the writer stops (`settle`) and the last batch rides
-in the round trip that stores the turn (`queue_pending`, run_manager.py).
+Both are written in the order the engine produced them, as one Lua script call per batch (atomic, keys of the
+run's one hash slot), by the process's one JournalWriter: whatever all its runs queued up while the previous
+write was in flight goes out together in one pipeline, so a run costs a few round trips, not one per token,
+and a crash loses a tail of both, never one without the other. At the run's end its journal stops (`settle`)
+and the last batch rides in the round trip that stores the turn (`queue_pending`, run_manager.py).
 
 Stream entries have the id `0-<seq>` (seq = the event's position, 1, 2, ...), the protobuf `RunEvent` in `e`,
 the component it belongs to in `k` (`checkpoint.node_key`, empty for run-level events) and `f` = 1 when the
@@ -20,7 +20,7 @@ import logging
 from typing import Any, AsyncIterator
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from services.orchestrator.store import keys
 
@@ -50,22 +50,93 @@ class JournalUnavailable(RuntimeError):
     """Redis stayed unreachable: the run's events could not be stored."""
 
 
-class RunJournal:
-    def __init__(self, redis: aioredis.Redis, tenant: str, run_id: str, *, ttl_s: int = JOURNAL_TTL_S,
-                 retry_s: float = 30.0) -> None:
+class JournalWriter:
+    """The one writer of a process's journals: what all its runs handed over while the previous write was in
+    flight goes out in one pipeline (one script call per run), so Redis sees a round trip per moment of
+    activity, not one per run per token."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
+        self._sha = redis.register_script(_APPEND).sha
+        self._ready: dict[RunJournal, None] = {}  # journals with a batch to write, in the order they asked
+        self._task: asyncio.Task | None = None
+
+    def ready(self, journal: RunJournal) -> None:
+        self._ready[journal] = None
+        if self._task is None:  # the loop ends when nothing is left: no task lingers between bursts
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name="journal-writer")
+
+    def unready(self, journal: RunJournal) -> None:
+        self._ready.pop(journal, None)
+
+    async def _loop(self) -> None:
+        try:
+            while self._ready:
+                journals, self._ready = list(self._ready), {}
+                await self._write([(j, j._take()) for j in journals])
+        finally:
+            self._task = None
+
+    async def _write(self, batch: list[tuple[RunJournal, list[tuple]]]) -> None:
+        """Store every journal's batch; those that fail are retried until their journal's `retry_s` is spent."""
+        loop = asyncio.get_running_loop()
+        delay = 0.1
+        while batch:
+            try:
+                replies: list[Any] = await self._send(batch)
+            except RedisError as exc:
+                replies = [exc] * len(batch)
+            failed = []
+            for (journal, entries), reply in zip(batch, replies):
+                if not isinstance(reply, Exception) or await journal._committed(entries):  # the reply was lost
+                    journal._done(entries)
+                elif journal._give_up_after(loop.time() + delay):
+                    journal._fail(JournalUnavailable(
+                        f"Redis is unavailable; the run's events could not be stored ({reply})"))
+                else:
+                    failed.append((journal, entries))
+            if failed:
+                log.warning("journal write failed for %d run(s) (%s); retrying", len(failed),
+                            next(r for r in replies if isinstance(r, Exception)))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+            batch = failed
+
+    async def _send(self, batch: list[tuple[RunJournal, list[tuple]]]) -> list[Any]:
+        replies = await self._pipeline(batch)
+        unknown = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        if unknown:  # Redis restarted and forgot the script: load it, send those again
+            await self.redis.script_load(_APPEND)
+            for i, reply in zip(unknown, await self._pipeline([batch[i] for i in unknown])):
+                replies[i] = reply
+        return replies
+
+    async def _pipeline(self, batch: list[tuple[RunJournal, list[tuple]]]) -> list[Any]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for journal, entries in batch:
+                pipe.evalsha(self._sha, 2, *journal._script_args(entries))
+            return await pipe.execute(raise_on_error=False)
+
+
+class RunJournal:
+    """One run's journal: `event` hands events over in order, the process's JournalWriter stores them."""
+
+    def __init__(self, writer: JournalWriter, tenant: str, run_id: str, *, ttl_s: int = JOURNAL_TTL_S,
+                 retry_s: float = 30.0) -> None:
+        self.writer = writer
+        self.redis = writer.redis
         self.events_key = keys.run_events(tenant, run_id)
         self.checkpoint_key = keys.run_checkpoint(tenant, run_id)
         self.ttl_s = ttl_s
         self.retry_s = retry_s
         self._pending: list[tuple] = []  # ("e", seq, event, node key, finished) and ("c", record), in order
+        self._in_flight = False  # the writer holds a batch of this journal
         self._held = False  # settled: what is pending waits for queue_pending or aclose
-        self._wake = asyncio.Event()
-        self._idle = asyncio.Event()
+        self._deadline: float | None = None  # while a batch fails: when to give up
+        self._idle = asyncio.Event()  # nothing in flight, nothing the writer will take
         self._idle.set()
         self.failed: BaseException | None = None
         self.bytes_written = 0
-        self._task = asyncio.create_task(self._write_loop(), name=f"journal-{run_id}")
 
     def event(self, seq: int, data: bytes, node: str, *, record: dict[str, Any] | None = None) -> None:
         """One event; with the checkpoint `record` of the component it finishes, in the same batch (a crash
@@ -73,55 +144,49 @@ class RunJournal:
         self._pending.append(("e", seq, data, node, 0 if record is None else 1))
         if record is not None:
             self._pending.append(("c", json.dumps(record, ensure_ascii=False, default=str)))
-        self._idle.clear()
-        self._wake.set()
+        if not self._in_flight and not self._held and self.failed is None:
+            self._idle.clear()
+            self.writer.ready(self)
 
-    async def _write_loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._pending and not self._held:
-                batch, self._pending = self._pending, []
-                try:
-                    await self._write(batch)
-                except JournalUnavailable as exc:
-                    self.failed = exc
-                    self._idle.set()
-                    return
+    # ---- the writer's side
+    def _take(self) -> list[tuple]:
+        entries, self._pending = self._pending, []
+        self._in_flight = True
+        return entries
+
+    def _done(self, entries: list[tuple]) -> None:
+        self.bytes_written += _size(entries)
+        self._in_flight = False
+        self._deadline = None
+        if self._pending and not self._held:
+            self.writer.ready(self)
+        else:
             self._idle.set()
 
-    def _queue(self, pipe: aioredis.client.Pipeline, batch: list[tuple]) -> None:
-        pipe.eval(_APPEND, 2, self.events_key, self.checkpoint_key, self.ttl_s, *(x for entry in batch for x in entry))
+    def _give_up_after(self, when: float) -> bool:
+        if self._deadline is None:
+            self._deadline = asyncio.get_running_loop().time() + self.retry_s
+        return when > self._deadline
 
-    async def _write(self, batch: list[tuple]) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.retry_s
-        delay = 0.1
-        while True:
-            try:
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    self._queue(pipe, batch)
-                    await pipe.execute()
-                self.bytes_written += _size(batch)
-                return
-            except RedisError as exc:
-                if await self._committed(batch):  # the connection dropped after the script ran: it went through
-                    return
-                if loop.time() + delay > deadline:
-                    raise JournalUnavailable(f"Redis is unavailable; the run's events could not be stored ({exc})") from exc
-                log.warning("journal write failed (%s); retrying", exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+    def _fail(self, exc: JournalUnavailable) -> None:
+        self.failed = exc
+        self._in_flight = False
+        self._pending.clear()
+        self._idle.set()
 
-    async def _committed(self, batch: list[tuple]) -> bool:
+    def _script_args(self, entries: list[tuple]) -> list[Any]:
+        return [self.events_key, self.checkpoint_key, self.ttl_s, *(x for entry in entries for x in entry)]
+
+    async def _committed(self, entries: list[tuple]) -> bool:
         """Whether a batch whose reply was lost is stored (a batch is one script call: all of it or none)."""
-        last_seq = max((entry[1] for entry in batch if entry[0] == "e"), default=0)
+        last_seq = max((entry[1] for entry in entries if entry[0] == "e"), default=0)
         try:
             newest = await self.redis.xrevrange(self.events_key, count=1)
         except RedisError:
             return False
         return bool(newest) and int(newest[0][0].split(b"-")[1]) >= last_seq > 0
 
+    # ---- the run's side
     async def flush(self) -> None:
         """Wait until everything handed over so far is stored (or the journal gave up)."""
         await self._idle.wait()
@@ -132,15 +197,18 @@ class RunJournal:
         """Stop writing in the background: wait for the batch in flight (raising if the journal gave up). What
         is still pending goes out with `queue_pending` in the caller's round trip, or with `aclose`."""
         self._held = True
-        self._wake.set()
+        self.writer.unready(self)
+        if not self._in_flight:
+            self._idle.set()
         await self.flush()
 
     def queue_pending(self, pipe: aioredis.client.Pipeline) -> bool:
-        """After `settle`: the pending batch as one command on `pipe`; call `pending_written` once `pipe` went
-        through, or `aclose` writes it itself. Whether there was anything to queue."""
+        """After `settle`: the pending batch as one command on `pipe` (the script's text: it works on a Redis
+        that forgot the script); call `pending_written` once `pipe` went through, or `aclose` writes it
+        itself. Whether there was anything to queue."""
         if not self._pending:
             return False
-        self._queue(pipe, self._pending)
+        pipe.eval(_APPEND, 2, *self._script_args(self._pending))
         return True
 
     def pending_written(self) -> None:
@@ -148,22 +216,19 @@ class RunJournal:
         self._pending = []
 
     def abort(self) -> None:
-        """Stop writing at once, dropping what is pending (another replica owns the run now)."""
+        """Stop writing, dropping what is pending (another replica owns the run now)."""
+        self._held = True
         self._pending.clear()
-        self._task.cancel()
+        self.writer.unready(self)
         self._idle.set()
 
     async def aclose(self) -> None:
-        """Store what is still pending (with the usual retries), then stop."""
+        """Store what is still pending (with the usual retries)."""
         self._held = False
-        if self._pending:
+        if self._pending and self.failed is None and not self._in_flight:
             self._idle.clear()
-            self._wake.set()
-        try:
-            await self.flush()
-        finally:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            self.writer.ready(self)
+        await self.flush()
 
 
 def _size(batch: list[tuple]) -> int:

@@ -11,7 +11,7 @@ from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
 
 from services.common import context as ctxvars
-from services.common.channels import open_channel
+from services.common.channels import open_channel, outbound_metadata
 from services.common.errors import NotFound
 from services.common.server import Binding
 from services.common.testing import start_server
@@ -82,10 +82,10 @@ async def test_request_id_crosses_the_hop(channel):
     stub = rr_grpc.RetrievalServiceStub(channel)
     token = ctxvars.request_id.set("req-abc-123")
     try:
-        await stub.Search(rr_pb.SearchRequest(query="x"), timeout=5)
+        await stub.Search(rr_pb.SearchRequest(query="x"), timeout=5, metadata=outbound_metadata())
     finally:
         ctxvars.request_id.reset(token)
-    await stub.Search(rr_pb.SearchRequest(query="y"), timeout=5)
+    await stub.Search(rr_pb.SearchRequest(query="y"), timeout=5, metadata=outbound_metadata())
     assert ProbeServicer.seen_request_ids[-2] == "req-abc-123"
     assert len(ProbeServicer.seen_request_ids[-1]) == 32  # a fresh id when the caller sent none
 
@@ -119,7 +119,7 @@ async def test_concurrent_calls_keep_their_own_request_ids(channel):
 
     async def call(rid: str) -> None:
         ctxvars.request_id.set(rid)
-        await stub.Search(rr_pb.SearchRequest(query=rid), timeout=5)
+        await stub.Search(rr_pb.SearchRequest(query=rid), timeout=5, metadata=outbound_metadata())
 
     ids = [f"rid-{i}" for i in range(20)]
     start = len(ProbeServicer.seen_request_ids)

@@ -20,7 +20,7 @@ from trellis.canvas.v1 import session_service_pb2 as session_pb
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
 from services.orchestrator.store import RunStore, keys
-from services.orchestrator.store.journal import RunJournal, read_events
+from services.orchestrator.store.journal import JournalWriter, RunJournal, read_events
 from tests.support.orchestrator import orchestrator
 from tests.support.redis_server import RedisServer
 
@@ -105,7 +105,7 @@ async def test_leases_take_over_cancel_and_finish_on_a_cluster_node(cluster_redi
             await mine.start("t1", "run-a", "sess-b", "agent-1")
         assert not await redis.exists(keys.session_active_run("t1", "sess-b"))  # the refused claim is undone
         assert await mine.renew([("t1", "run-a", "sess-a")]) == [True]
-        journal = RunJournal(redis, "t1", "run-a")
+        journal = RunJournal(JournalWriter(redis), "t1", "run-a")
         journal.event(1, b"e1", "", record=None)
         journal.event(2, b"e2", "n", record={"n": "n"})
         await journal.aclose()

@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from services.orchestrator.store import keys
-from services.orchestrator.store.journal import RunJournal, read_checkpoint, read_events
+from services.orchestrator.store.journal import JournalWriter, RunJournal, read_checkpoint, read_events
 from tests.support.redis_server import RedisServer
 
 
@@ -20,7 +20,7 @@ def stored(events) -> list[tuple[int, bytes, bytes, bytes]]:
 
 
 async def test_the_last_batch_rides_in_the_callers_round_trip(redis_client):
-    journal = RunJournal(redis_client, "t1", "run-ride")
+    journal = RunJournal(JournalWriter(redis_client), "t1", "run-ride")
     journal.event(1, b"first", "")
     await journal.flush()  # written in the background
     journal.event(2, b"second", "n1")
@@ -46,7 +46,7 @@ async def test_a_failed_round_trip_leaves_the_batch_to_the_journals_retries(tmp_
     server.start()
     client = aioredis.from_url(server.url)
     try:
-        journal = RunJournal(client, "t1", "run-retry", retry_s=30)
+        journal = RunJournal(JournalWriter(client), "t1", "run-retry", retry_s=30)
         journal.event(1, b"one", "n1", record={"n": "n1", "o": {"x": 1}})
         await journal.settle()
         server.stop()
@@ -65,3 +65,36 @@ async def test_a_failed_round_trip_leaves_the_batch_to_the_journals_retries(tmp_
     finally:
         await client.aclose()
         server.stop()
+
+
+async def test_one_writer_stores_many_runs_in_one_round_trip(redis_client):
+    writer = JournalWriter(redis_client)
+    pipelines = 0
+    send = writer._pipeline
+
+    async def counted(batch):
+        nonlocal pipelines
+        pipelines += 1
+        return await send(batch)
+
+    writer._pipeline = counted
+    journals = [RunJournal(writer, "t1", f"run-many-{i}") for i in range(20)]
+    for seq in (1, 2, 3):
+        for i, journal in enumerate(journals):
+            journal.event(seq, f"run {i} event {seq}".encode(), "")
+    await asyncio.gather(*(j.flush() for j in journals))
+    assert pipelines == 1  # handed over while nothing was in flight: one pipeline for all of them
+    for i in range(20):
+        events = await read_events(redis_client, "t1", f"run-many-{i}")
+        assert [(seq, f[b"e"]) for seq, f in events] == [(s, f"run {i} event {s}".encode()) for s in (1, 2, 3)]
+
+
+async def test_a_redis_that_forgot_the_script_gets_it_again(redis_client):
+    writer = JournalWriter(redis_client)
+    journal = RunJournal(writer, "t1", "run-noscript")
+    journal.event(1, b"before", "")
+    await journal.flush()
+    await redis_client.script_flush()  # as after a restart
+    journal.event(2, b"after", "")
+    await journal.flush()
+    assert [seq for seq, _ in await read_events(redis_client, "t1", "run-noscript")] == [1, 2]
