@@ -10,7 +10,8 @@ tokens): stream time p99, first token p99; (d) aggregate tokens/s over 100 unpac
 of 100 clients: runs/s and p50/p99 for a 3-node canvas without a model and a 5-node canvas with one LLM;
 (f) RSS of each process idle and after 10,000 one-turn sessions. Also, in the same run: the floors of the
 hops (a bare aiohttp SSE relay, a chain of three of them for (b) and (c): as many Python processes as a token
-crosses in the pipeline, a bare grpc.aio stream: bench/stream_floors.py), the floor of the run path
+crosses in the pipeline, a bare grpc.aio stream, and the "bare pipeline": aiohttp -> grpc.aio -> grpc.aio ->
+the model server, the pipeline's own hops with nothing else: bench/stream_floors.py), the floor of the run path
 under the same closed loop (bench/run_floor.py), CPU milliseconds per run of each process, Redis commands and
 round trips per run, and py-spy profiles of each process under the closed loop. Writes bench/results/pipeline.json.
 
@@ -470,8 +471,8 @@ def profile(processes: dict[str, psutil.Process], seconds: float, out_dir: Path)
 
 # ---- the run --------------------------------------------------------------------------------------------
 
-async def streams_a_to_d(results: dict[str, Any], direct: Target, relay: Target, chain: Target, piped: Target,
-                         grpc_port: int, long_tokens: int, q: bool) -> None:
+async def streams_a_to_d(results: dict[str, Any], direct: Target, relay: Target, chain: Target, bare: Target,
+                         piped: Target, grpc_port: int, long_tokens: int, q: bool) -> None:
     print("(a) one long stream", flush=True)
     results["direct"]["a_one_stream"] = await one_long_stream(direct, long_tokens)
     results["floors"]["a_aiohttp_relay"] = await one_long_stream(relay, long_tokens)
@@ -483,6 +484,7 @@ async def streams_a_to_d(results: dict[str, Any], direct: Target, relay: Target,
     results["direct"]["b_ttft"] = await idle_ttft(direct, n)
     results["floors"]["b_ttft_aiohttp_relay"] = await idle_ttft(relay, n)
     results["floors"]["b_ttft_relay_chain"] = await idle_ttft(chain, n)
+    results["floors"]["b_ttft_bare_pipeline"] = await idle_ttft(bare, n)
     results["pipeline"]["b_ttft"] = await idle_ttft(piped, n)
     results["pipeline"]["b_ttft"]["overhead_p50_ms"] = results["pipeline"]["b_ttft"]["p50_ms"] - results["direct"]["b_ttft"]["p50_ms"]
     results["pipeline"]["b_ttft"]["overhead_p99_ms"] = results["pipeline"]["b_ttft"]["p99_ms"] - results["direct"]["b_ttft"]["p99_ms"]
@@ -490,6 +492,7 @@ async def streams_a_to_d(results: dict[str, Any], direct: Target, relay: Target,
     print("(c) 100 paced streams", flush=True)
     results["direct"]["c_paced"] = await concurrent_streams(direct, 100, "bench-200-10", 200)
     results["floors"]["c_paced_relay_chain"] = await concurrent_streams(chain, 100, "bench-200-10", 200)
+    results["floors"]["c_paced_bare_pipeline"] = await concurrent_streams(bare, 100, "bench-200-10", 200)
     results["pipeline"]["c_paced"] = await concurrent_streams(piped, 100, "bench-200-10", 200)
 
     print("(d) 100 unpaced streams", flush=True)
@@ -507,6 +510,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="trellis-bench-"))
     model_port, relay_port, grpc_port = free_port(), free_port(), free_port()
     chain_ports = [free_port(), free_port()]  # two more relays after `relay_port`: three Python hops per token
+    bare_ports = [free_port(), free_port(), free_port()]  # llm_gateway, orchestrator, gateway with only the hops
     model_url = f"http://127.0.0.1:{model_port}"
     helpers = [subprocess.Popen([PY, str(HERE / "model_server.py"), "--port", str(model_port)]),
                subprocess.Popen([PY, str(HERE / "stream_floors.py"), "relay", "--port", str(relay_port),
@@ -514,10 +518,16 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                *(subprocess.Popen([PY, str(HERE / "stream_floors.py"), "relay", "--port", str(port),
                                    "--upstream", f"http://127.0.0.1:{upstream}"])
                  for port, upstream in zip(chain_ports, [relay_port, *chain_ports])),
+               subprocess.Popen([PY, str(HERE / "stream_floors.py"), "grpc-relay", "--port", str(bare_ports[0]),
+                                 "--upstream", model_url]),
+               subprocess.Popen([PY, str(HERE / "stream_floors.py"), "grpc-relay", "--port", str(bare_ports[1]),
+                                 "--upstream", f"127.0.0.1:{bare_ports[0]}"]),
+               subprocess.Popen([PY, str(HERE / "stream_floors.py"), "http-grpc", "--port", str(bare_ports[2]),
+                                 "--upstream", f"127.0.0.1:{bare_ports[1]}"]),
                subprocess.Popen([PY, str(HERE / "stream_floors.py"), "grpc", "--port", str(grpc_port)])]
     stack = Stack(model_url, tmp / "data")
     try:
-        for port in (model_port, relay_port, *chain_ports, grpc_port):
+        for port in (model_port, relay_port, *chain_ports, *bare_ports, grpc_port):
             wait_port(port)
         stack.start()
         results["machine"]["processes"] = sorted(stack.children())
@@ -529,12 +539,13 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         direct = Target(model_url + "/v1/chat/completions", {}, {})
         relay = Target(f"http://127.0.0.1:{relay_port}/v1/chat/completions", {}, {})
         chain = Target(f"http://127.0.0.1:{chain_ports[-1]}/v1/chat/completions", {}, {})
+        bare = Target(f"http://127.0.0.1:{bare_ports[-1]}/v1/chat/completions", {}, {})
         piped = Target(stack.url + "/v1/chat/completions", AUTH, agents)
         await asyncio.sleep(1)
         results["rss_mb_idle"] = stack.rss_mb()
 
         if not args.only_e:
-            await streams_a_to_d(results, direct, relay, chain, piped, grpc_port, long_tokens, q)
+            await streams_a_to_d(results, direct, relay, chain, bare, piped, grpc_port, long_tokens, q)
 
         seconds = 5 if q else 15
         print("(e) closed loops", flush=True)
@@ -620,7 +631,8 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
                       "overhead_p50": round(p["b_ttft"]["overhead_p50_ms"], 2),
                       "relay_floor_p50": round(f["b_ttft_aiohttp_relay"]["p50_ms"], 2),
                       "relay_chain_floor_p50": round(f["b_ttft_relay_chain"]["p50_ms"], 2),
-                      "relay_chain_floor_overhead_p50": round(f["b_ttft_relay_chain"]["p50_ms"] - d["b_ttft"]["p50_ms"], 2)},
+                      "relay_chain_floor_overhead_p50": round(f["b_ttft_relay_chain"]["p50_ms"] - d["b_ttft"]["p50_ms"], 2),
+                      "bare_pipeline_floor_overhead_p50": round(f["b_ttft_bare_pipeline"]["p50_ms"] - d["b_ttft"]["p50_ms"], 2)},
         "c_paced_100": {"pipeline_stream_p99_s": round(p["c_paced"]["stream_p99_s"], 3),
                         "direct_stream_p99_s": round(d["c_paced"]["stream_p99_s"], 3),
                         "ratio": round(p["c_paced"]["stream_p99_s"] / d["c_paced"]["stream_p99_s"], 2),
@@ -628,7 +640,9 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
                         "direct_first_token_p99_ms": round(d["c_paced"]["first_token_p99_ms"], 1),
                         "relay_chain_floor_stream_p99_s": round(f["c_paced_relay_chain"]["stream_p99_s"], 3),
                         "relay_chain_floor_ratio": round(f["c_paced_relay_chain"]["stream_p99_s"] / d["c_paced"]["stream_p99_s"], 2),
-                        "relay_chain_floor_first_token_p99_ms": round(f["c_paced_relay_chain"]["first_token_p99_ms"], 1)},
+                        "relay_chain_floor_first_token_p99_ms": round(f["c_paced_relay_chain"]["first_token_p99_ms"], 1),
+                        "bare_pipeline_floor_ratio": round(f["c_paced_bare_pipeline"]["stream_p99_s"] / d["c_paced"]["stream_p99_s"], 2),
+                        "bare_pipeline_floor_first_token_p99_ms": round(f["c_paced_bare_pipeline"]["first_token_p99_ms"], 1)},
         "d_aggregate_tokens_per_s": {"pipeline": round(p["d_unpaced"]["aggregate_tokens_per_s"]),
                                      "direct": round(d["d_unpaced"]["aggregate_tokens_per_s"]),
                                      "aiohttp_relay_floor": round(f["d_unpaced_aiohttp_relay"]["aggregate_tokens_per_s"])},

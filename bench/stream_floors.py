@@ -5,7 +5,14 @@
         read from it is written on at once (no parsing): the least an HTTP hop in Python costs;
     python bench/stream_floors.py grpc --port P
         a bare grpc.aio server stream: /floor.Bench/Tokens streams N messages of one token each (N in the
-        request, a 4-byte little-endian int): the least a gRPC hop of one token per message costs.
+        request, a 4-byte little-endian int): the least a gRPC hop of one token per message costs;
+    python bench/stream_floors.py grpc-relay --port P --upstream http://127.0.0.1:M | 127.0.0.1:G
+        a bare grpc.aio server stream /floor.Relay/Chat: the request is a chat completion body, forwarded to the
+        model server (each network read becomes one message) or to another grpc-relay (each message passed on);
+    python bench/stream_floors.py http-grpc --port P --upstream 127.0.0.1:G
+        a bare aiohttp handler: POST /v1/chat/completions calls a grpc-relay and writes each message as it comes.
+    http-grpc -> grpc-relay -> grpc-relay -> model server is the pipeline's own shape (gateway, orchestrator,
+    llm_gateway) with nothing but the hops: the floor of that topology in Python.
 """
 
 from __future__ import annotations
@@ -17,9 +24,10 @@ import struct
 import aiohttp
 import grpc
 from aiohttp import web
-from google.protobuf.wrappers_pb2 import StringValue
+from google.protobuf.wrappers_pb2 import BytesValue, StringValue
 
 GRPC_METHOD = "/floor.Bench/Tokens"
+RELAY_METHOD = "/floor.Relay/Chat"
 
 
 def relay_app(upstream: str) -> web.Application:
@@ -75,14 +83,68 @@ async def grpc_tokens_per_s(port: int, n: int) -> float:
         return count / (loop.time() - start)
 
 
+def _relay_call(channel: grpc.aio.Channel):
+    return channel.unary_stream(RELAY_METHOD, request_serializer=BytesValue.SerializeToString,
+                                response_deserializer=BytesValue.FromString)
+
+
+async def grpc_relay_server(port: int, upstream: str) -> None:
+    session: aiohttp.ClientSession | None = None
+    channel = None if upstream.startswith("http") else grpc.aio.insecure_channel(upstream)
+
+    async def chat(request: BytesValue, context):
+        nonlocal session
+        if channel is not None:
+            async for message in _relay_call(channel)(request):
+                yield message
+            return
+        session = session or aiohttp.ClientSession()
+        async with session.post(upstream + "/v1/chat/completions", data=request.value,
+                                headers={"Content-Type": "application/json"}) as up:
+            async for chunk in up.content.iter_any():
+                yield BytesValue(value=chunk)
+
+    server = grpc.aio.server()
+    handler = grpc.unary_stream_rpc_method_handler(chat, request_deserializer=BytesValue.FromString,
+                                                   response_serializer=BytesValue.SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("floor.Relay", {"Chat": handler}),))
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    await server.wait_for_termination()
+
+
+def http_grpc_app(upstream: str) -> web.Application:
+    app = web.Application()
+
+    async def startup(app: web.Application) -> None:
+        app["channel"] = grpc.aio.insecure_channel(upstream)
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        async for message in _relay_call(request.app["channel"])(BytesValue(value=body)):
+            await resp.write(message.value)
+        await resp.write_eof()
+        return resp
+
+    app.on_startup.append(startup)
+    app.router.add_post("/v1/chat/completions", chat)
+    return app
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("kind", choices=("relay", "grpc"))
+    parser.add_argument("kind", choices=("relay", "grpc", "grpc-relay", "http-grpc"))
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", default="")
     args = parser.parse_args()
     if args.kind == "relay":
         web.run_app(relay_app(args.upstream), host="127.0.0.1", port=args.port, print=None, access_log=None)
+    elif args.kind == "http-grpc":
+        web.run_app(http_grpc_app(args.upstream), host="127.0.0.1", port=args.port, print=None, access_log=None)
+    elif args.kind == "grpc-relay":
+        asyncio.run(grpc_relay_server(args.port, args.upstream))
     else:
         asyncio.run(grpc_server(args.port))
 
