@@ -179,25 +179,33 @@ async def concurrent_streams(target: Target, streams: int, shape: str, tokens: i
             "aggregate_tokens_per_s": total / wall, "wall_s": wall}
 
 
+WARM_UP_S = 2.0  # a closed loop's first seconds: 100 clients starting at once, a burst no steady load has
+
+
 async def closed_loop(target: Target, shape: str, clients: int, seconds: float) -> dict[str, Any]:
-    latencies: list[float] = []
+    """`clients` clients, each sending its next request when the last one is answered, for WARM_UP_S + `seconds`;
+    runs/s and latencies count the requests started in the last `seconds` (the steady state), `runs_all`
+    every request (what the processes' CPU time is divided by)."""
+    timed: list[tuple[float, float]] = []  # (start, latency)
     errors = collections.Counter()
     stop_at = 0.0
 
     async def client(s: aiohttp.ClientSession) -> None:
-        while perf() < stop_at:
+        while (start := perf()) < stop_at:
             try:
-                latencies.append(await complete_once(s, target, shape))
+                timed.append((start, await complete_once(s, target, shape)))
             except Exception as exc:  # noqa: BLE001 (counted and reported, the loop goes on)
                 errors[str(exc)[:120]] += 1
 
     async with client_session(clients + 10) as s:
         await asyncio.gather(*(complete_once(s, target, shape) for _ in range(min(clients, 20))))
-        start = perf()
-        stop_at = start + seconds
+        begin = perf()
+        window = begin + WARM_UP_S
+        stop_at = window + seconds
         await asyncio.gather(*(client(s) for _ in range(clients)))
-        wall = perf() - start
-    return {"clients": clients, "seconds": wall, "runs": len(latencies), "runs_per_s": len(latencies) / wall,
+    latencies = [latency for start, latency in timed if start >= window]
+    return {"clients": clients, "seconds": seconds, "warm_up_s": WARM_UP_S, "runs": len(latencies),
+            "runs_all": len(timed), "runs_per_s": len(latencies) / seconds,
             "p50_ms": pct(latencies, 50) * 1000, "p99_ms": pct(latencies, 99) * 1000, "errors": dict(errors)}
 
 
@@ -417,7 +425,7 @@ async def run_path_floor(stack: Stack, round_trips: int, seconds: float) -> dict
             proc.terminate()
             proc.wait(10)
     result["redis_round_trips"] = round_trips
-    result["cpu_ms_per_run"] = {k: round(1000 * (after[k] - before[k]) / max(result["runs"], 1), 2) for k in after}
+    result["cpu_ms_per_run"] = {k: round(1000 * (after[k] - before[k]) / max(result["runs_all"], 1), 2) for k in after}
     return result
 
 
@@ -555,7 +563,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         cpu1 = stack.cpu_s()
         results["pipeline"]["e_one_llm"] = await closed_loop(piped, "one_llm", 100, seconds)
         cpu2 = stack.cpu_s()
-        runs_a, runs_b = results["pipeline"]["e_no_model"]["runs"], results["pipeline"]["e_one_llm"]["runs"]
+        runs_a, runs_b = results["pipeline"]["e_no_model"]["runs_all"], results["pipeline"]["e_one_llm"]["runs_all"]
         results["cpu_ms_per_run"] = {
             "no_model": {k: round(1000 * (cpu1[k] - cpu0.get(k, 0)) / max(runs_a, 1), 2) for k in cpu1},
             "one_llm": {k: round(1000 * (cpu2[k] - cpu1.get(k, 0)) / max(runs_b, 1), 2) for k in cpu2}}
@@ -573,7 +581,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             loop_task = asyncio.create_task(closed_loop(piped, args.profile_canvas, 100, 10))
             await asyncio.sleep(1)
             results[f"profiles_{args.profile_canvas}"] = await asyncio.to_thread(profile, children, 7, HERE / "results")
-            profiled_runs = (await loop_task)["runs"]
+            profiled_runs = (await loop_task)["runs_all"]
         else:
             profiled_runs = 0
 
