@@ -539,7 +539,12 @@ class _Pump:
         """The journal's last batch, the turn and the run's end in one round trip; when that fails, the journal
         stores its batch with its own retries, then the turn is stored on its own."""
         metrics.RUNS.labels(self.turn.status).inc()
-        if await self.manager._persist(self, with_journal=not self.journal.failed):
+        try:
+            await self.journal.settle()  # (again, after a cancel): nothing in flight, the pending batch comes last
+            settled = True
+        except Exception:  # the journal gave up; aclose says so below
+            settled = False
+        if await self.manager._persist(self, with_journal=settled):
             self.journal.pending_written()
         try:
             await self.journal.aclose()
