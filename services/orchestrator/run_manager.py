@@ -94,7 +94,7 @@ class RunManager:
     async def _heartbeat(self) -> None:
         while True:
             await asyncio.sleep(self.runs.lease_s / 3)
-            pumps = list(self._pumps.values())
+            pumps = [p for p in self._pumps.values() if p.recorded.done() and p.recorded.result()]  # (leased ones)
             try:
                 held = await self.runs.renew([(p.spec.tenant_id, p.run_id, p.session_id) for p in pumps])
             except Exception:
@@ -186,6 +186,7 @@ class RunManager:
         fewer, larger events (the one coalescing step of this hop: services/common/coalesce.py's rule)."""
         if not spec.tenant_id:
             raise InvalidArgument("tenant_id is required")
+        fresh_id = not spec.run_id  # no other run can hold this id
         run_id = spec.run_id = spec.run_id or uuid.uuid4().hex
         record, dsl = await self._load(spec)
         if record is not None and spec.agent_id and record.agent_id != spec.agent_id:
@@ -193,7 +194,7 @@ class RunManager:
         if record is not None and record.paused_run:
             pump = await self._resume_paused(spec, record)
         else:
-            pump = await self._start_new(spec, record, dsl)
+            pump = await self._start_new(spec, record, dsl, fresh_id=fresh_id)
         ctxvars.run_id.set(run_id)
         queue = pump.attach()
         got_end = False
@@ -234,7 +235,8 @@ class RunManager:
             return record, None  # not the version the session runs: _plan reads that one
         return record, self.agents.resolved(spec.tenant_id, spec.agent_id, spec.version_id, replies)
 
-    async def _start_new(self, spec: RunSpec, record, dsl: tuple[str, str] | None = None) -> _Pump:
+    async def _start_new(self, spec: RunSpec, record, dsl: tuple[str, str] | None = None, *,
+                         fresh_id: bool = False) -> _Pump:
         if record is None and spec.create_session and spec.agent_id:  # the new session records the version resolved now
             dsl = await self.agents.resolve_dsl(spec.tenant_id, spec.agent_id, version_id=spec.version_id, draft=spec.draft)
             spec.version_id = dsl[1]
@@ -244,9 +246,22 @@ class RunManager:
         spec.version_id = record.version_id if record is not None else spec.version_id
         session_id, state, create_session = await self._session(spec, record, plan)
         spec.session_id = session_id
-        cancelled = await self.runs.start(spec.tenant_id, spec.run_id, session_id, spec.agent_id, spec=spec.to_json(),
-                                          before=create_session)
-        return self._launch(spec, plan, state, replay=None, cancelled=cancelled)
+        start = self.runs.start(spec.tenant_id, spec.run_id, session_id, spec.agent_id, spec=spec.to_json(),
+                                before=create_session)
+        if create_session is None or not fresh_id:
+            return self._launch(spec, plan, state, replay=None, cancelled=await start)
+        # A new session and a new run id: nothing can refuse this start (no other run holds either, no cancel
+        # names them yet) but Redis itself. The engine starts now, while the start is written (the model call
+        # goes out a round trip sooner); the run's journal, its end and its lease wait for the record.
+        pump = self._launch(spec, plan, state, replay=None, cancelled=False, recorded=False)
+        pump.attach()
+        try:
+            await start
+        except BaseException:
+            pump.drop()
+            raise
+        pump.mark_recorded()
+        return pump
 
     async def _resume_paused(self, spec: RunSpec, record) -> _Pump:
         """The session waits at a UserFillUp: this request's `inputs` answer it, in a new run from a copy of
@@ -315,9 +330,10 @@ class RunManager:
 
     def _launch(self, spec: RunSpec, plan: Plan, state: SessionState, *, replay: Replay | None,
                 in_place: bool = False, first_seq: int = 1, turn: TurnRecord | None = None,
-                cancelled: bool | None = None) -> _Pump:
-        """`cancelled`: whether a cancel came before the start, when the caller knows (else it is asked)."""
-        pump = _Pump(self, spec, plan, state, replay, in_place, first_seq, turn or TurnRecord(), cancelled)
+                cancelled: bool | None = None, recorded: bool = True) -> _Pump:
+        """`cancelled`: whether a cancel came before the start, when the caller knows (else it is asked);
+        `recorded`: False while the run's start is still being written (then `mark_recorded` or `drop`)."""
+        pump = _Pump(self, spec, plan, state, replay, in_place, first_seq, turn or TurnRecord(), cancelled, recorded)
         self._pumps[spec.run_id] = pump
         pump.task.add_done_callback(lambda _: self._pumps.pop(spec.run_id, None))
         return pump
@@ -413,7 +429,7 @@ class _Pump:
     """One run on this replica: engine -> seq -> journal -> caller (when attached) -> stored turn."""
 
     def __init__(self, manager: RunManager, spec: RunSpec, plan: Plan, state: SessionState, replay: Replay | None,
-                 in_place: bool, first_seq: int, turn: TurnRecord, cancelled: bool | None) -> None:
+                 in_place: bool, first_seq: int, turn: TurnRecord, cancelled: bool | None, recorded: bool) -> None:
         self.manager = manager
         self.spec = spec
         self.run_id = spec.run_id
@@ -427,7 +443,11 @@ class _Pump:
         self.out: asyncio.Queue | None = None
         self._for_caller = ev.ANSWER_EVENTS if spec.answer_only else None  # None: every event
         self.started = time.time()
-        self.journal = RunJournal(manager.journals, spec.tenant_id, spec.run_id)
+        self.journal = RunJournal(manager.journals, spec.tenant_id, spec.run_id, held=not recorded)
+        # True once the run's start is in Redis, False if it never got there (drop): its end waits for it.
+        self.recorded: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        if recorded:
+            self.recorded.set_result(True)
         self.engine: Running | None = None
         self._cancel_asked = False  # the engine stops and sends its own closing RunFinished(cancelled)
         self._cancelled_early = cancelled
@@ -438,8 +458,21 @@ class _Pump:
         self.task = asyncio.create_task(self._run(), name=f"run-{spec.run_id}")
 
     def attach(self) -> asyncio.Queue:
-        self.out = asyncio.Queue(_QUEUE_SIZE)
+        if self.out is None:
+            self.out = asyncio.Queue(_QUEUE_SIZE)
         return self.out
+
+    def mark_recorded(self) -> None:
+        self.recorded.set_result(True)
+        self.journal.release()
+
+    def drop(self) -> None:
+        """The run's start never reached Redis: stop the engine, write nothing (the caller gets the error)."""
+        self.recorded.set_result(False)
+        self._abandoned = True
+        self.out = None
+        self.journal.abort()
+        self.task.cancel()
 
     def detach(self) -> None:
         """The caller went away but the run goes on; its events stay in the stream."""
@@ -538,6 +571,8 @@ class _Pump:
     async def _finish(self) -> None:
         """The journal's last batch, the turn and the run's end in one round trip; when that fails, the journal
         stores its batch with its own retries, then the turn is stored on its own."""
+        if not await self.recorded:  # (a run faster than its start's round trip waits for it here)
+            return
         metrics.RUNS.labels(self.turn.status).inc()
         try:
             await self.journal.settle()  # (again, after a cancel): nothing in flight, the pending batch comes last

@@ -122,7 +122,7 @@ class RunJournal:
     """One run's journal: `event` hands events over in order, the process's JournalWriter stores them."""
 
     def __init__(self, writer: JournalWriter, tenant: str, run_id: str, *, ttl_s: int = JOURNAL_TTL_S,
-                 retry_s: float = 30.0) -> None:
+                 retry_s: float = 30.0, held: bool = False) -> None:
         self.writer = writer
         self.redis = writer.redis
         self.events_key = keys.run_events(tenant, run_id)
@@ -131,7 +131,7 @@ class RunJournal:
         self.retry_s = retry_s
         self._pending: list[tuple] = []  # ("e", seq, event, node key, finished) and ("c", record), in order
         self._in_flight = False  # the writer holds a batch of this journal
-        self._held = False  # settled: what is pending waits for queue_pending or aclose
+        self._held = held  # settled (or not released yet): what is pending waits
         self._deadline: float | None = None  # while a batch fails: when to give up
         self._idle = asyncio.Event()  # nothing in flight, nothing the writer will take
         self._idle.set()
@@ -222,12 +222,16 @@ class RunJournal:
         self.writer.unready(self)
         self._idle.set()
 
-    async def aclose(self) -> None:
-        """Store what is still pending (with the usual retries)."""
+    def release(self) -> None:
+        """Write in the background again (a journal made `held` until its run was recorded)."""
         self._held = False
         if self._pending and self.failed is None and not self._in_flight:
             self._idle.clear()
             self.writer.ready(self)
+
+    async def aclose(self) -> None:
+        """Store what is still pending (with the usual retries)."""
+        self.release()
         await self.flush()
 
 

@@ -299,3 +299,32 @@ async def test_answer_only_sends_the_answer_and_the_stream_keeps_every_event(orc
                                              timeout=30)]
     assert kinds(stored) == [k for k in kinds(full)]  # the run's stream has every event, as without answer_only
     assert [e.seq for e in lean] == [e.seq for e in stored if e.WhichOneof("kind") in answer]
+
+
+async def test_a_run_whose_start_redis_refuses_fails_and_leaves_nothing(orchestrator, redis_server):
+    """The engine of a new session's run starts while the start is written: when Redis refuses that write
+    (out of memory here), the caller gets the error and neither the run, nor its session, nor its events are
+    stored later."""
+    import redis.asyncio as aioredis
+
+    agents = agent_grpc.AgentServiceStub(orchestrator)
+    created = (await agents.CreateAgent(agent_pb.CreateAgentRequest(
+        tenant_id="t1", title="refused-start", dsl_json=canvas(message="late: {sys.query}")))).agent
+    admin = aioredis.from_url(redis_server.url)
+    before = {k async for k in admin.scan_iter(match="*:events")}
+    await admin.config_set("maxmemory", "1")  # with the default policy, noeviction: every write is refused
+    try:
+        with pytest.raises(grpc.aio.AioRpcError):
+            await _run(orchestrator, agent=canvas_pb.AgentTarget(agent_id=created.id), query="q",
+                       create_session=True, answer_only=True)
+    finally:
+        await admin.config_set("maxmemory", "0")
+    await asyncio.sleep(0.3)  # what a dropped run might still write would be there by now
+    assert {k async for k in admin.scan_iter(match="*:events")} == before
+    sessions = session_grpc.SessionServiceStub(orchestrator)
+    listed = await sessions.ListSessions(session_pb.ListSessionsRequest(tenant_id="t1", agent_id=created.id))
+    assert listed.total == 0
+    events = await _run(orchestrator, agent=canvas_pb.AgentTarget(agent_id=created.id), query="again",
+                        create_session=True)
+    assert "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta") == "late: again"
+    await admin.aclose()

@@ -98,3 +98,13 @@ async def test_a_redis_that_forgot_the_script_gets_it_again(redis_client):
     journal.event(2, b"after", "")
     await journal.flush()
     assert [seq for seq, _ in await read_events(redis_client, "t1", "run-noscript")] == [1, 2]
+
+
+async def test_a_held_journal_writes_nothing_until_released(redis_client):
+    journal = RunJournal(JournalWriter(redis_client), "t1", "run-held", held=True)
+    journal.event(1, b"early", "")
+    await journal.flush()  # held: nothing goes out, nothing waits
+    assert await read_events(redis_client, "t1", "run-held") == []
+    journal.release()
+    await journal.flush()
+    assert [seq for seq, _ in await read_events(redis_client, "t1", "run-held")] == [1]
