@@ -255,12 +255,15 @@ class RunManager:
         # goes out a round trip sooner); the run's journal, its end and its lease wait for the record.
         pump = self._launch(spec, plan, state, replay=None, cancelled=False, recorded=False)
         pump.attach()
+        written = asyncio.ensure_future(start)  # queued after the pump: the engine reaches its model call first
+        written.add_done_callback(pump.start_written)
         try:
-            await start
-        except BaseException:
-            pump.drop()
+            await asyncio.shield(written)
+        except asyncio.CancelledError:  # the caller went away meanwhile: as in execute, once the start has landed
+            pump.detach()
+            if not spec.continue_on_disconnect:
+                pump.cancel("client disconnected")
             raise
-        pump.mark_recorded()
         return pump
 
     async def _resume_paused(self, spec: RunSpec, record) -> _Pump:
@@ -332,7 +335,7 @@ class RunManager:
                 in_place: bool = False, first_seq: int = 1, turn: TurnRecord | None = None,
                 cancelled: bool | None = None, recorded: bool = True) -> _Pump:
         """`cancelled`: whether a cancel came before the start, when the caller knows (else it is asked);
-        `recorded`: False while the run's start is still being written (then `mark_recorded` or `drop`)."""
+        `recorded`: False while the run's start is still being written (then `start_written`)."""
         pump = _Pump(self, spec, plan, state, replay, in_place, first_seq, turn or TurnRecord(), cancelled, recorded)
         self._pumps[spec.run_id] = pump
         pump.task.add_done_callback(lambda _: self._pumps.pop(spec.run_id, None))
@@ -444,7 +447,7 @@ class _Pump:
         self._for_caller = ev.ANSWER_EVENTS if spec.answer_only else None  # None: every event
         self.started = time.time()
         self.journal = RunJournal(manager.journals, spec.tenant_id, spec.run_id, held=not recorded)
-        # True once the run's start is in Redis, False if it never got there (drop): its end waits for it.
+        # True once the run's start is in Redis, False if it never got there: its end waits for it.
         self.recorded: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         if recorded:
             self.recorded.set_result(True)
@@ -462,12 +465,13 @@ class _Pump:
             self.out = asyncio.Queue(_QUEUE_SIZE)
         return self.out
 
-    def mark_recorded(self) -> None:
-        self.recorded.set_result(True)
-        self.journal.release()
-
-    def drop(self) -> None:
-        """The run's start never reached Redis: stop the engine, write nothing (the caller gets the error)."""
+    def start_written(self, write: asyncio.Future) -> None:
+        """The write of the run's start ended: the run is recorded, or it never reached Redis and stops here
+        without writing anything (its caller gets the error)."""
+        if not write.cancelled() and write.exception() is None:
+            self.recorded.set_result(True)
+            self.journal.release()
+            return
         self.recorded.set_result(False)
         self._abandoned = True
         self.out = None

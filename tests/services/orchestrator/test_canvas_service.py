@@ -328,3 +328,34 @@ async def test_a_run_whose_start_redis_refuses_fails_and_leaves_nothing(orchestr
                         create_session=True)
     assert "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta") == "late: again"
     await admin.aclose()
+
+
+async def test_a_caller_gone_while_the_start_is_written_ends_the_run_as_cancelled(orchestrator, redis_server):
+    """Redis holds every write for a moment (CLIENT PAUSE WRITE): the caller leaves while the run's start is
+    still being written. The run is not left behind running: once the start lands, it ends as cancelled and
+    its session keeps the turn."""
+    import redis.asyncio as aioredis
+
+    agents = agent_grpc.AgentServiceStub(orchestrator)
+    created = (await agents.CreateAgent(agent_pb.CreateAgentRequest(
+        tenant_id="t1", title="gone-while-starting",
+        dsl_json=canvas(("SlowForTest:Z", "SlowForTest", {"seconds": 60}))))).agent
+    admin = aioredis.from_url(redis_server.url)
+    await admin.execute_command("CLIENT", "PAUSE", 1000, "WRITE")
+    call = canvas_grpc.CanvasServiceStub(orchestrator).Run(canvas_pb.RunRequest(
+        tenant_id="t1", agent=canvas_pb.AgentTarget(agent_id=created.id), query="q", create_session=True), timeout=30)
+    await asyncio.sleep(0.3)  # the engine runs, the start waits for Redis
+    call.cancel()
+    sessions = session_grpc.SessionServiceStub(orchestrator)
+    runs = canvas_grpc.CanvasServiceStub(orchestrator)
+    for _ in range(100):  # the pause ends, the start lands, the run ends
+        listed = await sessions.ListSessions(session_pb.ListSessionsRequest(tenant_id="t1", agent_id=created.id))
+        if listed.total:
+            found = (await runs.ListRuns(canvas_pb.ListRunsRequest(tenant_id="t1", session_id=listed.sessions[0].id))).runs
+            if found and found[0].status != "running":
+                break
+        await asyncio.sleep(0.05)
+    assert listed.total == 1 and [r.status for r in found] == ["cancelled"]
+    session = (await sessions.GetSession(session_pb.GetSessionRequest(tenant_id="t1", session_id=listed.sessions[0].id))).session
+    assert [m.content for m in session.messages][:2] == ["Hello there!", "q"]
+    await admin.aclose()
