@@ -119,9 +119,11 @@ class Orchestrator:
         return await method(request, timeout=self.rpc_timeout_s + extra_s, metadata=outbound_metadata())
 
     @asynccontextmanager
-    async def run(self, request: canvas_pb.RunRequest, *, last_event_id: str = "") -> AsyncIterator[EventIds]:
+    async def run(self, request: canvas_pb.RunRequest, *, last_event_id: str = "",
+                  merge: bool = True) -> AsyncIterator[EventIds]:
         """Start the run, or with `last_event_id` (the Last-Event-ID header) rejoin the run it names after
-        that event: the events missed, then the live tail."""
+        that event: the events missed, then the live tail. `merge=False` for a caller that answers once at the
+        end: with nothing sent meanwhile there is nothing to merge, and no reader task to pay for."""
         if last_event_id:
             run_id, seq = parse_event_id(last_event_id)
             call = self.canvas.WatchRun(canvas_pb.WatchRunRequest(tenant_id=request.tenant_id, run_id=run_id,
@@ -132,6 +134,9 @@ class Orchestrator:
         stream = RunStream(call)
         try:
             await stream.start()
+            if not merge:
+                yield EventIds(stream)
+                return
             # What arrives while the previous event is being written to the client goes out as one event.
             async with aclosing(coalesce(stream, merge_run_events)) as events:
                 yield EventIds(events)

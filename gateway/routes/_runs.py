@@ -23,7 +23,7 @@ async def respond(request: web.Request, req: canvas_pb.RunRequest, run: DialectR
     """Run `req` (or, with a Last-Event-ID header, rejoin the run it names) and answer with `run`: its stream,
     whose frames carry the ids to rejoin with, or its one answer."""
     orch = request.app[ORCHESTRATOR]
-    async with orch.run(req, last_event_id=request.headers.get("Last-Event-ID", "")) as events:
+    async with orch.run(req, last_event_id=request.headers.get("Last-Event-ID", ""), merge=stream) as events:
         if stream:
             return await sse.send(request, run.stream(events), events, media_type=run.dialect.media_type)
         return await run.answer(events)
