@@ -89,7 +89,7 @@ class JournalWriter:
             failed = []
             for (journal, entries), reply in zip(batch, replies):
                 if not isinstance(reply, Exception) or await journal._committed(entries):  # the reply was lost
-                    journal._done(entries)
+                    journal._done()
                 elif journal._give_up_after(loop.time() + delay):
                     journal._fail(JournalUnavailable(
                         f"Redis is unavailable; the run's events could not be stored ({reply})"))
@@ -136,7 +136,6 @@ class RunJournal:
         self._idle = asyncio.Event()  # nothing in flight, nothing the writer will take
         self._idle.set()
         self.failed: BaseException | None = None
-        self.bytes_written = 0
 
     def event(self, seq: int, data: bytes, node: str, *, record: dict[str, Any] | None = None) -> None:
         """One event; with the checkpoint `record` of the component it finishes, in the same batch (a crash
@@ -154,8 +153,7 @@ class RunJournal:
         self._in_flight = True
         return entries
 
-    def _done(self, entries: list[tuple]) -> None:
-        self.bytes_written += _size(entries)
+    def _done(self) -> None:
         self._in_flight = False
         self._deadline = None
         if self._pending and not self._held:
@@ -212,7 +210,6 @@ class RunJournal:
         return True
 
     def pending_written(self) -> None:
-        self.bytes_written += _size(self._pending)
         self._pending = []
 
     def abort(self) -> None:
@@ -233,10 +230,6 @@ class RunJournal:
         """Store what is still pending (with the usual retries)."""
         self.release()
         await self.flush()
-
-
-def _size(batch: list[tuple]) -> int:
-    return sum(len(entry[2]) if entry[0] == "e" else len(entry[1]) for entry in batch)
 
 
 async def read_checkpoint(redis: aioredis.Redis, tenant: str, run_id: str) -> list[dict[str, Any]]:
