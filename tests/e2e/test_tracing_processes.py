@@ -92,8 +92,12 @@ async def test_one_trace_across_gateway_orchestrator_and_llm_gateway_processes(r
                                            if line.startswith("data: "))
 
         def complete(spans) -> bool:
+            # Every span asserted below: each process exports in its own batches, so a server span that ends
+            # after the run's own span (the turn is stored in between) may come in a later batch.
             names = {(service, s.name) for service, s in spans if s.trace_id.hex() == TRACE_ID}
             return {("trellis-gateway", "POST /api/v1/agents/{agent_id}/stream"), ("trellis-orchestrator", "run"),
+                    ("trellis-orchestrator", "trellis.canvas.v1.CanvasService/Run"),
+                    ("trellis-llm_gateway", "trellis.llm.v1.LlmService/Chat"),
                     ("trellis-llm_gateway", "chat poet")} <= names
 
         spans = await asyncio.to_thread(receiver.wait_for, complete)
