@@ -69,14 +69,11 @@ class LlmClient(Peer):
 
     async def chat(self, model_id: str, messages: Sequence[Message], *, timeout: float | None = None,
                    **options: Any) -> ChatResult:
-        """The whole turn, with tool calls assembled from their deltas; `options` as for `stream_chat`."""
+        """The whole turn in one message (the gateway's Complete), tool calls complete; `options` as for
+        `stream_chat`."""
         req = convert.chat_request_to_proto(model_id, messages, **options)
-        model, deltas = "", []
-        async with aclosing(self._chat(req, timeout)) as pairs:
-            async for first_model, delta in pairs:
-                model = model or first_model
-                deltas.append(delta)
-        return assemble(deltas, model)
+        resp = await self._unary(self._stub.Complete, req, timeout)
+        return assemble([convert.delta_from_proto(resp)], resp.model)
 
     def _chat(self, req: llm_pb.ChatRequest, timeout: float | None) -> AsyncIterator[tuple[str, ChatDelta]]:
         """(model, delta) pairs; the model id rides on the first. Deltas that arrive while the caller is busy

@@ -111,6 +111,7 @@ class ChatResult:
     finish_reason: FinishReason | None
     usage: Usage
     model: str = ""
+    notice: str = ""  # the gateway ran another model than the one asked for (ChatDelta.notice)
 
 
 @dataclass(frozen=True)
@@ -157,15 +158,26 @@ class ToolCallAssembler:
 
 def assemble(deltas: list[ChatDelta], model: str = "") -> ChatResult:
     """The whole turn that `deltas` stream."""
+    whole = whole_turn(deltas)
+    calls = tuple(ToolCall(tc.id, tc.name, tc.arguments) for tc in whole.tool_calls)
+    return ChatResult(whole.content, calls, whole.finish_reason, whole.usage or Usage(), model, whole.notice)
+
+
+def whole_turn(deltas: list[ChatDelta]) -> ChatDelta:
+    """The turn that `deltas` stream as one delta: the content joined, one delta per tool call (assembled,
+    so with its id, name and whole arguments), the last finish reason and usage, the first notice."""
     tools = ToolCallAssembler()
     finish: FinishReason | None = None
-    usage = Usage()
+    usage: Usage | None = None
+    notice = ""
     for d in deltas:
         for tc in d.tool_calls:
             tools.add(tc)
         finish = d.finish_reason or finish
         usage = d.usage or usage
-    return ChatResult("".join(d.content for d in deltas), tools.calls(), finish, usage, model)
+        notice = notice or d.notice
+    calls = tuple(ToolCallDelta(i, c.id, c.name, c.arguments) for i, c in enumerate(tools.calls()))
+    return ChatDelta("".join(d.content for d in deltas), calls, finish, usage, notice)
 
 
 def merge_deltas(a: ChatDelta, b: ChatDelta) -> ChatDelta | None:

@@ -30,6 +30,7 @@ from services.clients.llm_models import (
     Usage,
     assemble,
     merge_deltas,
+    whole_turn,
 )
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "Usage",
     "assemble",
     "merge_deltas",
+    "whole_turn",
 ]
 
 

@@ -12,7 +12,7 @@ from services.common.coalesce import coalesce
 from services.common.server import Binding
 from services.llm_gateway import convert
 from services.llm_gateway.gateway import LlmGateway
-from services.llm_gateway.models import merge_deltas
+from services.llm_gateway.models import merge_deltas, whole_turn
 
 SERVICE_NAME = llm_pb.DESCRIPTOR.services_by_name["LlmService"].full_name
 
@@ -32,6 +32,11 @@ class LlmServicer(llm_grpc.LlmServiceServicer):
         async for delta in coalesce(stream.deltas, merge_deltas):
             yield convert.delta_to_proto(delta, model, notice)
             model = notice = ""  # the resolved id and the fallback notice ride on the first chunk only
+
+    async def Complete(self, request: llm_pb.ChatRequest, context: grpc.aio.ServicerContext) -> llm_pb.ChatResponse:
+        call = convert.chat_call_from_proto(request)
+        stream = self.gateway.chat(request.model_id, call, timeout_s=context.time_remaining())
+        return convert.delta_to_proto(whole_turn([d async for d in stream.deltas]), stream.model, stream.notice)
 
     async def Embed(self, request: llm_pb.EmbedRequest, context: grpc.aio.ServicerContext) -> llm_pb.EmbedResponse:
         model, result = await self.gateway.embed(request.model_id, list(request.texts), timeout_s=context.time_remaining())

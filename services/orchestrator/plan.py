@@ -177,6 +177,8 @@ def build_plan(canvas: CanvasV2, parsed: dict[str, Params] | None = None) -> Pla
             nodes[n] = _node(n, comps[n].name, comps[n].params, parsed[n], display.get(n, ""),
                              tuple(t for t in g.out[n] if t in seen),
                              frozenset(g.goto_only[n] & seen), n_in[n])
+            nodes[n].component.streams_downstream = any(
+                component_class(comps[t].name).reads_streams for t in nodes[n].succ if t not in nodes[n].goto_only)
             if nodes[n].component.is_container:
                 nodes[n].body = bodies[n] = body(n)
         return BodyPlan(owner, nodes, roots, {n: p.n_in for n, p in nodes.items()})

@@ -5,6 +5,7 @@ its tests share. The one way the tests start an llm_gateway:
         llm.addr                # "127.0.0.1:<port>", for a peer's config
         llm.client              # the orchestrator's LlmClient, connected
         await llm.chat(req)     # the raw gRPC stream, as a list
+        llm.served("Complete")  # Complete calls answered so far (any gateway of this process)
         llm.calls_to("m")       # what the scripted provider was asked
         await llm.stop(); await llm.start()    # down, then serving again on the same port
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 import grpc
+from prometheus_client import REGISTRY
 from trellis.llm.v1 import chat_pb2 as chat_pb
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc
@@ -58,6 +60,13 @@ class RunningLlmGateway:
 
     def calls_to(self, name: str) -> list[Any]:
         return [c for n, c in self.calls if n == name]
+
+    @staticmethod
+    def served(method: str) -> int:
+        """How many `method` calls ("Chat", "Complete"...) the llm_gateways of this process have answered OK
+        (the production metric; read it before and after what a test does)."""
+        return int(REGISTRY.get_sample_value("trellis_grpc_requests_total", {
+            "service": "llm_gateway", "method": f"/trellis.llm.v1.LlmService/{method}", "code": "OK"}) or 0)
 
     async def chat(self, req: llm_pb.ChatRequest, timeout: float = 10) -> list[llm_pb.ChatResponse]:
         return [c async for c in self.stub.Chat(req, timeout=timeout)]

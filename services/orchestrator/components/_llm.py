@@ -329,9 +329,20 @@ async def stream(ctx: NodeContext, conf: ModelConf, messages: Sequence[Message],
             ctx.add_usage(calls=1)
 
 
-async def complete(ctx: NodeContext, conf: ModelConf, messages: Sequence[Message], **kw: Any) -> str:
-    """A whole turn's text."""
-    return "".join([d.content async for d in stream(ctx, conf, messages, **kw) if d.content])
+async def complete(ctx: NodeContext, conf: ModelConf, messages: Sequence[Message], *,
+                   response_format: ResponseFormat | None = None) -> str:
+    """A whole turn's text, in one message from the gateway; usage and fallback notice as for `stream`."""
+    result = await client(ctx).chat(conf.model_id, list(messages), response_format=response_format,
+                                    sampling=conf.sampling, max_tokens=conf.max_tokens, timeout=conf.timeout_s)
+    if result.notice:
+        note_fallback(ctx, result.notice)
+    u = result.usage
+    if u.prompt_tokens or u.completion_tokens or u.total_tokens:
+        ctx.add_usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
+                      total_tokens=u.total_tokens, calls=1)
+    else:  # the provider reported none
+        ctx.add_usage(calls=1)
+    return result.content
 
 
 async def primed(chunks: AsyncIterator[str]) -> AsyncIterator[str] | None:
@@ -354,7 +365,9 @@ async def primed(chunks: AsyncIterator[str]) -> AsyncIterator[str] | None:
     return rest()
 
 
-def should_stream(params: LlmParams, schema: dict[str, Any] | None) -> bool:
-    """RAGFlow streams into a downstream Message unless an exception policy or a schema needs the whole
-    answer first (here `comment` too: its default value must replace a failed answer, not follow it)."""
-    return schema is None and (params.exception_method or "") not in ("comment", "goto")
+def should_stream(component: Any, schema: dict[str, Any] | None) -> bool:
+    """RAGFlow streams into a Message directly downstream (`Component.streams_downstream`) unless an
+    exception policy or a schema needs the whole answer first (here `comment` too: its default value must
+    replace a failed answer, not follow it). Any other reader gets the whole answer, asked for in one call."""
+    return (component.streams_downstream and schema is None
+            and (component.params.exception_method or "") not in ("comment", "goto"))

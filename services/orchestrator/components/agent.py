@@ -134,7 +134,7 @@ class Agent(Component):
         # Pre-0.20 DSLs (RAGFlow's iteration example) give `output_structure`, an example of the JSON the
         # answer must be, and read the parsed answer as `structured_content`.
         legacy = bool(self.params.output_structure)
-        if as_tool or legacy or not _llm.should_stream(self.params, schema):
+        if as_tool or legacy or not _llm.should_stream(self, schema):
             text = "".join([c async for c in chunks])
             ctx.set_output("content", text)
             if schema is not None:

@@ -123,13 +123,17 @@ class Component:
     # The component_name of the only container this component may sit in (IterationItem: "Iteration",
     # ExitLoop: "Loop"); validation refuses it anywhere else. "" = anywhere.
     parent_container: ClassVar[str] = ""
+    # Reads a stream from the component before it (Message): an LLM or Agent directly upstream streams its
+    # answer (`streams_downstream`, set by the planner); any other reader gets the whole text, as in RAGFlow.
+    reads_streams: ClassVar[bool] = False
 
-    __slots__ = ("id", "params")
+    __slots__ = ("id", "params", "streams_downstream")
 
     def __init__(self, cpn_id: str, params: Params | dict[str, Any]) -> None:
         """`params`: the model the validator parsed (a compiled plan), or a dict to parse (raises
         ParamsInvalid naming the component and the fields)."""
         self.id = cpn_id
+        self.streams_downstream = False
         if not isinstance(params, Params):
             parsed, issues = parse_params(type(self), cpn_id, params)
             if parsed is None:

@@ -1,4 +1,4 @@
-"""LLM: one model call on the rendered prompts; the answer streams into a downstream Message.
+"""LLM: one model call on the rendered prompts; the answer streams into a Message directly downstream.
 
 Params (RAGFlow `agent/component/llm.py`): `llm_id`, `sys_prompt`, `prompts` ([{role, content}] or a
 string, `{refs}` resolved), sampling values sent only with their UI flag (`temperatureEnabled`...),
@@ -9,7 +9,9 @@ schema: the answer is requested as JSON and parsed tolerantly into the `structur
 prompt is added to the system prompt (or the author's `<CITATION_GUIDELINES>...</CITATION_GUIDELINES>`
 section of `sys_prompt`), so the answer's [ID:n] markers name keys of the reference that Message sends
 with `message_end`. Tagged sections (RAGFlow `_extract_prompts`) never reach the model as such.
-Outputs: `content` (a stream while it is generated), `structured` when a schema is declared.
+Outputs: `content` (a stream while it is generated when a Message is directly downstream, as in RAGFlow;
+otherwise the whole answer, from the gateway's one-message Complete call), `structured` when a schema is
+declared.
 Run overrides: `llm_id`, `attachments` (see `_llm`).
 """
 from __future__ import annotations
@@ -68,12 +70,11 @@ class LLM(Component):
         if schema is not None:
             await self._structured(ctx, conf, messages, schema)
             return
-        chunks = (d.content async for d in _llm.stream(ctx, conf, messages) if d.content)
-        if _llm.should_stream(self.params, schema):
-            rest = await _llm.primed(chunks)
+        if _llm.should_stream(self, schema):
+            rest = await _llm.primed(d.content async for d in _llm.stream(ctx, conf, messages) if d.content)
             ctx.set_output("content", "" if rest is None else ctx.stream(rest))
         else:
-            ctx.set_output("content", "".join([c async for c in chunks]))
+            ctx.set_output("content", await _llm.complete(ctx, conf, messages))
 
     async def _structured(self, ctx: NodeContext, conf: _llm.ModelConf, messages: list[Message],
                           schema: dict[str, Any]) -> None:

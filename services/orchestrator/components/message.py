@@ -54,6 +54,7 @@ class MessageParams(Params):
 class Message(Component):
     component_name = "Message"
     params_model = MessageParams
+    reads_streams = True
     params: MessageParams
     __slots__ = ("_templates",)
 

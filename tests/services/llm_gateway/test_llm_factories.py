@@ -135,6 +135,8 @@ async def test_the_fallback_runs_the_default_chat_model_and_says_so():
         assert "demo@Scripted" in notice and notice.endswith("because TRELLIS_MODEL_FALLBACK=1")
         assert "runs it on the default" not in notice  # the hint to turn the fallback on is for errors only
         assert all(not c.notice for c in chunks[1:])
+        whole = await gw.stub.Complete(llm_pb.ChatRequest(model_id="kimi-k2.5@Moonshot", messages=[user("hi")]), timeout=5)
+        assert (whole.content_delta, whole.model, whole.notice) == ("from the default", "demo@Scripted", notice)
         # A configured model is not touched by the fallback, and embeddings never fall back.
         ok = await gw.chat(llm_pb.ChatRequest(model_id="demo@Scripted", messages=[user("again")]))
         assert not any(c.notice for c in ok)

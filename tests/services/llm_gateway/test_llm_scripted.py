@@ -11,8 +11,10 @@ import pytest
 from services.common.errors import InvalidArgument, ServiceError
 from services.clients import LlmClient
 from services.llm_gateway.providers.scripted import ScriptBook
-from services.llm_gateway.models import ForceTool, Message, Tool, ToolCall
-from tests.support.llm_gateway import llm_gateway
+from services.clients.llm_convert import delta_from_proto
+from services.llm_gateway.models import ForceTool, Message, Tool, ToolCall, assemble
+from trellis.llm.v1 import llm_service_pb2 as llm_pb
+from tests.support.llm_gateway import llm_gateway, user
 
 SCRIPTS = {
     "chat": {
@@ -79,6 +81,24 @@ async def test_text_streams_in_chunks_and_calls_are_recorded(client: LlmClient):
     calls = client.gateway.scripted().calls  # type: ignore[attr-defined]
     assert [name for name, _ in calls] == ["chunky", "echo"]
     assert calls[1][1].messages[-1].content == "hello there"
+
+
+async def test_complete_sends_the_streamed_turn_in_one_message():
+    """Complete is Chat's turn whole: the same content, each tool call assembled with its id, name and whole
+    arguments, the finish reason, usage and model, in one response."""
+    async with llm_gateway(SCRIPTS) as gw:
+        sent = {}
+        for model in ("chunky@Scripted", "researcher@Scripted"):
+            req = llm_pb.ChatRequest(model_id=model, messages=[user("go")])
+            chunks = await gw.chat(req)
+            whole = await gw.stub.Complete(req, timeout=5)
+            streamed = assemble([delta_from_proto(c) for c in chunks], chunks[0].model)
+            assert assemble([delta_from_proto(whole)], whole.model) == streamed
+            assert whole.usage.completion_tokens == chunks[-1].usage.completion_tokens > 0
+            sent[model] = len(chunks)
+        assert sent["chunky@Scripted"] == 3  # "abc", "def" and "gh" with the finish, where Complete sends one message
+        assert [(t.id, t.name) for t in whole.tool_call_deltas] == [("call_0_0", "web_search"), ("call_b", "calc")]
+        assert json.loads(whole.tool_call_deltas[0].arguments_delta) == {"query": "trellis grpc"}
 
 
 async def test_delays_overlap_when_requests_run_concurrently(client: LlmClient):

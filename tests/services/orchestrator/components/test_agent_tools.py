@@ -39,7 +39,7 @@ async def test_an_agent_calls_the_tool_and_reads_its_observation():
     assert offered.parameters["required"] == ["celsius"]
     [observation] = [m.content for m in second.messages if m.role == "tool"]
     assert observation == "212 °F"
-    assert ctx.output("content").text == "It is 212 °F."  # the answer streams: a StreamValue
+    assert ctx.output("content") == "It is 212 °F."  # no Message downstream: the whole answer
     [done] = of(ctx.env.events, ToolCallFinished)
     assert (done.tool_name, done.result, done.error) == ("to_fahrenheit_0", "212 °F", None)
 

@@ -80,7 +80,7 @@ async def test_as_a_tool_the_model_writes_code_and_errors_come_back_as_observati
     assert schema.name == "execute_code_0" and set(schema.parameters["required"]) == {"lang", "script"}
     first_obs = calls[1].messages[-1]
     assert first_obs.role == "tool" and "NameError" in first_obs.content and first_obs.content.startswith("Error:")
-    assert ctx.output("content").text == 'Done: {\n  "mean": 2.8\n}\n\nstdout:\nn = 5'
+    assert ctx.output("content") == 'Done: {\n  "mean": 2.8\n}\n\nstdout:\nn = 5'
     errors = [e.error for e in of(ctx.env.events, ToolCallFinished)]
     assert errors[0] and "NameError" in errors[0] and errors[1] is None
 

@@ -11,7 +11,7 @@ from services.orchestrator.components.llm import LLM
 from services.orchestrator.events import MessageDelta, NodeFinished, RunFinished
 from services.orchestrator.state import SessionState
 from services.orchestrator.variables import StreamValue
-from tests.support.canvas import cpn, node_ctx, of, run_canvas, services
+from tests.support.canvas import cpn, node_ctx, of, plan_of, run_canvas, services
 from tests.support.llm_gateway import llm_gateway
 
 ANSWER = "Paris is the capital of France and its largest city."
@@ -27,7 +27,9 @@ SCRIPTS = {"chat": {
 async def test_content_streams_token_by_token_while_generated():
     async with llm_gateway(SCRIPTS) as llm:
         ctx = node_ctx(services(llm), query="capital of France?")
-        await LLM("LLM:a", {"llm_id": "writer@Scripted"}).run(ctx)
+        node = LLM("LLM:a", {"llm_id": "writer@Scripted"})
+        node.streams_downstream = True  # what the planner sets when a Message is directly downstream
+        await node.run(ctx)
         content = ctx.output("content")
         assert isinstance(content, StreamValue)
         seen = []
@@ -49,7 +51,7 @@ async def test_prompts_refs_and_sampling_reach_the_model():
                        outputs={"Begin:x": {"lang": "en"}})
         await LLM("LLM:a", params).run(ctx)
         await ctx.finish_streams()
-        assert ctx.output("content").text == "Q: why? (en)"
+        assert ctx.output("content") == "Q: why? (en)"  # no Message downstream: the whole answer
         [call] = llm.calls_to("echo")
         assert [(m.role, m.content) for m in call.messages] == [("system", "You are a pirate."), ("user", "Q: why? (en)")]
         assert call.sampling.temperature == pytest.approx(0.3) and call.sampling.top_p is None  # flag off: not sent
@@ -138,7 +140,7 @@ async def test_overrides_change_the_model_and_inject_attachments():
             "attachments": ["Q3 revenue grew 12%.", {"name": "notes.md", "content": "Ship on Friday."}]})
         await LLM("LLM:a", {"llm_id": "writer@Scripted", "sys_prompt": "Be precise."}).run(ctx)
         await ctx.finish_streams()
-        assert ctx.output("content").text == "other model" and not llm.calls_to("writer")
+        assert ctx.output("content") == "other model" and not llm.calls_to("writer")
         [call] = llm.calls_to("other")
         assert [m.role for m in call.messages] == ["system", "system", "user"]
         attached = call.messages[1].content
@@ -177,6 +179,38 @@ async def test_through_the_engine_the_answer_streams_into_the_message():
     assert done.outputs["content"] == ANSWER and done.error is None
     assert events.index(done) > events.index(deltas[0])  # the Message forwarded tokens before the LLM finished
     assert events[-1].error is None and events[-1].usage["calls"] == 1
+
+
+async def test_only_a_message_directly_downstream_gets_a_stream():
+    """RAGFlow's rule: the answer streams into a Message right after the LLM. Any other reader (here a
+    StringTransform before the Message) gets the whole answer, which the gateway sends in one message."""
+    dsl = {"components": {
+        "begin": cpn("Begin", ["LLM:a"]),
+        "LLM:a": cpn("LLM", ["StringTransform:s"], {"llm_id": "writer@Scripted"}),
+        "StringTransform:s": cpn("StringTransform", ["Message:m"], {"method": "merge", "script": "A: {LLM:a@content}"}),
+        "Message:m": cpn("Message", [], {"content": ["{StringTransform:s@result} / {LLM:a@content}"]}),
+    }}
+    async with llm_gateway(SCRIPTS) as llm:
+        streamed, whole = llm.served("Chat"), llm.served("Complete")
+        events = await run_canvas(dsl, services(llm), query="capital of France?")
+        assert (llm.served("Chat") - streamed, llm.served("Complete") - whole) == (0, 1)
+    [delta] = of(events, MessageDelta, "Message:m")
+    assert delta.content == f"A: {ANSWER} / {ANSWER}"
+    assert events[-1].error is None and events[-1].usage["calls"] == 1 and events[-1].usage["completion_tokens"] > 0
+    plan = plan_of(dsl["components"])
+    assert [plan.top.nodes[n].component.streams_downstream for n in ("begin", "LLM:a", "StringTransform:s")] == \
+        [False, False, True]  # set for every component; only an LLM or Agent reads it
+
+
+async def test_a_message_reached_only_through_exception_goto_gets_no_stream():
+    dsl = {"components": {
+        "begin": cpn("Begin", ["LLM:a"]),
+        "LLM:a": cpn("LLM", ["StringTransform:s"], {"llm_id": "writer@Scripted", "exception_method": "goto",
+                                                     "exception_goto": ["Message:oops"]}),
+        "StringTransform:s": cpn("StringTransform", [], {"method": "merge", "script": "{LLM:a@content}"}),
+        "Message:oops": cpn("Message", [], {"content": ["failed"]}),
+    }}
+    assert plan_of(dsl["components"]).top.nodes["LLM:a"].component.streams_downstream is False
 
 
 async def test_a_failing_model_with_exception_comment_gives_the_default_value():
