@@ -7,7 +7,6 @@ not use.
 from __future__ import annotations
 
 import pytest
-import redis.asyncio as aioredis
 
 from tests.support.redis_server import RedisServer
 
@@ -22,7 +21,9 @@ def redis_server(tmp_path_factory):
 
 @pytest.fixture
 async def redis_client(redis_server):
-    client = aioredis.from_url(redis_server.url)
+    from services.orchestrator.redis_client import connect
+
+    client = connect(redis_server.url)  # the orchestrator's own client
     yield client
     await client.aclose()
 

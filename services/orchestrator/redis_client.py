@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import hiredis
 import redis.asyncio as aioredis
 
 from services.common.errors import Unavailable
@@ -27,7 +29,40 @@ MAX_CONNECTIONS = 256
 POOL_TIMEOUT_S = 30
 
 
+class Connection(aioredis.Connection):
+    """redis-py's asyncio TCP connection without two costs every command pays (a run sends about sixteen):
+
+    - its arguments are packed by hiredis, as redis-py's sync client packs them (a journal batch of 14 events
+      packs in 4 us instead of 30);
+    - a write that fits in the socket's buffer is just written. redis-py bounds every write with
+      `asyncio.wait_for`, which on Python 3.11 runs it in a task of its own; such a write cannot block, so
+      only one that has to wait for the buffer to drain goes that way, still bounded by `socket_timeout`.
+      Replies are read with their timeout as before.
+    """
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        if isinstance(args[0], str) and " " in args[0]:  # "CONFIG GET": redis-py sends the words apart
+            args = (*args[0].split(), *args[1:])
+        try:
+            return [hiredis.pack_command(args)]
+        except TypeError:  # what hiredis does not pack (a memoryview, a bad type): redis-py's way and its errors
+            return super().pack_command(*args)
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        writer = self._writer
+        if writer is None or not self.is_connected or not isinstance(command, list):
+            return await super().send_packed_command(command, check_health)
+        transport = writer.transport
+        if transport.is_closing() or transport.get_write_buffer_size() >= transport.get_write_buffer_limits()[1]:
+            return await super().send_packed_command(command, check_health)  # waits for the drain, or fails
+        if check_health:
+            await self.check_health()
+        writer.writelines(command)
+
+
 def connect(url: str) -> aioredis.Redis:
     """The process's client (lazy: nothing connects until it is first used)."""
     pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT_S)
+    if pool.connection_class is aioredis.Connection:  # TCP; TLS and unix sockets keep redis-py's own
+        pool.connection_class = Connection
     return aioredis.Redis(connection_pool=pool)
