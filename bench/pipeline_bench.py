@@ -348,13 +348,13 @@ async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any
     """One orchestrator in this process on the stack's Redis: round trips (one per packed send: a pipeline is
     one) and commands per Run of the no-model canvas that creates its session, the gateway's one call per OpenAI
     request without a session."""
-    from redis.asyncio.connection import AbstractConnection
     from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 
     from services.common.config import ServerConfig
     from services.orchestrator.app import build
     from services.orchestrator.config import OrchestratorConfig
     from services.orchestrator.engine_settings import EngineSettings
+    from services.orchestrator.redis_client import Connection  # the orchestrator's connection class
     from services.orchestrator.server import CanvasServicer, SessionServicer
     from services.orchestrator.store import AgentStore
 
@@ -369,7 +369,7 @@ async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any
     agents: AgentStore = session_svc.agents
     agent = await agents.create("bench-rt", title=f"rt {time.monotonic_ns()}", dsl_json=json.dumps(NO_MODEL))
     sends = collections.Counter()
-    original = AbstractConnection.send_packed_command
+    original = Connection.send_packed_command
 
     async def counted(self, command, check_health=True):
         sends["round_trips"] += 1
@@ -387,14 +387,15 @@ async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any
         await one_run()  # warm: the plan cache, connections
     await asyncio.sleep(0.2)
     before = redis_commands(redis_port)
-    AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
+    Connection.send_packed_command = counted  # type: ignore[method-assign]
     try:
         for _ in range(runs):
             await one_run()
         await asyncio.sleep(0.5)  # turns persist after the stream ends
     finally:
-        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
+        Connection.send_packed_command = original  # type: ignore[method-assign]
     after = redis_commands(redis_port)
+    assert sends["round_trips"], "no round trip counted: the orchestrator's Redis connection class is not the one patched"
     for hook in orch.on_shutdown:
         await hook()
     commands = {k: round((after.get(k, 0) - before.get(k, 0)) / runs, 2) for k in after
