@@ -62,7 +62,10 @@ def plan_stack() -> tuple[list[Process], dict[str, str]]:
         metrics_port = env_int(f"TRELLIS_{key}_METRICS_PORT", default_metrics)
         env[f"TRELLIS_{key}_PORT"] = str(port)
         env[f"TRELLIS_{key}_METRICS_PORT"] = str(metrics_port)
-        count = replicas("TRELLIS_ORCHESTRATOR_REPLICAS", os.cpu_count() or 1) if name == "orchestrator" else 1
+        # Half the cores, as for gateways: a run's CPU is about half the orchestrator's and half the gateway's,
+        # llm_gateway's and Redis's, all on the same cores. One orchestrator per core oversubscribes them, and
+        # the time slicing between runnable processes stretches the tail (docs/streaming.md, "Replicas").
+        count = replicas("TRELLIS_ORCHESTRATOR_REPLICAS", max(1, (os.cpu_count() or 1) // 2)) if name == "orchestrator" else 1
         addresses = []
         for i in range(count):
             # Replica i listens on port + 1000 i (metrics likewise): callers list every replica and spread
