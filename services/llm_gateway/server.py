@@ -36,7 +36,9 @@ class LlmServicer(llm_grpc.LlmServiceServicer):
     async def Complete(self, request: llm_pb.ChatRequest, context: grpc.aio.ServicerContext) -> llm_pb.ChatResponse:
         call = convert.chat_call_from_proto(request)
         stream = self.gateway.chat(request.model_id, call, timeout_s=context.time_remaining())
-        return convert.delta_to_proto(whole_turn([d async for d in stream.deltas]), stream.model, stream.notice)
+        # A cancelled call raises inside the provider's read, which closes the upstream request at once.
+        whole = whole_turn([d async for d in stream.deltas])
+        return convert.delta_to_proto(whole, stream.model, stream.notice)
 
     async def Embed(self, request: llm_pb.EmbedRequest, context: grpc.aio.ServicerContext) -> llm_pb.EmbedResponse:
         model, result = await self.gateway.embed(request.model_id, list(request.texts), timeout_s=context.time_remaining())

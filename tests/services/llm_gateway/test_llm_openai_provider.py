@@ -215,6 +215,18 @@ async def test_client_cancel_closes_the_upstream_request(fake_openai):
     assert fake_openai.completed_streams == 0
 
 
+async def test_a_cancelled_complete_call_closes_the_upstream_request(fake_openai):
+    fake_openai.chat(Reply.stream(text_chunks("first second third"), stall_after=2))
+    async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
+        call = gw.stub.Complete(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("hi")]), timeout=30)
+        while not fake_openai.requests:  # the upstream stream is open and stalled after two chunks
+            await asyncio.sleep(0.01)
+        assert not fake_openai.disconnected.is_set()
+        call.cancel()
+        await asyncio.wait_for(fake_openai.disconnected.wait(), 30)  # a leak hangs
+    assert fake_openai.completed_streams == 0
+
+
 async def test_embeddings_through_the_endpoint(fake_openai):
     async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
         resp = await gw.stub.Embed(llm_pb.EmbedRequest(model_id="text-embedding-test", texts=["aa", "eee e"]), timeout=10)
