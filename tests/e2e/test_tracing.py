@@ -136,7 +136,8 @@ async def test_one_trace_from_the_client_through_every_service(redis_server, tmp
 
     # Agent -> model calls (GenAI spans in the llm_gateway) and its tool -> retrieval -> retrieval service
     agent = components["Agent:Answer"]
-    chats = [s for s in finished if s.name == "trellis.llm.v1.LlmService/Chat" and parent(s) is agent]
+    # A CodeExec reads the Agent's answer, not a Message: each turn comes whole, in one Complete call.
+    chats = [s for s in finished if s.name == "trellis.llm.v1.LlmService/Complete" and parent(s) is agent]
     assert len(chats) == 2, "two model turns: the tool call, then the answer"
     for rpc in chats:
         assert rpc.parent.is_remote

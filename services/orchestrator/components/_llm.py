@@ -18,7 +18,8 @@ from typing import Any, AsyncIterator, Sequence
 
 import json_repair
 
-from services.clients.llm_models import ChatDelta, Message, ResponseFormat, Sampling, Tool, ToolChoice
+from services.clients.llm_models import (ChatDelta, ChatResult, Message, ResponseFormat, Sampling, Tool, ToolCallDelta,
+                                         ToolChoice)
 
 from ..variables import StreamValue, to_text
 from ._fields import as_bool
@@ -332,8 +333,28 @@ async def stream(ctx: NodeContext, conf: ModelConf, messages: Sequence[Message],
 async def complete(ctx: NodeContext, conf: ModelConf, messages: Sequence[Message], *,
                    response_format: ResponseFormat | None = None) -> str:
     """A whole turn's text, in one message from the gateway; usage and fallback notice as for `stream`."""
-    result = await client(ctx).chat(conf.model_id, list(messages), response_format=response_format,
-                                    sampling=conf.sampling, max_tokens=conf.max_tokens, timeout=conf.timeout_s)
+    return (await complete_turn(ctx, conf, messages, response_format=response_format)).content
+
+
+async def turn(ctx: NodeContext, conf: ModelConf, messages: Sequence[Message], *, whole: bool,
+               **kw: Any) -> AsyncIterator[ChatDelta]:
+    """One turn's deltas: streamed, or (`whole`) the whole turn as one delta from one Complete call."""
+    if not whole:
+        async for d in stream(ctx, conf, messages, **kw):
+            yield d
+        return
+    r = await complete_turn(ctx, conf, messages, **kw)
+    yield ChatDelta(r.content, tuple(ToolCallDelta(i, c.id, c.name, c.arguments) for i, c in enumerate(r.tool_calls)),
+                    r.finish_reason)
+
+
+async def complete_turn(ctx: NodeContext, conf: ModelConf, messages: Sequence[Message], *,
+                        tools: Sequence[Tool] = (), tool_choice: ToolChoice | None = None,
+                        response_format: ResponseFormat | None = None) -> ChatResult:
+    """A whole turn in one message from the gateway (Complete); usage and fallback notice as for `stream`."""
+    result = await client(ctx).chat(conf.model_id, list(messages), tools=list(tools), tool_choice=tool_choice,
+                                    response_format=response_format, sampling=conf.sampling,
+                                    max_tokens=conf.max_tokens, timeout=conf.timeout_s)
     if result.notice:
         note_fallback(ctx, result.notice)
     u = result.usage
@@ -342,7 +363,7 @@ async def complete(ctx: NodeContext, conf: ModelConf, messages: Sequence[Message
                       total_tokens=u.total_tokens, calls=1)
     else:  # the provider reported none
         ctx.add_usage(calls=1)
-    return result.content
+    return result
 
 
 async def primed(chunks: AsyncIterator[str]) -> AsyncIterator[str] | None:

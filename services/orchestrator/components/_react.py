@@ -3,7 +3,8 @@
 Each round the model gets the conversation with the tools; the tool calls of one turn run
 concurrently and their results go back as `tool` messages. After `max_rounds` rounds a last turn is
 forced with `tool_choice="none"` after RAGFlow's "Exceed max rounds" note. `answer()` yields the
-answer's text as it is generated (text a model writes before calling tools is part of it too).
+answer's text as it is generated (text a model writes before calling tools is part of it too); with
+`whole` (nothing streams the Agent's answer) each turn is asked for in one Complete call instead.
 
 Models without native tool calling get RAGFlow-style JSON in text: the tools are described in the
 system prompt, the model replies `[{"name": ..., "arguments": {...}}]`, results come back in a user
@@ -146,8 +147,9 @@ class _Gate:
 
 class React:
     def __init__(self, ctx: NodeContext, conf: _llm.ModelConf, tools: list[_tools.ToolSpec], prompt: _llm.Prompt,
-                 *, max_rounds: int, text_mode: bool, params: LlmParams) -> None:
+                 *, max_rounds: int, text_mode: bool, params: LlmParams, whole: bool = False) -> None:
         self.ctx = ctx
+        self.whole = whole  # nobody reads the answer as it is written: each turn comes in one message
         self.params = params  # the Agent's
         self.conf = conf
         self.tools = tools
@@ -198,7 +200,8 @@ class React:
             parts: list[str] = []
             calls = ToolCallAssembler()
             try:
-                async for d in _llm.stream(self.ctx, self.conf, self.prompt.fit(self.budget), **kwargs):
+                async for d in _llm.turn(self.ctx, self.conf, self.prompt.fit(self.budget), whole=self.whole,
+                                         **kwargs):
                     if d.content:
                         parts.append(d.content)
                         out = gate.feed(d.content)

@@ -125,16 +125,17 @@ class Agent(Component):
             extra_system=(_llm.structured_prompt(schema),) if schema else ())
         tools = _tools.enabled(self.tools, ov.get("enabled_tools"))
         text_mode = self.params.tool_calling == "text" or conf.model_id in _react.TEXT_ONLY_MODELS
+        # Pre-0.20 DSLs (RAGFlow's iteration example) give `output_structure`, an example of the JSON the
+        # answer must be, and read the parsed answer as `structured_content`.
+        legacy = bool(self.params.output_structure)
+        streamed = not as_tool and not legacy and _llm.should_stream(self, schema)
         loop = _react.React(ctx, conf, tools, prompt, max_rounds=_max_rounds(self.params), text_mode=text_mode,
-                            params=self.params)
+                            params=self.params, whole=not streamed)
         if tools:
             ctx.set_output("use_tools", loop.use_tools)  # filled in as the tools run
             ctx.set_output("agent_thoughts", loop.steps)
         chunks = loop.answer()
-        # Pre-0.20 DSLs (RAGFlow's iteration example) give `output_structure`, an example of the JSON the
-        # answer must be, and read the parsed answer as `structured_content`.
-        legacy = bool(self.params.output_structure)
-        if as_tool or legacy or not _llm.should_stream(self, schema):
+        if not streamed:
             text = "".join([c async for c in chunks])
             ctx.set_output("content", text)
             if schema is not None:

@@ -31,14 +31,38 @@ def tools():
         yield
 
 
+STREAMED = {"on": True}  # run_agent's Agent has a Message directly downstream (set per test by the fixture)
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["streamed", "whole"])
+def streamed(request):
+    """Every test twice: with a Message directly downstream (each turn streams) and without (each turn comes
+    whole from the gateway's Complete call)."""
+    STREAMED["on"] = request.param
+    yield request.param
+    STREAMED["on"] = True
+
+
 async def run_agent(llm, params, *, query="go", settings=None, overrides=None, cid="Agent:a"):
     ctx = node_ctx(services(llm, settings=settings), params, query=query, component_id=cid,
                    component_name="Agent", overrides=overrides)
     agent = Agent(cid, params)
+    agent.streams_downstream = STREAMED["on"]  # what the planner sets for a Message directly downstream
     await agent.run(ctx)
     await ctx.finish_streams()
     content = ctx.output("content")
     return ctx, (content if isinstance(content, str) else content.text)
+
+
+async def test_each_turn_streams_only_when_a_message_reads_the_answer(streamed):
+    scripts = {"chat": {"m": [two_calls("test_slow_tool_0", "test_slow_tool_1"), "Both done: {last_tool}"]}}
+    async with llm_gateway(scripts) as llm:
+        chats, completes = llm.served("Chat"), llm.served("Complete")
+        params = {"llm_id": "m@Scripted", "sys_prompt": "Use tools.", "tools": [SLOW, {**SLOW, "name": "Slow 2"}]}
+        ctx, content = await run_agent(llm, params)
+        assert (llm.served("Chat") - chats, llm.served("Complete") - completes) == ((2, 0) if streamed else (0, 2))
+    assert content == "Both done: slept b" and len(ctx.output("agent_thoughts")) == 2
+    assert ctx.env.usage["calls"] == 2 and ctx.env.usage["completion_tokens"] > 0
 
 
 async def test_two_tools_in_one_turn_run_concurrently_and_results_go_back_as_tool_messages():
