@@ -164,7 +164,9 @@ async def test_a_download_over_the_limit_is_refused_with_the_reason(site):
     async with OutboundHttp(EgressPolicy.from_entries(["127.0.0.1"])) as http, \
             BrowserSession(http, max_download_bytes=200_000) as browser:
         await browser.go_to_url(site.url("/"))
-        await browser.click("Get the archive")
+        # Chromium reports the download once the response starts, which may be after the click returned.
+        async with browser._page.expect_download():
+            await browser.click("Get the archive")
         await browser.settle_downloads()
     assert [(d.filename, len(d.content)) for d in browser.downloads] == [("big.bin", 100_000)]
 
