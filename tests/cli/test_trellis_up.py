@@ -132,3 +132,27 @@ def test_service_dying_at_start_is_named(tmp_path):
     assert len(lines) == 1, err
     assert "orchestrator" in lines[0] and "exited during start-up" in lines[0] and "Redis" in lines[0]
     assert not [p for p in psutil.process_iter(["cmdline"]) if env["TRELLIS_DATA_DIR"] in " ".join(p.info["cmdline"] or [])]
+
+
+def test_replicas_default_to_half_the_cores_and_the_setting_wins(monkeypatch, tmp_path):
+    from trellis_cli import stack
+
+    monkeypatch.setenv("TRELLIS_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("TRELLIS_REDIS_URL", "redis://127.0.0.1:1/0")
+    for name in ("TRELLIS_ORCHESTRATOR_REPLICAS", "TRELLIS_GATEWAY_REPLICAS", "TRELLIS_ORCHESTRATOR_ADDR"):
+        monkeypatch.delenv(name, raising=False)
+
+    def counts(cpus: int) -> tuple[int, int, str]:
+        monkeypatch.setattr(stack.os, "cpu_count", lambda: cpus)
+        monkeypatch.delenv("TRELLIS_ORCHESTRATOR_ADDR", raising=False)
+        procs, env = stack.plan_stack()
+        names = [p.name for p in procs]
+        return (sum(n.startswith("orchestrator") for n in names), sum(n.startswith("gateway") for n in names),
+                env["TRELLIS_ORCHESTRATOR_ADDR"])
+
+    assert counts(1)[:2] == (1, 1)
+    assert counts(2)[:2] == (1, 1)  # one orchestrator on two cores: the gateway, llm_gateway and Redis share them
+    four = counts(4)
+    assert four[:2] == (2, 2) and four[2].startswith("ipv4:") and four[2].count(",") == 1
+    monkeypatch.setenv("TRELLIS_ORCHESTRATOR_REPLICAS", "3")
+    assert counts(2)[0] == 3
