@@ -27,6 +27,7 @@ from typing import Any, AsyncIterator, Callable, ClassVar, Self, TypeVar
 import grpc
 
 from services.common.channels import open_channel, outbound_metadata
+from services.common.context import peer_call_sent
 from services.common.errors import (
     AlreadyExists,
     Cancelled,
@@ -131,7 +132,9 @@ class Peer:
         attempt = 1
         while True:
             try:
-                return await method(request, timeout=self._left(deadline), metadata=outbound_metadata())
+                call = method(request, timeout=self._left(deadline), metadata=outbound_metadata())
+                peer_call_sent()
+                return await call
             except grpc.aio.AioRpcError as exc:
                 if not await self._again(exc, attempt, deadline):
                     raise peer_error(exc, self.peer) from None
@@ -145,6 +148,7 @@ class Peer:
         attempt = 1
         while True:
             call = method(request, timeout=self._left(deadline), metadata=outbound_metadata())
+            peer_call_sent()
             started = False
             try:
                 async for message in call:

@@ -24,7 +24,7 @@ import random
 import time
 import uuid
 from contextlib import aclosing
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from trellis.canvas.v1 import events_pb2 as ev_pb
 
@@ -59,6 +59,9 @@ _KEEP_RETRIEVAL = 1
 _KEEP_HISTORY = 200
 _KEEP_PATH = 1000
 _END = object()
+# A new run's start is written once its engine has sent its first request to a peer (the model call goes out
+# first; the write's round trip overlaps it), at its end, or after this long, whichever comes first.
+_START_WAIT_S = 0.002
 
 
 class RunManager:
@@ -246,24 +249,27 @@ class RunManager:
         spec.version_id = record.version_id if record is not None else spec.version_id
         session_id, state, create_session = await self._session(spec, record, plan)
         spec.session_id = session_id
-        start = self.runs.start(spec.tenant_id, spec.run_id, session_id, spec.agent_id, spec=spec.to_json(),
-                                before=create_session)
+
+        def start() -> Awaitable[bool]:
+            return self.runs.start(spec.tenant_id, spec.run_id, session_id, spec.agent_id, spec=spec.to_json(),
+                                   before=create_session)
+
         if create_session is None or not fresh_id:
-            return self._launch(spec, plan, state, replay=None, cancelled=await start)
+            return self._launch(spec, plan, state, replay=None, cancelled=await start())
         # A new session and a new run id: nothing can refuse this start (no other run holds either, no cancel
-        # names them yet) but Redis itself. The engine starts now, while the start is written (the model call
-        # goes out a round trip sooner); the run's journal, its end and its lease wait for the record.
-        pump = self._launch(spec, plan, state, replay=None, cancelled=False, recorded=False)
+        # names them yet) but Redis itself. The engine starts now and the start is written behind its model
+        # call (_START_WAIT_S); the run's journal, its end, its lease and its caller wait for the record.
+        pump = self._launch(spec, plan, state, replay=None, cancelled=False, write_start=start)
         pump.attach()
-        written = asyncio.ensure_future(start)  # queued after the pump: the engine reaches its model call first
-        written.add_done_callback(pump.start_written)
         try:
-            await asyncio.shield(written)
+            error = await asyncio.shield(pump.start_landed)
         except asyncio.CancelledError:  # the caller went away meanwhile: as in execute, once the start has landed
             pump.detach()
             if not spec.continue_on_disconnect:
                 pump.cancel("client disconnected")
             raise
+        if error is not None:
+            raise error
         return pump
 
     async def _resume_paused(self, spec: RunSpec, record) -> _Pump:
@@ -333,10 +339,10 @@ class RunManager:
 
     def _launch(self, spec: RunSpec, plan: Plan, state: SessionState, *, replay: Replay | None,
                 in_place: bool = False, first_seq: int = 1, turn: TurnRecord | None = None,
-                cancelled: bool | None = None, recorded: bool = True) -> _Pump:
+                cancelled: bool | None = None, write_start: Callable[[], Awaitable[bool]] | None = None) -> _Pump:
         """`cancelled`: whether a cancel came before the start, when the caller knows (else it is asked);
-        `recorded`: False while the run's start is still being written (then `start_written`)."""
-        pump = _Pump(self, spec, plan, state, replay, in_place, first_seq, turn or TurnRecord(), cancelled, recorded)
+        `write_start`: what writes the run's start when the pump is to write it (else it is written)."""
+        pump = _Pump(self, spec, plan, state, replay, in_place, first_seq, turn or TurnRecord(), cancelled, write_start)
         self._pumps[spec.run_id] = pump
         pump.task.add_done_callback(lambda _: self._pumps.pop(spec.run_id, None))
         return pump
@@ -432,7 +438,8 @@ class _Pump:
     """One run on this replica: engine -> seq -> journal -> caller (when attached) -> stored turn."""
 
     def __init__(self, manager: RunManager, spec: RunSpec, plan: Plan, state: SessionState, replay: Replay | None,
-                 in_place: bool, first_seq: int, turn: TurnRecord, cancelled: bool | None, recorded: bool) -> None:
+                 in_place: bool, first_seq: int, turn: TurnRecord, cancelled: bool | None,
+                 write_start: Callable[[], Awaitable[bool]] | None) -> None:
         self.manager = manager
         self.spec = spec
         self.run_id = spec.run_id
@@ -446,11 +453,19 @@ class _Pump:
         self.out: asyncio.Queue | None = None
         self._for_caller = ev.ANSWER_EVENTS if spec.answer_only else None  # None: every event
         self.started = time.time()
-        self.journal = RunJournal(manager.journals, spec.tenant_id, spec.run_id, held=not recorded)
+        self.journal = RunJournal(manager.journals, spec.tenant_id, spec.run_id, held=write_start is not None)
+        loop = asyncio.get_running_loop()
         # True once the run's start is in Redis, False if it never got there: its end waits for it.
-        self.recorded: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        if recorded:
+        self.recorded: asyncio.Future[bool] = loop.create_future()
+        # While the pump is to write the start: what writes it (once), and what the caller waits for (None once
+        # the start is recorded, else the error that kept it out).
+        self._write_start = write_start
+        self.start_landed: asyncio.Future[BaseException | None] = loop.create_future()
+        if write_start is None:
             self.recorded.set_result(True)
+            self.start_landed.set_result(None)
+        else:
+            self._start_timer = loop.call_later(_START_WAIT_S, self.write_start)
         self.engine: Running | None = None
         self._cancel_asked = False  # the engine stops and sends its own closing RunFinished(cancelled)
         self._cancelled_early = cancelled
@@ -465,10 +480,21 @@ class _Pump:
             self.out = asyncio.Queue(_QUEUE_SIZE)
         return self.out
 
+    def write_start(self) -> None:
+        """Send the run's start (once): its engine's first peer call is on its way, it waited long enough, or
+        the run ended."""
+        write, self._write_start = self._write_start, None
+        if write is None:
+            return
+        self._start_timer.cancel()
+        asyncio.ensure_future(write()).add_done_callback(self.start_written)
+
     def start_written(self, write: asyncio.Future) -> None:
         """The write of the run's start ended: the run is recorded, or it never reached Redis and stops here
         without writing anything (its caller gets the error)."""
-        if not write.cancelled() and write.exception() is None:
+        error = asyncio.CancelledError() if write.cancelled() else write.exception()
+        self.start_landed.set_result(error)
+        if error is None:
             self.recorded.set_result(True)
             self.journal.release()
             return
@@ -511,6 +537,8 @@ class _Pump:
             early = self._cancelled_early
             if early or (early is None and await self.manager.runs.is_cancelled(self.run_id)):
                 self._cancel_asked = True  # cancelled before it started: the engine ends it at once
+            if self._write_start is not None:  # the engine's tasks inherit this
+                ctxvars.on_peer_call.set(self.write_start)
             self.engine = start_engine(self.plan, self._request(), self.state, self.manager.services,
                                        replay=self.replay, checkpoints=True)
             if self._cancel_asked:
@@ -575,6 +603,7 @@ class _Pump:
     async def _finish(self) -> None:
         """The journal's last batch, the turn and the run's end in one round trip; when that fails, the journal
         stores its batch with its own retries, then the turn is stored on its own."""
+        self.write_start()
         if not await self.recorded:  # (a run faster than its start's round trip waits for it here)
             return
         metrics.RUNS.labels(self.turn.status).inc()

@@ -359,3 +359,22 @@ async def test_a_caller_gone_while_the_start_is_written_ends_the_run_as_cancelle
     session = (await sessions.GetSession(session_pb.GetSessionRequest(tenant_id="t1", session_id=listed.sessions[0].id))).session
     assert [m.content for m in session.messages][:2] == ["Hello there!", "q"]
     await admin.aclose()
+
+
+async def test_a_new_sessions_run_that_calls_no_peer_is_recorded_while_it_runs(orchestrator):
+    """A new session's run is written behind its engine's first call to a peer (the model call goes out first);
+    an engine that calls no peer (it sleeps here) gets its run recorded all the same, while it runs: the caller
+    sees the run start, and GetRun finds it running."""
+    agents = agent_grpc.AgentServiceStub(orchestrator)
+    created = (await agents.CreateAgent(agent_pb.CreateAgentRequest(
+        tenant_id="t1", title="no-peer-call", dsl_json=canvas(("SlowForTest:Z", "SlowForTest", {"seconds": 60}))))).agent
+    runs = canvas_grpc.CanvasServiceStub(orchestrator)
+    call = runs.Run(canvas_pb.RunRequest(tenant_id="t1", agent=canvas_pb.AgentTarget(agent_id=created.id), query="q",
+                                         create_session=True), timeout=30)
+    try:
+        first = await call.read()  # the caller gets nothing before the run is recorded
+        assert first.WhichOneof("kind") == "run_started"
+        found = await runs.GetRun(canvas_pb.GetRunRequest(tenant_id="t1", run_id=first.run_id))
+        assert found.run.status == "running" and found.run.session_id == first.session_id
+    finally:
+        call.cancel()
