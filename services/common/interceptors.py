@@ -59,10 +59,16 @@ class _Rpc:
 
     def end(self, state: tuple[Any, Any, Any, float], code: Any, context: grpc.aio.ServicerContext) -> None:
         token, span, span_token, start = state
+        try:
+            ctxvars.request_id.reset(token)
+            here = True
+        except ValueError:  # closed from another task (a cancelled stream's finaliser): the call's context is gone
+            here = False
         if not isinstance(code, grpc.StatusCode) or code == grpc.StatusCode.OK:
             code = context.code() or grpc.StatusCode.OK  # a handler may set its status without raising
         if span is not None:
-            tracing.detach(span_token)
+            if here:
+                tracing.detach(span_token)
             failed = code in _SERVER_ERRORS
             tracing.end(span, (context.details() or code.name) if failed else None,
                         **{"rpc.grpc.status_code": code.value[0] if isinstance(code, grpc.StatusCode) else 2})
@@ -78,7 +84,6 @@ class _Rpc:
                 if error is None:
                     error = self._errors[name] = metrics.RPC_ERRORS.labels(self.service, self.method, name)
                 error.inc()
-        ctxvars.request_id.reset(token)
 
     async def fail(self, exc: BaseException, context: grpc.aio.ServicerContext) -> None:
         """Map the handler's exception to a status: `context.abort` raises; anything else is raised again."""
