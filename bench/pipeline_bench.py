@@ -501,6 +501,11 @@ async def streams_a_to_d(results: dict[str, Any], direct: Target, relay: Target,
     results["floors"]["b_ttft_aiohttp_relay"] = await idle_ttft(relay, n)
     results["floors"]["b_ttft_relay_chain"] = await idle_ttft(chain, n)
     results["floors"]["b_ttft_bare_pipeline"] = await idle_ttft(bare, n)
+    # One gRPC hop alone: how much of a first message an idle process costs (three threads wake in turn on each
+    # side: grpc's event engine, its completion-queue poller, the asyncio loop).
+    for name, gap in (("b_grpc_hop_idle", 0.01), ("b_grpc_hop_busy", 0.0)):
+        times = await stream_floors.grpc_first_message_ms(grpc_port, n, gap)
+        results["floors"][name] = {"p50_ms": pct(times, 50), "p99_ms": pct(times, 99), "n": n, "gap_s": gap}
     results["pipeline"]["b_ttft"] = await idle_ttft(piped, n)
     results["pipeline"]["b_ttft"]["overhead_p50_ms"] = results["pipeline"]["b_ttft"]["p50_ms"] - results["direct"]["b_ttft"]["p50_ms"]
     results["pipeline"]["b_ttft"]["overhead_p99_ms"] = results["pipeline"]["b_ttft"]["p99_ms"] - results["direct"]["b_ttft"]["p99_ms"]
@@ -650,7 +655,9 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
                       "relay_floor_p50": round(f["b_ttft_aiohttp_relay"]["p50_ms"], 2),
                       "relay_chain_floor_p50": round(f["b_ttft_relay_chain"]["p50_ms"], 2),
                       "relay_chain_floor_overhead_p50": round(f["b_ttft_relay_chain"]["p50_ms"] - d["b_ttft"]["p50_ms"], 2),
-                      "bare_pipeline_floor_overhead_p50": round(f["b_ttft_bare_pipeline"]["p50_ms"] - d["b_ttft"]["p50_ms"], 2)},
+                      "bare_pipeline_floor_overhead_p50": round(f["b_ttft_bare_pipeline"]["p50_ms"] - d["b_ttft"]["p50_ms"], 2),
+                      "grpc_hop_idle_floor_p50": round(f["b_grpc_hop_idle"]["p50_ms"], 2),
+                      "grpc_hop_busy_floor_p50": round(f["b_grpc_hop_busy"]["p50_ms"], 2)},
         "c_paced_100": {"pipeline_stream_p99_s": round(p["c_paced"]["stream_p99_s"], 3),
                         "direct_stream_p99_s": round(d["c_paced"]["stream_p99_s"], 3),
                         "ratio": round(p["c_paced"]["stream_p99_s"] / d["c_paced"]["stream_p99_s"], 2),

@@ -83,6 +83,21 @@ async def grpc_tokens_per_s(port: int, n: int) -> float:
         return count / (loop.time() - start)
 
 
+async def grpc_first_message_ms(port: int, n: int, gap_s: float) -> list[float]:
+    """`n` calls of one message each to the floor server, `gap_s` apart: ms from each call to its message. With a
+    gap both processes sleep between calls, as every process of an idle pipeline does before a request."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.unary_stream(GRPC_METHOD, request_serializer=None, response_deserializer=StringValue.FromString)
+        loop = asyncio.get_running_loop()
+        times = []
+        for _ in range(n + 5):  # the first five warm the channel
+            start = loop.time()
+            async for _ in call(struct.pack("<I", 1)):
+                times.append((loop.time() - start) * 1000)
+            await asyncio.sleep(gap_s)
+        return times[5:]
+
+
 def _relay_call(channel: grpc.aio.Channel):
     return channel.unary_stream(RELAY_METHOD, request_serializer=BytesValue.SerializeToString,
                                 response_deserializer=BytesValue.FromString)
