@@ -8,10 +8,10 @@ import time
 from typing import Any
 
 import grpc
-import orjson
 from trellis.canvas.v1 import events_pb2
 
 from gateway.errors import GatewayError
+from services.common.json_fields import dump_bytes
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +42,7 @@ def epoch_s(event: events_pb2.RunEvent) -> float:
 def sse_frame(obj: dict[str, Any]) -> bytes:
     """An SSE event as OpenAI and the standard envelope write it: `data: ` with a space, then a blank line.
     (RAGFlow's own dialect has no space: see ragflow.frame.)"""
-    return b"data: " + dumps(obj) + b"\n\n"
-
-
-def dumps(obj: Any) -> bytes:
-    """Compact UTF-8 JSON with orjson (the streams' hot path); the stdlib for what orjson refuses (ints past
-    64 bits)."""
-    try:
-        return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
-    except TypeError:
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+    return b"data: " + dump_bytes(obj) + b"\n\n"
 
 
 def delta_text(m: events_pb2.MessageDelta) -> str:

@@ -1,11 +1,28 @@
-"""Free-form JSON travels in `*_json` string fields of the protos; this reads one that must hold an object."""
+"""Free-form JSON travels in `*_json` string fields of the protos and in stored records: `json_object` reads one
+that must hold an object; `dumps`/`dump_bytes` are the one encoder of the hot paths (orjson)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import orjson
+
 from services.common.errors import InvalidArgument
+
+
+def dump_bytes(value: Any) -> bytes:
+    """Compact UTF-8 JSON (non-ASCII kept as is); anything unserialisable becomes its str(). orjson, and the
+    stdlib for what orjson refuses (ints past 64 bits)."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+
+
+def dumps(value: Any) -> str:
+    """`dump_bytes` as text (a proto string field, a Redis value read back as text)."""
+    return dump_bytes(value).decode()
 
 
 def json_object(text: str, field: str) -> dict[str, Any]:

@@ -6,7 +6,6 @@ import base64
 import json
 from typing import Any
 
-import orjson
 from google.protobuf.timestamp_pb2 import Timestamp
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
@@ -14,19 +13,10 @@ from trellis.canvas.v1 import events_pb2 as ev_pb
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 
 from services.common.errors import InvalidArgument
-from services.common.json_fields import json_object
+from services.common.json_fields import dumps, json_object
 from services.orchestrator import events as ev
 from services.orchestrator.run_spec import RunSpec
 from services.orchestrator.store import AgentRecord, SessionRecord, VersionRecord
-
-
-def dumps(value: Any) -> str:
-    """JSON text for free-form values; anything unserialisable (a bytes blob, an object) becomes its str().
-    orjson (every node's inputs and outputs go through here); the stdlib for what it refuses (ints past 64 bits)."""
-    try:
-        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:
-        return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _usage(usage: dict[str, Any]) -> ev_pb.Usage:

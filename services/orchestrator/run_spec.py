@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -28,7 +28,8 @@ class RunSpec:
     answer_only: bool = False  # the caller gets only the events an answer is made of (events.ANSWER_EVENTS)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields as they are (not copied): serialise the dict before the spec changes."""
+        return {f.name: getattr(self, f.name) for f in _FIELDS}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunSpec:
@@ -36,3 +37,6 @@ class RunSpec:
         spec = cls(**{k: v for k, v in data.items() if k in names})
         spec.history = [tuple(h) for h in spec.history]  # type: ignore[misc]
         return spec
+
+
+_FIELDS = fields(RunSpec)

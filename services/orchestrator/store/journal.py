@@ -22,6 +22,7 @@ from typing import Any, AsyncIterator
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, RedisError
 
+from services.common.json_fields import dump_bytes
 from services.orchestrator.store import keys
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ class RunJournal:
         keeps both or neither)."""
         self._pending.append(("e", seq, data, node, 0 if record is None else 1))
         if record is not None:
-            self._pending.append(("c", json.dumps(record, ensure_ascii=False, default=str)))
+            self._pending.append(("c", dump_bytes(record)))
         if not self._in_flight and not self._held and self.failed is None:
             self._idle.clear()
             self.writer.ready(self)

@@ -22,6 +22,7 @@ from typing import Any, Awaitable, Callable
 import redis.asyncio as aioredis
 
 from services.common.errors import AlreadyExists, FailedPrecondition
+from services.common.json_fields import dump_bytes
 from services.orchestrator.store import keys
 from services.orchestrator.store._records import queue_script
 
@@ -132,7 +133,7 @@ class RunStore:
         now = time.time()
         record = {"session_id": session_id, "agent_id": agent_id, "started_at": now, "finished_at": "", "error": "",
                   "owner": self.owner, "attempts": 1, "parent_run_id": parent_run_id,
-                  "spec": json.dumps(spec or {}, ensure_ascii=False, default=str)}
+                  "spec": dump_bytes(spec or {})}
         session_keys = [keys.session_active_run(tenant, session_id), keys.session_runs(tenant, session_id)] if session_id else []
         run_keys = [keys.run(tenant, run_id), keys.run_lease(run_id), keys.cancel_flag(run_id)]
         member = f"{tenant}/{run_id}"
@@ -227,7 +228,7 @@ class RunStore:
         """A run's trace of one `kind` (LOG_KINDS) on `pipe`, kept as long as the run record."""
         if entries:
             key = keys.run_log(tenant, run_id, kind)
-            pipe.rpush(key, *(json.dumps(e, ensure_ascii=False, default=str) for e in entries))
+            pipe.rpush(key, *(dump_bytes(e) for e in entries))
             pipe.expire(key, RUN_TTL_S)
 
     async def append_log(self, tenant: str, run_id: str, kind: str, entries: list[dict]) -> None:

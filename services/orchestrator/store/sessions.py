@@ -14,6 +14,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from services.common.errors import NotFound
+from services.common.json_fields import dump_bytes, dumps
 from services.orchestrator.state import SessionState
 from services.orchestrator.store import keys
 from services.orchestrator.store._records import field as _s
@@ -35,7 +36,7 @@ return 1
 
 
 def state_to_json(state: SessionState) -> str:
-    return json.dumps({k: getattr(state, k) for k in _STATE_FIELDS}, ensure_ascii=False, default=str)
+    return dumps({k: getattr(state, k) for k in _STATE_FIELDS})
 
 
 def state_from_json(text: str) -> SessionState | None:
@@ -107,7 +108,7 @@ class SessionStore:
             "source": source, "created_at": now, "updated_at": now, "state_json": record.state_json})
         if record.messages:
             pipe.rpush(keys.session_messages(tenant, session_id),
-                       *(json.dumps(m, ensure_ascii=False) for m in record.messages))
+                       *(dump_bytes(m) for m in record.messages))
         pipe.zadd(keys.agent_sessions(tenant, agent_id), {session_id: now})
         pipe.zadd(keys.user_sessions(tenant, agent_id, user_id), {session_id: now})
         self._expire(pipe, tenant, session_id)
@@ -165,7 +166,7 @@ class SessionStore:
         reply is 0 when the session was deleted meanwhile, and then nothing was written."""
         queue_script(pipe, self._save_turn, [keys.session(tenant, session_id), keys.session_messages(tenant, session_id)],
                      [state_to_json(state), time.time(), paused_run, self.ttl_s,
-                      *(json.dumps(m, ensure_ascii=False) for m in new_messages)])
+                      *(dump_bytes(m) for m in new_messages)])
 
     async def save_turn(self, tenant: str, session_id: str, new_messages: list[dict[str, Any]], state: SessionState,
                         *, paused_run: str = "") -> None:
@@ -176,7 +177,7 @@ class SessionStore:
         async def fill(pipe) -> None:
             pipe.multi()
             for m in new_messages:
-                pipe.rpush(keys.session_messages(tenant, session_id), json.dumps(m, ensure_ascii=False))
+                pipe.rpush(keys.session_messages(tenant, session_id), dump_bytes(m))
             pipe.hset(keys.session(tenant, session_id), mapping={
                 "state_json": state_to_json(state), "updated_at": time.time(), "paused_run": paused_run})
             self._expire(pipe, tenant, session_id)
