@@ -77,3 +77,52 @@ async def test_a_redis_that_stops_reading_fails_the_command_with_a_timeout():
         await client.aclose()
         server.close()
         await server.wait_closed()
+
+
+async def test_a_redis_that_never_answers_fails_the_read_with_a_timeout():
+    """The command is written and read by the peer, which never answers: the reply's read fails within the
+    socket timeout (bounded per wait for the socket), it does not hang."""
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        parser = hiredis.Reader()
+        while data := await reader.read(65536):
+            parser.feed(data)
+            while (command := parser.gets()) is not False:
+                if command[0].upper() != b"GET":
+                    writer.write(b"+OK\r\n")  # the handshake; a GET gets nothing, ever
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = connect(f"redis://127.0.0.1:{port}/0?socket_timeout=0.3&protocol=2")
+    try:
+        with pytest.raises(RedisTimeout):
+            await asyncio.wait_for(client.get("k"), 10)  # the bound only guards a hang
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_the_replies_of_a_pipeline_are_read_without_a_timer_each(redis_server):
+    """redis-py arms a timer for every reply; here only a wait for the socket does: a pipeline of 200 commands
+    reads its replies with a handful of timers, not 200."""
+    client = connect(redis_server.url)
+    loop = asyncio.get_running_loop()
+    armed = 0
+    call_at = loop.call_at
+
+    def counting_call_at(*args, **kwargs):
+        nonlocal armed
+        armed += 1
+        return call_at(*args, **kwargs)
+
+    try:
+        await client.ping()
+        loop.call_at = counting_call_at
+        async with client.pipeline(transaction=False) as pipe:
+            for i in range(200):
+                pipe.set(f"rc:n{i}", i)
+            assert await pipe.execute() == [True] * 200
+    finally:
+        loop.call_at = call_at
+        await client.aclose()
+    assert armed < 20
