@@ -89,6 +89,53 @@ async def call_with_retries(
             await asyncio.sleep(delay)
 
 
+class _IdleLimit:
+    """Bounds each wait for a stream's next delta with one timer per stream instead of one per delta (a timer
+    per token was a tenth of the gateway's work on a stream): the timer is armed for the first wait and, when
+    it fires while a later wait is still short of its limit, re-armed for that wait's end. Only a wait that
+    lasts its whole limit cancels the waiting task (`fired`)."""
+
+    __slots__ = ("_loop", "task", "_handle", "_deadline", "_waiting", "fired")
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.task: asyncio.Task | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._deadline = 0.0
+        self._waiting = False
+        self.fired = False
+
+    def begin(self, limit: float) -> None:
+        self.task = asyncio.current_task()
+        self._deadline = self._loop.time() + limit
+        self._waiting = True
+        handle = self._handle
+        # (the deadline of a wait bound by the budget is the budget's end, give or take a rounding error)
+        if handle is None or handle.when() > self._deadline + 0.001:
+            if handle is not None:
+                handle.cancel()
+            self._handle = self._loop.call_at(self._deadline, self._check)
+
+    def end(self) -> None:
+        self._waiting = False
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _check(self) -> None:
+        self._handle = None
+        if not self._waiting:  # the next wait arms the timer again
+            return
+        if self._loop.time() < self._deadline:
+            self._handle = self._loop.call_at(self._deadline, self._check)
+            return
+        self.fired = True
+        assert self.task is not None
+        self.task.cancel()
+
+
 async def stream_with_retries(
     open_stream: Callable[[float], AsyncIterator[ChatDelta]],
     *,
@@ -103,21 +150,26 @@ async def stream_with_retries(
         attempt += 1
         stream = open_stream(max(budget.remaining(), 0.001))
         started = False
+        idle = _IdleLimit()
         try:
             while True:
                 left = budget.remaining()
                 wait = min(policy.stream_idle_s, left)
                 if wait <= 0:
                     raise ProviderTimeout(f"{where}: deadline of {budget.seconds:.1f}s exceeded")
+                idle.begin(wait)
                 try:
-                    async with asyncio.timeout(wait):
-                        delta = await anext(stream)
+                    delta = await anext(stream)
                 except StopAsyncIteration:
                     return
-                except TimeoutError:
+                except asyncio.CancelledError:
+                    if not idle.fired or idle.task is None or idle.task.uncancel() > 0:
+                        raise  # a cancel of the call itself
                     if wait < left:
                         raise ProviderTimeout(f"{where}: the stream stalled (nothing for {wait:.1f}s)") from None
                     raise ProviderTimeout(f"{where}: deadline of {budget.seconds:.1f}s exceeded") from None
+                finally:
+                    idle.end()
                 started = True
                 yield delta
         except ServiceError as exc:
@@ -127,5 +179,6 @@ async def stream_with_retries(
             on_retry(exc)
             log.warning("%s: attempt %d failed (%s); retrying in %.2fs", where, attempt, exc.message, delay)
         finally:
+            idle.close()
             await stream.aclose()  # type: ignore[attr-defined]
         await asyncio.sleep(delay)

@@ -91,3 +91,73 @@ async def test_a_stalled_stream_is_closed_when_the_idle_limit_passes():
             got.append(d.content)
     assert got == ["a"] and "stalled" in err.value.message
     assert closed.is_set()  # the provider's stream (and so its connection) was closed
+
+
+def _every(pause_s: float, n: int, then_stall: bool = False):
+    def open_stream(left: float):
+        async def gen():
+            for i in range(n):
+                await asyncio.sleep(pause_s)
+                yield ChatDelta(content=str(i))
+            if then_stall:
+                await asyncio.sleep(30)
+        return gen()
+    return open_stream
+
+
+async def test_a_stream_that_keeps_coming_is_not_cut_however_long_it_lasts():
+    """Twelve deltas 40 ms apart under a 100 ms idle limit: the limit bounds each wait, not the stream."""
+    policy = CallPolicy(timeout_s=5, stream_idle_s=0.1, max_attempts=1)
+    got = [d.content async for d in stream_with_retries(_every(0.04, 12), policy=policy, budget=Budget(5), where="P m")]
+    assert got == [str(i) for i in range(12)]
+
+
+async def test_a_stream_that_stalls_after_many_deltas_is_closed():
+    policy = CallPolicy(timeout_s=5, stream_idle_s=0.1, max_attempts=1)
+    got = []
+    with pytest.raises(ProviderTimeout, match="stalled"):
+        async for d in stream_with_retries(_every(0.02, 10, then_stall=True), policy=policy, budget=Budget(5), where="P m"):
+            got.append(d.content)
+    assert got == [str(i) for i in range(10)]
+
+
+async def test_a_slow_reader_is_not_a_stalled_stream():
+    """The caller takes longer than the idle limit over each delta; the provider answers at once."""
+    policy = CallPolicy(timeout_s=5, stream_idle_s=0.1, max_attempts=1)
+    got = []
+    async for d in stream_with_retries(_every(0, 4), policy=policy, budget=Budget(5), where="P m"):
+        got.append(d.content)
+        await asyncio.sleep(0.25)
+    assert got == ["0", "1", "2", "3"]
+
+
+async def test_a_cancelled_call_is_cancelled_not_timed_out():
+    policy = CallPolicy(timeout_s=5, stream_idle_s=0.2, max_attempts=1)
+
+    async def read() -> None:
+        async for _ in stream_with_retries(_every(0.01, 1, then_stall=True), policy=policy, budget=Budget(5), where="P m"):
+            pass
+
+    task = asyncio.create_task(read())
+    await asyncio.sleep(0.1)  # waiting for the delta that never comes
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_stream_arms_a_timer_per_stream_not_per_delta():
+    loop = asyncio.get_running_loop()
+    armed = 0
+    call_at = loop.call_at
+
+    def counting_call_at(*args, **kwargs):
+        nonlocal armed
+        armed += 1
+        return call_at(*args, **kwargs)
+
+    loop.call_at = counting_call_at
+    try:
+        got = [d async for d in stream_with_retries(_every(0, 200), policy=POLICY, budget=Budget(5), where="P m")]
+    finally:
+        loop.call_at = call_at
+    assert len(got) == 200 and armed < 5
