@@ -11,6 +11,7 @@ from services.common.errors import InvalidArgument
 from services.llm_gateway.errors import ProviderRateLimited, ProviderTimeout, ProviderUnavailable
 from services.llm_gateway.robust import Budget, CallPolicy, call_with_retries, retry_delay, stream_with_retries
 from services.llm_gateway.models import ChatDelta
+from tests.support.timers import timers_armed
 
 POLICY = CallPolicy(timeout_s=5, stream_idle_s=5, max_attempts=3, backoff_s=0.01, backoff_max_s=0.05)
 
@@ -146,18 +147,6 @@ async def test_a_cancelled_call_is_cancelled_not_timed_out():
 
 
 async def test_a_stream_arms_a_timer_per_stream_not_per_delta():
-    loop = asyncio.get_running_loop()
-    armed = 0
-    call_at = loop.call_at
-
-    def counting_call_at(*args, **kwargs):
-        nonlocal armed
-        armed += 1
-        return call_at(*args, **kwargs)
-
-    loop.call_at = counting_call_at
-    try:
+    with timers_armed() as armed:
         got = [d async for d in stream_with_retries(_every(0, 200), policy=POLICY, budget=Budget(5), where="P m")]
-    finally:
-        loop.call_at = call_at
-    assert len(got) == 200 and armed < 5
+    assert len(got) == 200 and armed.count < 5

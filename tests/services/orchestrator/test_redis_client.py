@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import DataError, TimeoutError as RedisTimeout
 
 from services.orchestrator.redis_client import Connection, connect
+from tests.support.timers import timers_armed
 
 COMMANDS = [
     ("SET", "k", "välue"),
@@ -106,23 +107,13 @@ async def test_the_replies_of_a_pipeline_are_read_without_a_timer_each(redis_ser
     """redis-py arms a timer for every reply; here only a wait for the socket does: a pipeline of 200 commands
     reads its replies with a handful of timers, not 200."""
     client = connect(redis_server.url)
-    loop = asyncio.get_running_loop()
-    armed = 0
-    call_at = loop.call_at
-
-    def counting_call_at(*args, **kwargs):
-        nonlocal armed
-        armed += 1
-        return call_at(*args, **kwargs)
-
     try:
         await client.ping()
-        loop.call_at = counting_call_at
-        async with client.pipeline(transaction=False) as pipe:
-            for i in range(200):
-                pipe.set(f"rc:n{i}", i)
-            assert await pipe.execute() == [True] * 200
+        with timers_armed() as armed:
+            async with client.pipeline(transaction=False) as pipe:
+                for i in range(200):
+                    pipe.set(f"rc:n{i}", i)
+                assert await pipe.execute() == [True] * 200
     finally:
-        loop.call_at = call_at
         await client.aclose()
-    assert armed < 20
+    assert armed.count < 20
