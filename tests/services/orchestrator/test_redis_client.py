@@ -117,3 +117,43 @@ async def test_the_replies_of_a_pipeline_are_read_without_a_timer_each(redis_ser
     finally:
         await client.aclose()
     assert armed.count < 20
+
+
+async def test_a_free_connection_is_checked_out_and_back_without_a_task(redis_server):
+    """The pool's fast path: sequential pipelines reuse one connection and start no task (redis-py's pipeline
+    shields each release in one)."""
+    client = connect(redis_server.url)
+    loop = asyncio.get_running_loop()
+    started = 0
+    default_factory = loop.get_task_factory()
+
+    def counting_factory(loop, coro, **kwargs):
+        nonlocal started
+        started += 1
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    try:
+        await client.ping()
+        loop.set_task_factory(counting_factory)
+        for i in range(50):
+            async with client.pipeline(transaction=False) as pipe:
+                pipe.set(f"rc:seq{i}", i).get(f"rc:seq{i}")
+                assert await pipe.execute() == [True, str(i).encode()]
+    finally:
+        loop.set_task_factory(default_factory)
+        await client.aclose()
+    assert started == 0
+
+
+async def test_callers_beyond_the_pool_wait_for_a_connection_and_all_get_one(redis_server):
+    """Two connections, 60 concurrent commands: the ones that wait are woken as connections come back."""
+    client = connect(redis_server.url)
+    pool = client.connection_pool
+    pool.max_connections = 2
+    try:
+        results = await asyncio.wait_for(
+            asyncio.gather(*(client.eval("return ARGV[1]", 0, str(i)) for i in range(60))), 30)
+        assert results == [str(i).encode() for i in range(60)]
+        assert len(pool._available_connections) + len(pool._in_use_connections) <= 2
+    finally:
+        await client.aclose()
