@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import random
 import socket
 
 import grpc
@@ -9,10 +11,31 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 
+# Below Linux's ephemeral range (32768-60999): a port handed out here is not also the local port that some
+# outgoing connection (of this suite or of the processes a test starts) takes before the server binds it.
+_PORTS = (20000, 32767)
+_given: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port no other test of this run got and nothing listens on now, on any address."""
+    while True:
+        port = random.randint(*_PORTS)
+        if port not in _given and _bindable(port):
+            _given.add(port)
+            return port
+
+
+def _bindable(port: int) -> bool:
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::")):
+        try:
+            with socket.socket(family) as s:
+                s.bind((host, port))
+        except OSError as exc:
+            if family == socket.AF_INET6 and exc.errno == errno.EAFNOSUPPORT:  # no IPv6 here
+                continue
+            return False
+    return True
 
 
 async def health_status(channel: grpc.aio.Channel, service: str = "") -> str:
