@@ -4,10 +4,14 @@
         await send(item)          # a gRPC write, an HTTP write, a component's handling
 
 A reader task pulls `source` into a small buffer while the consumer sends. When the consumer is idle the
-next item goes out the moment it arrives: no timer ever holds a token back. Whatever arrives while a send
+next item goes out the moment it arrives: in a process that is not busy, no timer holds a token back. Whatever arrives while a send
 is in flight is merged into the last buffered item (`merge(last, new)` returns the merged item, or None
 when the two must stay separate messages), so a slow next hop gets fewer, larger messages instead of a
 growing backlog. Order is kept: only neighbours merge, and `merge` decides what may be joined.
+
+Under load a stream may also pace itself (`Linger`, the llm_gateway's streams): while a process carries many
+streams at once, each waits a few milliseconds after a message before sending the next, so what arrives
+meanwhile merges too. The first message never waits, nor does the last: the source's end cuts the wait short.
 
 The buffer holds at most `max_pending` unmergeable items; beyond that the reader stops reading, so flow
 control still reaches the producer. An error of `source` reaches the consumer after the items read before
@@ -26,13 +30,31 @@ T = TypeVar("T")
 MAX_PENDING = 64
 
 
+class Linger:
+    """Fewer, larger messages when a process is busy. A stream's per-message cost (a gRPC message is tens of
+    microseconds in each process it crosses) is paid per message, not per token: with 100 streams of a model
+    at 100 tokens/s, messages of one token each keep a small machine's cores busy relaying. So while at least
+    `busy_streams` streams pass through this `Linger` at once, a stream sends its next message no sooner than
+    `seconds` after its previous one, and what arrives in between merges. An idle or lightly used process
+    never waits; a stream's first message and its end never wait; `seconds=0` turns it off."""
+
+    def __init__(self, seconds: float, busy_streams: int) -> None:
+        self.seconds = seconds
+        self.busy_streams = busy_streams
+        self.streams = 0  # streams passing through now
+
+    def busy(self) -> bool:
+        return self.seconds > 0 and self.streams >= self.busy_streams
+
+
 async def coalesce(
-    source: AsyncIterator[T], merge: Callable[[T, T], T | None], *, max_pending: int = MAX_PENDING
+    source: AsyncIterator[T], merge: Callable[[T, T], T | None], *, max_pending: int = MAX_PENDING,
+    linger: Linger | None = None,
 ) -> AsyncIterator[T]:
     pending: deque[T] = deque()
     loop = asyncio.get_running_loop()
-    # [consumer waiting for an item, reader waiting for room]: futures, or None when nobody waits
-    waiters: list[asyncio.Future | None] = [None, None]
+    # [consumer waiting for an item, reader waiting for room, consumer lingering]: futures, or None
+    waiters: list[asyncio.Future | None] = [None, None, None]
     outcome: list[BaseException | None] = []  # set once the reader ended: [None] or [its error]
 
     def wake(which: int) -> None:
@@ -68,15 +90,27 @@ async def coalesce(
             finally:
                 outcome.append(error)
                 wake(0)
+                wake(2)  # the end is sent at once
 
     reader = asyncio.ensure_future(read())
+    if linger is not None:
+        linger.streams += 1
     try:
         while True:
             if pending:
                 item = pending.popleft()
                 if len(pending) < max_pending:
                     wake(1)
+                sent = loop.time()
                 yield item
+                # What queued up during the send goes at once; after that, a busy process waits a little.
+                if linger is not None and not pending and not outcome and linger.busy():
+                    waiters[2] = loop.create_future()
+                    timer = loop.call_at(sent + linger.seconds, wake, 2)
+                    try:
+                        await waiters[2]
+                    finally:
+                        timer.cancel()
                 continue
             if outcome:
                 if outcome[0] is not None:
@@ -85,6 +119,8 @@ async def coalesce(
             waiters[0] = loop.create_future()
             await waiters[0]
     finally:
+        if linger is not None:
+            linger.streams -= 1
         if not reader.done():
             reader.cancel()
         try:

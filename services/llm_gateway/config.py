@@ -29,6 +29,9 @@ class LlmGatewayConfig:
     local_queue: int = 8  # TRELLIS_LLM_LOCAL_QUEUE: requests that may wait per local model; beyond: RESOURCE_EXHAUSTED
     timeout_s: float = 300.0  # TRELLIS_LLM_TIMEOUT_S: budget of a call whose caller set no deadline
     stream_idle_s: float = 60.0  # TRELLIS_LLM_STREAM_IDLE_S: a stream silent this long fails DEADLINE_EXCEEDED
+    # Under load a stream sends at most one message per this many ms (services/common/coalesce.py, Linger)...
+    stream_linger_ms: float = 40.0  # TRELLIS_LLM_STREAM_LINGER_MS (0: never)
+    busy_streams: int = 16  # TRELLIS_LLM_BUSY_STREAMS: ...while this process streams at least this many at once
     max_attempts: int = 3  # TRELLIS_LLM_MAX_ATTEMPTS: tries per call for retryable provider errors
     backoff_s: float = 0.5  # TRELLIS_LLM_BACKOFF_S: first retry delay; doubles per try, with jitter
     backoff_max_s: float = 8.0  # TRELLIS_LLM_BACKOFF_MAX_S: longest retry delay
@@ -53,6 +56,8 @@ class LlmGatewayConfig:
             local_queue=env_int("TRELLIS_LLM_LOCAL_QUEUE", cls.local_queue),
             timeout_s=env_float("TRELLIS_LLM_TIMEOUT_S", cls.timeout_s),
             stream_idle_s=env_float("TRELLIS_LLM_STREAM_IDLE_S", cls.stream_idle_s),
+            stream_linger_ms=env_float("TRELLIS_LLM_STREAM_LINGER_MS", cls.stream_linger_ms),
+            busy_streams=max(1, env_int("TRELLIS_LLM_BUSY_STREAMS", cls.busy_streams)),
             max_attempts=max(1, env_int("TRELLIS_LLM_MAX_ATTEMPTS", cls.max_attempts)),
             backoff_s=env_float("TRELLIS_LLM_BACKOFF_S", cls.backoff_s),
             backoff_max_s=env_float("TRELLIS_LLM_BACKOFF_MAX_S", cls.backoff_max_s),

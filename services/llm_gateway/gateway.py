@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator, Mapping, Sequence
 
 import grpc
 
+from services.common.coalesce import Linger
 from services.common.errors import InvalidArgument, ServiceError
 from services.llm_gateway import metrics
 from services.llm_gateway.config import LlmGatewayConfig
@@ -53,9 +54,10 @@ class RerankOutcome:
 
 
 class LlmGateway:
-    def __init__(self, registry: Registry, policy: CallPolicy) -> None:
+    def __init__(self, registry: Registry, policy: CallPolicy, linger: Linger | None = None) -> None:
         self.registry = registry
         self.policy = policy
+        self.linger = linger  # how chat streams pace themselves under load: one per process, it counts them all
 
     @classmethod
     def create(cls, cfg: LlmGatewayConfig, *, scripts: ScriptBook | Mapping[str, Any] | None = None) -> "LlmGateway":
@@ -64,7 +66,7 @@ class LlmGateway:
         _register_providers(registry, cfg, _script_book(cfg, scripts))
         _set_defaults(registry, cfg)
         policy = CallPolicy(cfg.timeout_s, cfg.stream_idle_s, cfg.max_attempts, cfg.backoff_s, cfg.backoff_max_s)
-        return cls(registry, policy)
+        return cls(registry, policy, Linger(cfg.stream_linger_ms / 1000, cfg.busy_streams))
 
     def scripted(self) -> ScriptedProvider | None:
         """The scripted provider, when one is configured (tests read its `calls`)."""

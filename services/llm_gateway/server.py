@@ -28,8 +28,10 @@ class LlmServicer(llm_grpc.LlmServiceServicer):
         call = convert.chat_call_from_proto(request)
         stream = self.gateway.chat(request.model_id, call, timeout_s=context.time_remaining())
         model, notice = stream.model, stream.notice
-        # While one chunk is being written to the orchestrator, what the provider sends meanwhile merges.
-        async for delta in coalesce(stream.deltas, merge_deltas):
+        # While one chunk is being written to the orchestrator, what the provider sends meanwhile merges; under
+        # load a stream also lingers between chunks. The gateway is where tokens enter the pipeline: a merge here
+        # spares every hop after it.
+        async for delta in coalesce(stream.deltas, merge_deltas, linger=self.gateway.linger):
             yield convert.delta_to_proto(delta, model, notice)
             model = notice = ""  # the resolved id and the fallback notice ride on the first chunk only
 

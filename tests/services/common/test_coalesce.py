@@ -1,5 +1,5 @@
-"""services/common/coalesce.py: nothing waits on a timer, a slow consumer gets fewer, merged items, order and
-content are exact, errors and clean-up reach the right side."""
+"""services/common/coalesce.py: nothing waits on a timer unless the process is busy (Linger), a slow consumer
+gets fewer, merged items, order and content are exact, errors and clean-up reach the right side."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from services.common.coalesce import coalesce
+from services.common.coalesce import Linger, coalesce
 from services.llm_gateway.models import ChatDelta, ToolCallDelta, Usage, assemble, merge_deltas
 
 
@@ -109,6 +109,119 @@ async def test_a_bounded_buffer_pauses_the_reader():
     assert first == 0 and produced <= 6  # the reader waits for room instead of reading all 100
     rest = [x async for x in stream]
     assert rest == list(range(1, 100))
+
+
+# A linger of an hour: a stream that lingered where it must not would hang (wait_for fails it instead), and one
+# that lingers sends what arrives meanwhile only when its source ends.
+HOUR = 3600.0
+
+
+async def paced_words(linger: Linger, words: list[str], got: list[str]) -> None:
+    """A source that yields each word only once the consumer has the one before."""
+    received = asyncio.Event()
+
+    async def source():
+        for w in words:
+            yield w
+            await received.wait()
+            received.clear()
+
+    async for item in coalesce(source(), join_text, linger=linger):
+        got.append(item)
+        received.set()
+
+
+async def test_a_process_not_busy_never_lingers():
+    linger = Linger(HOUR, busy_streams=2)
+    got: list[str] = []
+    await asyncio.wait_for(paced_words(linger, ["a", "b", "c"], got), 10)
+    assert got == ["a", "b", "c"] and linger.streams == 0
+
+
+async def test_a_busy_process_sends_the_first_item_at_once_and_the_rest_when_the_source_ends():
+    linger = Linger(HOUR, busy_streams=1)
+    first_sent = asyncio.Event()
+    words = [f"w{i} " for i in range(100)]
+
+    async def source():
+        yield "first "
+        await first_sent.wait()  # the first item reached the consumer while the source still had more
+        for w in words:
+            yield w
+            await asyncio.sleep(0)
+
+    got = []
+    async with asyncio.timeout(10):
+        async for item in coalesce(source(), join_text, linger=linger):
+            got.append(item)
+            first_sent.set()
+    assert got == ["first ", "".join(words)]  # one message for everything that came while it lingered
+    assert linger.streams == 0
+
+
+async def test_lingering_keeps_unmergeable_items_in_order():
+    linger = Linger(HOUR, busy_streams=1)
+    go = asyncio.Event()
+
+    async def source():
+        yield "x"
+        await go.wait()
+        for item in (1, "y", "z", 2, "w"):
+            yield item
+
+    got = []
+    async with asyncio.timeout(10):
+        async for item in coalesce(source(), join_text, linger=linger):
+            got.append(item)
+            go.set()
+    assert got == ["x", 1, "yz", 2, "w"]
+
+
+async def test_streams_together_make_a_process_busy():
+    linger = Linger(HOUR, busy_streams=2)
+    gates = [asyncio.Event(), asyncio.Event()]
+    outs: list[list[str]] = [[], []]
+
+    async def one(i: int) -> None:
+        async def source():
+            yield "a"
+            await gates[i].wait()
+            yield "b"
+            yield "c"
+
+        async for item in coalesce(source(), join_text, linger=linger):
+            outs[i].append(item)
+            gates[i].set()
+
+    async with asyncio.timeout(10):
+        await asyncio.gather(one(0), one(1))
+    assert outs == [["a", "bc"], ["a", "bc"]] and linger.streams == 0
+
+
+async def test_a_consumer_that_leaves_while_lingering_closes_the_source():
+    linger = Linger(HOUR, busy_streams=1)
+    closed = asyncio.Event()
+
+    async def source():
+        try:
+            yield "a"
+            yield "b"
+            await asyncio.Event().wait()
+        finally:
+            closed.set()
+
+    async def consume() -> None:
+        async for _ in coalesce(source(), join_text, linger=linger):
+            pass
+
+    task = asyncio.create_task(consume())
+    for _ in range(10):  # "a" went out, "b" arrived: the consumer lingers
+        await asyncio.sleep(0)
+    assert linger.streams == 1 and not closed.is_set()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert closed.is_set() and linger.streams == 0
 
 
 def test_merged_tool_call_deltas_assemble_to_the_same_turn():

@@ -35,3 +35,29 @@ async def test_text_and_split_tool_calls_arrive_merged_and_exact(fake_openai):
     # text never comes after a tool call of the same turn
     first_call = next(i for i, d in enumerate(deltas) if d.tool_calls)
     assert not any(d.content for d in deltas[first_call + 1:])
+
+
+async def paced_stream(fake_openai, **config) -> list:
+    """A stream of 20 words 10 ms apart, read through the gateway by a client that keeps up."""
+    words = [f" w{i}" for i in range(20)]
+    fake_openai.chat(Reply.stream([chunk(w) for w in words] + [chunk(finish_reason="stop")], delay_s=0.01))
+    cfg = LlmGatewayConfig.for_tests(openai_base_url=fake_openai.base_url, openai_api_key="sk-test", **config)
+    async with llm_gateway(config=cfg) as gw:
+        client = LlmClient(gw.channel)
+        deltas = [d async for d in client.stream_chat("gpt-test", [Message("user", "go")], timeout=30)]
+    assert "".join(d.content for d in deltas) == "".join(words)
+    return deltas
+
+
+async def test_a_busy_gateway_lingers_between_chunks_but_not_before_the_first_or_after_the_last(fake_openai):
+    # busy from the first stream on, with a linger longer than the stream: the first chunk goes at once, the
+    # rest when the provider's stream ends
+    deltas = await paced_stream(fake_openai, busy_streams=1, stream_linger_ms=3_600_000)
+    assert deltas[0].content == " w0"
+    assert len(deltas) <= 3  # the first, the rest of the text, the finish (a finished delta never merges)
+    assert deltas[-1].finish_reason == "stop"
+
+
+async def test_a_gateway_with_few_streams_sends_each_chunk_as_it_comes(fake_openai):
+    deltas = await paced_stream(fake_openai)  # the default: lingers only from 16 streams at once
+    assert len(deltas) > 10
