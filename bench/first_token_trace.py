@@ -35,7 +35,7 @@ async def requests(url: str, agent: str, n: int) -> list[tuple[float, float]]:
     async with pb.client_session() as session:
         for _ in range(n + WARM_UP):
             start = time.perf_counter()
-            first, _, _ = await pb.stream_once(session, target, "bench-5-0")
+            first, _, _, _ = await pb.stream_once(session, target, "bench-5-0")
             out.append((start, start + first))
             await asyncio.sleep(0.01)
     return out[WARM_UP:]

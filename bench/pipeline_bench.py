@@ -34,7 +34,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import aiohttp
 import psutil
@@ -109,25 +109,26 @@ class Target:
                 "messages": [{"role": "user", "content": "go"}]}
 
 
-async def stream_once(session: aiohttp.ClientSession, target: Target, shape: str) -> tuple[float, float, int]:
-    """(seconds to the first token, seconds to the end, tokens) of one streamed completion."""
+async def stream_once(session: aiohttp.ClientSession, target: Target, shape: str) -> tuple[float, float, int, int]:
+    """(seconds to the first token, seconds to the end, tokens, SSE events) of one streamed completion."""
     start = perf()
     first = None
-    count = 0
+    count = events = 0
     tail = b""
     async with session.post(target.url, json=target.body(shape, True), headers=target.headers) as resp:
         if resp.status != 200:
             raise RuntimeError(f"{target.url}: HTTP {resp.status}: {(await resp.read())[:300]!r}")
         async for chunk in resp.content.iter_any():
-            data = tail + chunk
-            found = data.count(b"qz")
+            data = tail + chunk  # the last 4 bytes before: a token or a "data:" split between reads counts once
+            found = data.count(b"qz") - tail.count(b"qz")
             if found:
                 count += found
                 if first is None:
                     first = perf()
-            tail = data[-1:]
+            events += data.count(b"data:")
+            tail = data[-4:]
     end = perf()
-    return (first or end) - start, end - start, count
+    return (first or end) - start, end - start, count, events
 
 
 async def complete_once(session: aiohttp.ClientSession, target: Target, shape: str) -> float:
@@ -150,7 +151,7 @@ async def one_long_stream(target: Target, tokens: int, repeats: int = 5) -> dict
         await stream_once(s, target, f"bench-{tokens}-0")  # warm the connection, the plan and the model's route
         seconds = []
         for _ in range(repeats):
-            _, total, count = await stream_once(s, target, f"bench-{tokens}-0")
+            _, total, count, _ = await stream_once(s, target, f"bench-{tokens}-0")
             assert count == tokens, f"{target.url}: {count} of {tokens} tokens arrived"
             seconds.append(total)
     median = pct(seconds, 50)
@@ -164,7 +165,7 @@ async def idle_ttft(target: Target, n: int) -> dict[str, Any]:
             await stream_once(s, target, "bench-5-0")
         firsts = []
         for _ in range(n):
-            first, _, count = await stream_once(s, target, "bench-5-0")
+            first, _, count, _ = await stream_once(s, target, "bench-5-0")
             assert count == 5
             firsts.append(first * 1000)
             await asyncio.sleep(0.01)  # an idle pipe between requests
@@ -177,13 +178,14 @@ async def concurrent_streams(target: Target, streams: int, shape: str, tokens: i
         start = perf()
         results = await asyncio.gather(*(stream_once(s, target, shape) for _ in range(streams)))
         wall = perf() - start
-    total = sum(c for _, _, c in results)
+    total = sum(c for _, _, c, _ in results)
     assert total == streams * tokens, f"{target.url}: {total} of {streams * tokens} tokens arrived"
-    firsts = [f * 1000 for f, _, _ in results]
-    ends = [e for _, e, _ in results]
+    firsts = [f * 1000 for f, _, _, _ in results]
+    ends = [e for _, e, _, _ in results]
     return {"streams": streams, "stream_p50_s": pct(ends, 50), "stream_p99_s": pct(ends, 99),
             "first_token_p50_ms": pct(firsts, 50), "first_token_p99_ms": pct(firsts, 99),
-            "aggregate_tokens_per_s": total / wall, "wall_s": wall}
+            "aggregate_tokens_per_s": total / wall, "wall_s": wall,
+            "events_per_stream": sum(n for _, _, _, n in results) / streams}
 
 
 WARM_UP_S = 2.0  # a closed loop's first seconds: 100 clients starting at once, a burst no steady load has
@@ -269,7 +271,8 @@ class Stack:
         env.update({"TRELLIS_DATA_DIR": str(data_dir), "TRELLIS_LLM_LOCAL": "0", "TRELLIS_API_KEYS": f"{KEY}:bench",
                     "OPENAI_BASE_URL": model_url + "/v1", "OPENAI_API_KEY": "bench",
                     "TRELLIS_SANDBOX_ALLOW_UNSANDBOXED": "1"})
-        for name in ("TRELLIS_ORCHESTRATOR_REPLICAS", "TRELLIS_GATEWAY_REPLICAS"):
+        for name in ("TRELLIS_ORCHESTRATOR_REPLICAS", "TRELLIS_GATEWAY_REPLICAS", "TRELLIS_LLM_STREAM_LINGER_MS",
+                     "TRELLIS_LLM_BUSY_STREAMS"):
             if name in os.environ:
                 env[name] = os.environ[name]
         self.env = env
@@ -488,7 +491,8 @@ def profile(processes: dict[str, psutil.Process], seconds: float, out_dir: Path)
 # ---- the run --------------------------------------------------------------------------------------------
 
 async def streams_a_to_d(results: dict[str, Any], direct: Target, relay: Target, chain: Target, bare: Target,
-                         piped: Target, grpc_port: int, long_tokens: int, q: bool) -> None:
+                         piped: Target, grpc_port: int, long_tokens: int, q: bool,
+                         stack_cpu: Callable[[], dict[str, float]]) -> None:
     print("(a) one long stream", flush=True)
     results["direct"]["a_one_stream"] = await one_long_stream(direct, long_tokens)
     results["floors"]["a_aiohttp_relay"] = await one_long_stream(relay, long_tokens)
@@ -514,7 +518,10 @@ async def streams_a_to_d(results: dict[str, Any], direct: Target, relay: Target,
     results["direct"]["c_paced"] = await concurrent_streams(direct, 100, "bench-200-10", 200)
     results["floors"]["c_paced_relay_chain"] = await concurrent_streams(chain, 100, "bench-200-10", 200)
     results["floors"]["c_paced_bare_pipeline"] = await concurrent_streams(bare, 100, "bench-200-10", 200)
+    cpu0 = stack_cpu()
     results["pipeline"]["c_paced"] = await concurrent_streams(piped, 100, "bench-200-10", 200)
+    cpu1 = stack_cpu()
+    results["cpu_ms_per_stream_c"] = {k: round(10 * (cpu1[k] - cpu0.get(k, 0)), 2) for k in cpu1}  # 1000 ms / 100
 
     print("(d) 100 unpaced streams", flush=True)
     results["direct"]["d_unpaced"] = await concurrent_streams(direct, 100, "bench-300-0", 300)
@@ -566,7 +573,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         results["rss_mb_idle"] = stack.rss_mb()
 
         if not args.only_e:
-            await streams_a_to_d(results, direct, relay, chain, bare, piped, grpc_port, long_tokens, q)
+            await streams_a_to_d(results, direct, relay, chain, bare, piped, grpc_port, long_tokens, q, stack.cpu_s)
 
         seconds = 5 if q else 15
         print("(e) closed loops", flush=True)
@@ -667,7 +674,12 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
                         "relay_chain_floor_ratio": round(f["c_paced_relay_chain"]["stream_p99_s"] / d["c_paced"]["stream_p99_s"], 2),
                         "relay_chain_floor_first_token_p99_ms": round(f["c_paced_relay_chain"]["first_token_p99_ms"], 1),
                         "bare_pipeline_floor_ratio": round(f["c_paced_bare_pipeline"]["stream_p99_s"] / d["c_paced"]["stream_p99_s"], 2),
-                        "bare_pipeline_floor_first_token_p99_ms": round(f["c_paced_bare_pipeline"]["first_token_p99_ms"], 1)},
+                        "bare_pipeline_floor_first_token_p99_ms": round(f["c_paced_bare_pipeline"]["first_token_p99_ms"], 1),
+                        # SSE events a stream of 200 tokens arrived in: the direct path and the bare floor send one
+                        # per token; the pipeline merges what arrives while a stream lingers (docs/streaming.md)
+                        "pipeline_events_per_stream": round(p["c_paced"]["events_per_stream"], 1),
+                        "bare_pipeline_floor_events_per_stream": round(f["c_paced_bare_pipeline"]["events_per_stream"], 1),
+                        "pipeline_cpu_ms_per_stream": r["cpu_ms_per_stream_c"]},
         "d_aggregate_tokens_per_s": {"pipeline": round(p["d_unpaced"]["aggregate_tokens_per_s"]),
                                      "direct": round(d["d_unpaced"]["aggregate_tokens_per_s"]),
                                      "aiohttp_relay_floor": round(f["d_unpaced_aiohttp_relay"]["aggregate_tokens_per_s"])},
