@@ -4,10 +4,11 @@
         await send(item)          # a gRPC write, an HTTP write, a component's handling
 
 A reader task pulls `source` into a small buffer while the consumer sends. When the consumer is idle the
-next item goes out the moment it arrives: in a process that is not busy, no timer holds a token back. Whatever arrives while a send
-is in flight is merged into the last buffered item (`merge(last, new)` returns the merged item, or None
-when the two must stay separate messages), so a slow next hop gets fewer, larger messages instead of a
-growing backlog. Order is kept: only neighbours merge, and `merge` decides what may be joined.
+next item goes out the moment it arrives: in a process that is not busy, no timer holds a token back.
+Whatever arrives while a send is in flight is merged into the last buffered item (`merge(last, new)`
+returns the merged item, or None when the two must stay separate messages), so a slow next hop gets fewer,
+larger messages instead of a growing backlog. Order is kept: only neighbours merge, and `merge` decides
+what may be joined.
 
 Under load a stream may also pace itself (`Linger`, the llm_gateway's streams): while a process carries many
 streams at once, each waits a few milliseconds after a message before sending the next, so what arrives
