@@ -15,12 +15,13 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 # outgoing connection (of this suite or of the processes a test starts) takes before the server binds it.
 _PORTS = (20000, 32767)
 _given: set[int] = set()
+_random = random.Random()  # its own: the global one is seeded by tests and watched by Hypothesis
 
 
 def free_port() -> int:
     """A port no other test of this run got and nothing listens on now, on any address."""
     while True:
-        port = random.randint(*_PORTS)
+        port = _random.randint(*_PORTS)
         if port not in _given and _bindable(port):
             _given.add(port)
             return port
