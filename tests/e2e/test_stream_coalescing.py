@@ -1,6 +1,7 @@
 """Tokens through every hop (model -> llm_gateway -> orchestrator -> gateway -> HTTP client): the text arrives
-exactly, in every dialect, in fewer messages than tokens when the model outruns the pipeline; and a first
-token is sent on at once, without waiting for a second (services/common/coalesce.py)."""
+exactly, in every dialect, in fewer messages than tokens when the model outruns the pipeline or a busy
+llm_gateway lingers between messages; and a first token is sent on at once, without waiting for a second,
+busy or not (services/common/coalesce.py)."""
 
 from __future__ import annotations
 
@@ -65,13 +66,35 @@ async def test_every_token_arrives_exactly_and_merged_when_the_model_outruns_the
     assert 1 <= len(pieces) < N
 
 
+# The llm_gateway busy from its first stream on, with a linger longer than any test: a stream sends its first
+# message at once and everything after it when the model's stream ends.
+LINGERING = {"busy_streams": 1, "stream_linger_ms": 3_600_000}
+
+
 @pytest.mark.parametrize("dialect", DIALECTS)
-async def test_the_first_token_is_sent_while_the_model_is_still_silent(redis_server, fake_model, dialect):
+async def test_a_busy_gateway_sends_a_paced_stream_in_few_messages_and_exactly(redis_server, fake_model, dialect):
+    text = " ".join(TEXT.split(" ")[:40])
+    fake_model.chat(Reply.stream(text_chunks(text), delay_s=0.005))  # a token every 5 ms: no hop is ever behind
+    request, contents = DIALECTS[dialect]
+    async with pipeline(redis_server.url, openai_base_url=fake_model.base_url, openai_api_key="k", **LINGERING) as p:
+        agent_id = await create_agent(p.client, agent_canvas())
+        path, body = request(agent_id)
+        resp = await p.client.post(path, headers=HEADERS, json=body)
+        assert resp.status == 200
+        pieces = contents(await resp.read())
+    assert "".join(pieces) == text
+    assert 1 <= len(pieces) <= 2  # the first network read's tokens, then the rest
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "busy"])
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_the_first_token_is_sent_while_the_model_is_still_silent(redis_server, fake_model, dialect, busy):
     # The model sends its role chunk and one token, then nothing until the client leaves: the token must reach
-    # the client anyway (no hop waits for more to fill a batch).
+    # the client anyway (no hop waits for more to fill a batch, nor lingers before a stream's first message).
     fake_model.chat(Reply.stream(text_chunks("hello world"), stall_after=2))
     request, contents = DIALECTS[dialect]
-    async with pipeline(redis_server.url, openai_base_url=fake_model.base_url, openai_api_key="k") as p:
+    async with pipeline(redis_server.url, openai_base_url=fake_model.base_url, openai_api_key="k",
+                        **(LINGERING if busy else {})) as p:
         agent_id = await create_agent(p.client, agent_canvas())
         path, body = request(agent_id)
         resp = await p.client.post(path, headers=HEADERS, json=body)
