@@ -52,16 +52,21 @@ async def fake_model():
     await fake.stop()
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
-async def test_every_token_arrives_exactly_and_merged_when_the_model_outruns_the_pipe(redis_server, fake_model, dialect):
-    fake_model.chat(Reply.stream(text_chunks(TEXT)))  # one token per SSE chunk, as fast as the server writes
+async def answer_pieces(redis_server, fake_model, dialect: str, **llm_cfg) -> list[str]:
+    """The answer's pieces, as the client of `dialect` reads them, of one run of the Agent canvas."""
     request, contents = DIALECTS[dialect]
-    async with pipeline(redis_server.url, openai_base_url=fake_model.base_url, openai_api_key="k") as p:
+    async with pipeline(redis_server.url, openai_base_url=fake_model.base_url, openai_api_key="k", **llm_cfg) as p:
         agent_id = await create_agent(p.client, agent_canvas())
         path, body = request(agent_id)
         resp = await p.client.post(path, headers=HEADERS, json=body)
         assert resp.status == 200
-        pieces = contents(await resp.read())
+        return contents(await resp.read())
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_every_token_arrives_exactly_and_merged_when_the_model_outruns_the_pipe(redis_server, fake_model, dialect):
+    fake_model.chat(Reply.stream(text_chunks(TEXT)))  # one token per SSE chunk, as fast as the server writes
+    pieces = await answer_pieces(redis_server, fake_model, dialect)
     assert "".join(pieces) == TEXT
     assert 1 <= len(pieces) < N
 
@@ -75,13 +80,7 @@ LINGERING = {"busy_streams": 1, "stream_linger_ms": 3_600_000}
 async def test_a_busy_gateway_sends_a_paced_stream_in_few_messages_and_exactly(redis_server, fake_model, dialect):
     text = " ".join(TEXT.split(" ")[:40])
     fake_model.chat(Reply.stream(text_chunks(text), delay_s=0.005))  # a token every 5 ms: no hop is ever behind
-    request, contents = DIALECTS[dialect]
-    async with pipeline(redis_server.url, openai_base_url=fake_model.base_url, openai_api_key="k", **LINGERING) as p:
-        agent_id = await create_agent(p.client, agent_canvas())
-        path, body = request(agent_id)
-        resp = await p.client.post(path, headers=HEADERS, json=body)
-        assert resp.status == 200
-        pieces = contents(await resp.read())
+    pieces = await answer_pieces(redis_server, fake_model, dialect, **LINGERING)
     assert "".join(pieces) == text
     assert 1 <= len(pieces) <= 2  # the first network read's tokens, then the rest
 
