@@ -9,6 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_
 
 from gateway import routes
 from gateway.config import GatewayConfig
+from gateway.responses import json_response
 from gateway.tracing import tracing_middleware
 from services.common import context as ctxvars
 from gateway.upstreams import Upstreams
@@ -64,7 +65,7 @@ async def healthz(request: web.Request) -> web.Response:
     body = {"status": "ok" if not failing else "unavailable", "upstreams": statuses}
     if failing:
         body["failing"] = failing
-    return web.json_response(body, status=200 if not failing else 503)
+    return json_response(body, status=200 if not failing else 503)
 
 
 async def metrics(request: web.Request) -> web.Response:

@@ -20,6 +20,7 @@ from trellis.canvas.v1 import events_pb2
 
 from gateway.contract import Contract
 from gateway.errors import GatewayError
+from gateway.responses import json_response
 
 SSE = "text/event-stream"
 
@@ -46,7 +47,7 @@ class Dialect(ABC):
         return err.http_status
 
     def error_response(self, err: GatewayError) -> web.Response:
-        return web.json_response(self.error_body(err), status=self.error_status(err))
+        return json_response(self.error_body(err), status=self.error_status(err))
 
     def auth_error(self, missing: bool) -> GatewayError:
         """A request without an API key (`missing`) or with a wrong one; OpenAI's wording unless overridden."""

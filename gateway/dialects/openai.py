@@ -20,7 +20,7 @@ from trellis.canvas.v1 import events_pb2
 from gateway.dialects._common import delta_text, loads, run_failed, sse_frame, unexpected
 from gateway.dialects.base import Dialect, DialectRun
 from gateway.errors import GatewayError
-from gateway.responses import OpenAIError
+from gateway.responses import OpenAIError, json_response
 
 DONE = b"data: [DONE]\n\n"
 
@@ -142,4 +142,4 @@ class OpenAIRun(DialectRun):
         async for ev in events:
             self.id = self.id or ev.session_id  # a session the run created: its id is the completion's
             self.delta(ev)
-        return web.json_response(self.completion())
+        return json_response(self.completion())

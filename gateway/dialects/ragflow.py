@@ -30,7 +30,7 @@ from gateway.contract import Contract
 from gateway.dialects._common import epoch_s, loads, run_failed, unexpected
 from gateway.dialects.base import Dialect, DialectRun
 from gateway.errors import GatewayError
-from gateway.responses import RagflowError
+from gateway.responses import RagflowError, json_response
 
 DONE = b"data:[DONE]\n\n"
 
@@ -47,7 +47,7 @@ def error_object(message: str) -> dict[str, Any]:
 
 def ok(data: Any = True, **extra: Any) -> web.Response:
     """RAGFlow's success envelope; `extra` adds top-level keys such as `total`."""
-    return web.json_response({"code": 0, "message": "success", "data": data, **extra})
+    return json_response({"code": 0, "message": "success", "data": data, **extra})
 
 
 class RagflowDialect(Dialect):

@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.openapi import spec
+from gateway.responses import json_response
 
 SPEC = web.AppKey("openapi_spec", dict)
 _PAGE = Path(__file__).with_name("docs.html")
@@ -27,7 +28,7 @@ async def openapi_json(request: web.Request) -> web.Response:
     document: dict[str, Any] = request.app[SPEC]
     if not document:  # built on first use, once every module has added its routes, then kept
         document.update(spec.build(request.app))
-    return web.json_response(document)
+    return json_response(document)
 
 
 async def docs(request: web.Request) -> web.FileResponse:

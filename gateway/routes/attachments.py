@@ -21,6 +21,7 @@ from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.errors import from_rpc_error
 from gateway.orchestrator import ORCHESTRATOR
 from gateway.ragflow_models import Query
+from gateway.responses import json_response
 
 # Types a browser would run as a page of our origin: never shown inline.
 _ACTIVE_TYPES = {"text/html", "image/svg+xml", "application/xhtml+xml", "text/xml", "application/xml"}
@@ -47,7 +48,7 @@ async def _serve(request: web.Request, *, inline: bool) -> web.StreamResponse:
         found = await orch.unary(orch.attachments.GetAttachment, req)
     except grpc.aio.AioRpcError as exc:
         if exc.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
-            return web.json_response({"code": 102, "message": "document not found", "data": False}, status=404)
+            return json_response({"code": 102, "message": "document not found", "data": False}, status=404)
         raise from_rpc_error(exc) from None
     mime = found.mime_type or "application/octet-stream"
     shown = inline and mime not in _ACTIVE_TYPES

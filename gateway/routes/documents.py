@@ -38,7 +38,7 @@ from gateway.ragflow_models import (
     format_validation_error,
     merged_parser_config,
 )
-from gateway.responses import DocumentList, DocumentOut, PartialDelete
+from gateway.responses import DocumentList, DocumentOut, PartialDelete, json_response
 from gateway.routes._datasets import (
     TAGS,
     data_error,
@@ -127,7 +127,7 @@ async def upload_documents(request: web.Request) -> web.Response:
         err = GatewayError("\n".join(errors), param="file", ragflow_code=500)
         if not docs:
             raise err
-        return web.json_response({"code": 500, "message": err.message, "data": docs})
+        return json_response({"code": 500, "message": err.message, "data": docs})
     return ok(docs)
 
 
@@ -272,7 +272,7 @@ async def update_document(request: web.Request) -> web.Response:
 def _bare_error(message: str) -> web.Response:
     """RAGFlow's download errors are `{"code", "message"}` without `data`: exactly what the SDK's
     `Document.download` tells from a file."""
-    return web.json_response({"code": 102, "message": message})
+    return json_response({"code": 102, "message": message})
 
 
 @endpoint(Dialect.RAGFLOW, contract=Contract("Download a document's uploaded file", binary=True, tags=TAGS))

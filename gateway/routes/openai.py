@@ -23,7 +23,7 @@ from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR
 from gateway.protocol import ChatMessageIn, OpenAIChatBody, read_body
-from gateway.responses import ChatCompletion, ModelList, ModelOut
+from gateway.responses import ChatCompletion, ModelList, ModelOut, json_response
 
 from gateway.routes._runs import agent_target, json_field, load_session, respond, session_target
 
@@ -98,7 +98,7 @@ async def list_models(request: web.Request) -> web.Response:
         if not resp.agents or len(agents) >= resp.total:
             break
         page += 1
-    return web.json_response({"object": "list", "data": [_model(a) for a in agents]})
+    return json_response({"object": "list", "data": [_model(a) for a in agents]})
 
 
 @endpoint(Dialect.OPENAI, contract=Contract("One agent as a model", response=ModelOut, tags=("openai",)))
@@ -111,7 +111,7 @@ async def get_model(request: web.Request) -> web.Response:
             raise
         raise GatewayError(f"The model `{model}` does not exist", code=grpc.StatusCode.NOT_FOUND, param="model",
                            openai_code="model_not_found") from None
-    return web.json_response(_model(agent))
+    return json_response(_model(agent))
 
 
 def add_routes(app: web.Application) -> None:

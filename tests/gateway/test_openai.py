@@ -56,6 +56,16 @@ async def test_stream_wire_format_has_a_space_and_done(stack):
     assert last["choices"][0]["finish_reason"] == "stop" and "usage" not in last
 
 
+async def test_a_whole_answer_is_compact_json(stack):
+    # Written by the one encoder of the hot paths (orjson), as the stream's frames are, not by json.dumps.
+    agent = stack.fake.add_agent(stack.tenant_a)
+    resp = await stack.client.post("/v1/chat/completions", headers=stack.auth(),
+                                   json={"model": agent.id, "messages": [{"role": "user", "content": "hi"}]})
+    raw = await resp.read()
+    assert resp.status == 200 and resp.content_type == "application/json"
+    assert raw.startswith(b'{"id":') and b'"object":"chat.completion"' in raw and b'": ' not in raw
+
+
 async def test_stream_error_mid_run_raises_in_the_client(stack):
     agent = stack.fake.add_agent(stack.tenant_a)
     async with _client(stack) as client:
