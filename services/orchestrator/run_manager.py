@@ -236,7 +236,7 @@ class RunManager:
         record = self.sessions.record(spec.tenant_id, spec.session_id, raw)
         if record.agent_id != spec.agent_id or record.version_id != spec.version_id:
             return record, None  # not the version the session runs: _plan reads that one
-        return record, self.agents.resolved(spec.tenant_id, spec.agent_id, spec.version_id, replies)
+        return record, self.agents.resolved(spec.agent_id, spec.version_id, replies)
 
     async def _start_new(self, spec: RunSpec, record, dsl: tuple[str, str] | None = None, *,
                          fresh_id: bool = False) -> _Pump:

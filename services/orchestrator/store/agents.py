@@ -14,6 +14,9 @@ from services.orchestrator.store._records import field as _s
 from services.orchestrator.store._records import write_if_exists
 
 
+_LATEST_SEEN = 4096  # agents whose latest version id a process remembers (a guess, always checked)
+
+
 @dataclass(frozen=True)
 class AgentRecord:
     id: str
@@ -57,6 +60,7 @@ def _version(raw: dict[bytes, bytes], version_id: str) -> VersionRecord:
 class AgentStore:
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
+        self._latest: dict[tuple[str, str], str] = {}  # (tenant, agent id) -> its latest version id, as last read
 
     async def create(self, tenant: str, *, title: str, dsl_json: str, description: str = "",
                      canvas_type: str = "", canvas_category: str = "") -> AgentRecord:
@@ -177,30 +181,56 @@ class AgentStore:
                               also_watch=(keys.versions(tenant, agent_id),))
 
     async def resolve_dsl(self, tenant: str, agent_id: str, *, version_id: str = "", draft: bool = False) -> tuple[str, str]:
-        """(dsl_json, version_id) to run: a named version, the draft, or the latest published (else the draft)."""
-        if version_id or draft:  # what to read is known: the agent and its version in one round trip
+        """(dsl_json, version_id) to run: a named version, the draft, or the latest published (else the draft).
+        One round trip, reading only the fields a run needs; the latest version's DSL is read in the same round
+        trip as the agent's latest version id by guessing it is the one this process saw last (a second round
+        trip only when it changed since)."""
+        if version_id or draft:
             async with self.redis.pipeline(transaction=False) as pipe:
                 self.queue_resolve(pipe, tenant, agent_id, version_id)
-                return self.resolved(tenant, agent_id, version_id, await pipe.execute())
-        agent = await self.get(tenant, agent_id)
-        if not agent.latest_version_id:
-            return agent.dsl_json, ""
-        return (await self.get_version(tenant, agent_id, agent.latest_version_id)).dsl_json, agent.latest_version_id
+                return self.resolved(agent_id, version_id, await pipe.execute())
+        seen = (tenant, agent_id)
+        guess = self._latest.get(seen)  # None: not seen here yet; "": nothing was published
+        async with self.redis.pipeline(transaction=False) as pipe:
+            if guess:  # the guessed version's DSL, not the draft's
+                pipe.hmget(keys.agent(tenant, agent_id), "latest_version_id")
+                self.queue_resolve(pipe, tenant, agent_id, guess)
+            else:
+                pipe.hmget(keys.agent(tenant, agent_id), "latest_version_id", "dsl_json")
+            (latest, *draft_dsl), *version = await pipe.execute()
+        if latest is None:  # every agent has the field, "" until it is published
+            raise NotFound(f"agent {agent_id!r} not found")
+        latest = latest.decode()
+        if len(self._latest) >= _LATEST_SEEN:
+            self._latest.clear()
+        self._latest[seen] = latest
+        if not latest:  # nothing published: the draft (read along unless a version was guessed)
+            if draft_dsl:
+                return (draft_dsl[0] or b"").decode(), ""
+            return await self.resolve_dsl(tenant, agent_id, draft=True)
+        if latest == guess:
+            return self.resolved(agent_id, latest, version)
+        return await self.resolve_dsl(tenant, agent_id, version_id=latest)  # published since the guess
 
     @staticmethod
     def queue_resolve(pipe, tenant: str, agent_id: str, version_id: str) -> None:
         """`resolve_dsl` of a named version (or, with none, the draft) on `pipe`; its replies go to `resolved`."""
-        pipe.hgetall(keys.agent(tenant, agent_id))
         if version_id:
-            pipe.hgetall(keys.version(tenant, version_id))
+            pipe.exists(keys.agent(tenant, agent_id))
+            pipe.hmget(keys.version(tenant, version_id), "agent_id", "dsl_json")
+        else:
+            pipe.hget(keys.agent(tenant, agent_id), "dsl_json")  # every agent has it, "" for an empty draft
 
     @staticmethod
-    def resolved(tenant: str, agent_id: str, version_id: str, replies: list) -> tuple[str, str]:
+    def resolved(agent_id: str, version_id: str, replies: list) -> tuple[str, str]:
+        """(dsl_json, version_id) from the replies of `queue_resolve`."""
+        if not version_id:
+            if replies[0] is None:
+                raise NotFound(f"agent {agent_id!r} not found")
+            return replies[0].decode(), ""
         if not replies[0]:
             raise NotFound(f"agent {agent_id!r} not found")
-        if not version_id:
-            return _s(replies[0], "dsl_json"), ""
-        raw = replies[1]
-        if not raw or _s(raw, "agent_id") != agent_id:
+        owner, dsl_json = replies[1]
+        if owner is None or owner.decode() != agent_id:
             raise NotFound(f"version {version_id!r} of agent {agent_id!r} not found")
-        return _s(raw, "dsl_json"), version_id
+        return (dsl_json or b"").decode(), version_id

@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from services.common.errors import AlreadyExists, NotFound
+from services.common.errors import AlreadyExists, InvalidArgument, NotFound
+from services.orchestrator.redis_client import Connection
 from services.orchestrator.state import SessionState
 from services.orchestrator.store import AgentStore, RunStore, SessionStore, keys
 from services.orchestrator.store.runs import CancelListener
@@ -74,6 +75,61 @@ async def test_published_versions_are_immutable_and_numbered(redis_client, tenan
     assert (await agents.get(tenant, a.id)).latest_version_id == v1.id
     v3 = await agents.publish(tenant, a.id)
     assert v3.number == 2 and v3.id != v2.id
+
+
+async def test_a_run_reads_its_agent_in_one_round_trip_whatever_it_runs(redis_client, tenant, monkeypatch):
+    agents = AgentStore(redis_client)
+    a = await agents.create(tenant, title="R", dsl_json='{"v": 1}')
+    v1 = await agents.publish(tenant, a.id)
+    await agents.update(tenant, a.id, dsl_json='{"v": 2}')
+    assert await agents.resolve_dsl(tenant, a.id) == ('{"v": 1}', v1.id)  # this process learns the latest id
+    sent = []
+    real_send = Connection.send_packed_command  # the orchestrator's connections: one send per round trip
+
+    async def counted(self, command, check_health=True):
+        sent.append(command)
+        return await real_send(self, command, check_health)
+
+    monkeypatch.setattr(Connection, "send_packed_command", counted)
+    for how, expected in (({}, ('{"v": 1}', v1.id)), ({"draft": True}, ('{"v": 2}', "")),
+                          ({"version_id": v1.id}, ('{"v": 1}', v1.id))):
+        sent.clear()
+        assert await agents.resolve_dsl(tenant, a.id, **how) == expected
+        assert len(sent) == 1, how
+    # Another replica publishes: the guess is checked in the same round trip, found stale, and read again once.
+    v2 = await AgentStore(redis_client).publish(tenant, a.id)
+    sent.clear()
+    assert await agents.resolve_dsl(tenant, a.id) == ('{"v": 2}', v2.id)
+    assert len(sent) == 2
+    sent.clear()
+    assert await agents.resolve_dsl(tenant, a.id) == ('{"v": 2}', v2.id)
+    assert len(sent) == 1
+    for v in (v2, v1):  # nothing published any more: the draft, whatever was guessed
+        await AgentStore(redis_client).delete_version(tenant, a.id, v.id)
+    for _ in range(2):  # once with the stale guess, once knowing nothing is published
+        sent.clear()
+        assert await agents.resolve_dsl(tenant, a.id) == ('{"v": 2}', "")
+    assert len(sent) == 1
+
+
+async def test_resolving_an_agent_names_what_is_missing(redis_client, tenant):
+    agents = AgentStore(redis_client)
+    a = await agents.create(tenant, title="M", dsl_json='{"v": 1}')
+    b = await agents.create(tenant, title="N", dsl_json='{"v": 9}')
+    vb = await agents.publish(tenant, b.id)
+    with pytest.raises(NotFound, match="agent 'nope' not found"):
+        await agents.resolve_dsl(tenant, "nope")
+    with pytest.raises(NotFound, match="agent 'nope' not found"):
+        await agents.resolve_dsl(tenant, "nope", version_id=vb.id)
+    with pytest.raises(NotFound, match=f"version '{vb.id}' of agent '{a.id}' not found"):
+        await agents.resolve_dsl(tenant, a.id, version_id=vb.id)  # another agent's version
+    with pytest.raises(NotFound, match="version 'gone' of agent"):
+        await agents.resolve_dsl(tenant, a.id, version_id="gone")
+    with pytest.raises(InvalidArgument, match="invalid version id"):
+        await agents.resolve_dsl(tenant, a.id, version_id="a:b")
+    v = await agents.publish(tenant, a.id)
+    await agents.delete_version(tenant, a.id, v.id)  # nothing published any more: the draft runs
+    assert await agents.resolve_dsl(tenant, a.id) == ('{"v": 1}', "")
 
 
 async def test_concurrent_publishes_get_distinct_numbers(redis_client, tenant):
