@@ -333,7 +333,9 @@ class Stack:
 
 async def create_agent(url: str, dsl: dict[str, Any]) -> str:
     async with aiohttp.ClientSession() as s:
-        async with s.post(url + "/api/v1/agents", headers=AUTH, json={"title": f"bench {time.monotonic_ns()}", "dsl": dsl}) as r:
+        # Released, as agents in production are: the OpenAI route runs an agent's latest published version.
+        async with s.post(url + "/api/v1/agents", headers=AUTH,
+                          json={"title": f"bench {time.monotonic_ns()}", "dsl": dsl, "release": True}) as r:
             body = await r.json()
     if body.get("code") != 0:
         raise SystemExit(f"pipeline bench: cannot create an agent: {body}")
@@ -371,6 +373,7 @@ async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any
     session_svc = next(b.servicer for b in orch.bindings if isinstance(b.servicer, SessionServicer))
     agents: AgentStore = session_svc.agents
     agent = await agents.create("bench-rt", title=f"rt {time.monotonic_ns()}", dsl_json=json.dumps(NO_MODEL))
+    await agents.publish("bench-rt", agent.id)  # as create_agent's: the run resolves the latest published version
     sends = collections.Counter()
     original = Connection.send_packed_command
 
