@@ -198,9 +198,9 @@ class AgentStore:
             else:
                 pipe.hmget(keys.agent(tenant, agent_id), "latest_version_id", "dsl_json")
             (latest, *draft_dsl), *version = await pipe.execute()
-        if latest is None:  # every agent has the field, "" until it is published
+        if not (version[0] if guess else draft_dsl[0] is not None):  # (EXISTS; every agent has a dsl_json)
             raise NotFound(f"agent {agent_id!r} not found")
-        latest = latest.decode()
+        latest = (latest or b"").decode()
         if len(self._latest) >= _LATEST_SEEN:
             self._latest.clear()
         self._latest[seen] = latest

@@ -130,6 +130,10 @@ async def test_resolving_an_agent_names_what_is_missing(redis_client, tenant):
     v = await agents.publish(tenant, a.id)
     await agents.delete_version(tenant, a.id, v.id)  # nothing published any more: the draft runs
     assert await agents.resolve_dsl(tenant, a.id) == ('{"v": 1}', "")
+    assert await agents.resolve_dsl(tenant, b.id) == ('{"v": 9}', vb.id)  # (its latest id is guessed from now on)
+    await agents.delete(tenant, b.id)
+    with pytest.raises(NotFound, match=f"agent '{b.id}' not found"):
+        await agents.resolve_dsl(tenant, b.id)
 
 
 async def test_concurrent_publishes_get_distinct_numbers(redis_client, tenant):
