@@ -23,6 +23,7 @@ from services.llm_gateway.errors import ProviderTimeout
 from services.llm_gateway.models import ChatDelta
 
 log = logging.getLogger(__name__)
+_jitter = random.Random()  # its own: retry timing leaves the process's global random state alone
 
 T = TypeVar("T")
 
@@ -52,7 +53,7 @@ def retry_delay(exc: ServiceError, attempt: int, policy: CallPolicy, budget: Bud
     if not exc.retryable or attempt >= policy.max_attempts:
         return None
     base = min(policy.backoff_max_s, policy.backoff_s * 2 ** (attempt - 1))
-    delay = base / 2 + random.uniform(0, base / 2)  # jitter: clients rate-limited together spread out
+    delay = base / 2 + _jitter.uniform(0, base / 2)  # jitter: clients rate-limited together spread out
     hint = getattr(exc, "retry_after_s", None)
     if hint is not None:
         delay = max(delay, min(float(hint), policy.backoff_max_s))

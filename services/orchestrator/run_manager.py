@@ -62,6 +62,7 @@ _END = object()
 # A new run's start is written once its engine has sent its first request to a peer (the model call goes out
 # first; the write's round trip overlaps it), at its end, or after this long, whichever comes first.
 _START_WAIT_S = 0.002
+_jitter = random.Random()  # its own: background timing leaves the process's global random state alone
 
 
 class RunManager:
@@ -111,7 +112,7 @@ class RunManager:
     async def _reaper(self) -> None:
         while True:
             # Jitter: replicas that started together do not all race for the same orphan.
-            await asyncio.sleep(self.runs.lease_s * random.uniform(0.3, 0.6))
+            await asyncio.sleep(self.runs.lease_s * _jitter.uniform(0.3, 0.6))
             try:
                 for tenant, run_id in await self.runs.expired():
                     if run_id in self._pumps:
