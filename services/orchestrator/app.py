@@ -64,11 +64,13 @@ def build(cfg: OrchestratorConfig) -> Service:
         await wait_until_ready(redis, cfg.redis_url)
         await layout.upgrade(redis)  # records stored before the keys had hash tags
         await listener.start()
+        await agents.resolved_cache.start()
         await manager.start()
 
     async def stop() -> None:
         await manager.aclose()
         await listener.stop()
+        await agents.resolved_cache.aclose()
         await http.aclose()
         for peer in peers:
             await peer.close()

@@ -225,11 +225,14 @@ class RunManager:
     async def _load(self, spec: RunSpec) -> tuple[Any, tuple[str, str] | None]:
         """The session a request continues (its state, not its messages) and, when the request names the version
         that session runs (the gateway does; "" is the draft), that version's (dsl_json, version_id): one round
-        trip."""
+        trip, or none for the version when `agents` keeps it."""
         if not spec.session_id:
             return None, None
-        if not spec.agent_id:
-            return await self.sessions.get(spec.tenant_id, spec.session_id, messages=False), None
+        cached = self.agents.cached_dsl(spec.tenant_id, spec.agent_id, spec.version_id) if spec.agent_id else None
+        if not spec.agent_id or cached is not None:
+            record = await self.sessions.get(spec.tenant_id, spec.session_id, messages=False)
+            return record, cached if record.agent_id == spec.agent_id and record.version_id == spec.version_id else None
+        token = self.agents.resolved_cache.token()
         async with self.runs.redis.pipeline(transaction=False) as pipe:
             self.sessions.queue_get(pipe, spec.tenant_id, spec.session_id)
             self.agents.queue_resolve(pipe, spec.tenant_id, spec.agent_id, spec.version_id)
@@ -237,7 +240,9 @@ class RunManager:
         record = self.sessions.record(spec.tenant_id, spec.session_id, raw)
         if record.agent_id != spec.agent_id or record.version_id != spec.version_id:
             return record, None  # not the version the session runs: _plan reads that one
-        return record, self.agents.resolved(spec.agent_id, spec.version_id, replies)
+        dsl = self.agents.resolved(spec.agent_id, spec.version_id, replies)
+        self.agents.keep_dsl(token, spec.tenant_id, spec.agent_id, spec.version_id, dsl)
+        return record, dsl
 
     async def _start_new(self, spec: RunSpec, record, dsl: tuple[str, str] | None = None, *,
                          fresh_id: bool = False) -> _Pump:

@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 
 from services.common.errors import AlreadyExists, InvalidArgument, NotFound
 from services.orchestrator.store import keys
+from services.orchestrator.store.agent_cache import ResolvedAgents
 from services.orchestrator.store._records import field as _s
 from services.orchestrator.store._records import write_if_exists
 
@@ -57,10 +58,16 @@ def _version(raw: dict[bytes, bytes], version_id: str) -> VersionRecord:
     )
 
 
+def _entry(tenant: str, agent_id: str, version_id: str, draft: bool) -> tuple[str, str, str]:
+    """A resolution's key in the cache (":" is in no id)."""
+    return tenant, agent_id, version_id or (":draft" if draft else ":latest")
+
+
 class AgentStore:
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
         self._latest: dict[tuple[str, str], str] = {}  # (tenant, agent id) -> its latest version id, as last read
+        self.resolved_cache = ResolvedAgents(redis)  # used once started (app.py): tests of the reads leave it off
 
     async def create(self, tenant: str, *, title: str, dsl_json: str, description: str = "",
                      canvas_type: str = "", canvas_category: str = "") -> AgentRecord:
@@ -182,9 +189,29 @@ class AgentStore:
 
     async def resolve_dsl(self, tenant: str, agent_id: str, *, version_id: str = "", draft: bool = False) -> tuple[str, str]:
         """(dsl_json, version_id) to run: a named version, the draft, or the latest published (else the draft).
-        One round trip, reading only the fields a run needs; the latest version's DSL is read in the same round
-        trip as the agent's latest version id by guessing it is the one this process saw last (a second round
-        trip only when it changed since)."""
+        Kept by `resolved_cache` until the agent changes (no round trip); else read in one round trip."""
+        entry = _entry(tenant, agent_id, version_id, draft)
+        hit = self.resolved_cache.get(entry)
+        if hit is not None:
+            return hit
+        token = self.resolved_cache.token()
+        resolved = await self._read_dsl(tenant, agent_id, version_id=version_id, draft=draft)
+        self.resolved_cache.put(token, keys.agent(tenant, agent_id), entry, resolved)
+        return resolved
+
+    def cached_dsl(self, tenant: str, agent_id: str, version_id: str) -> tuple[str, str] | None:
+        """What `resolve_dsl` of a named version (or, with none, the draft) has kept, if anything."""
+        return self.resolved_cache.get(_entry(tenant, agent_id, version_id, not version_id))
+
+    def keep_dsl(self, token: int | None, tenant: str, agent_id: str, version_id: str, resolved: tuple[str, str]) -> None:
+        """Keep what `resolved` (of `queue_resolve`) returned, as `resolve_dsl` does; `token` from before the read."""
+        self.resolved_cache.put(token, keys.agent(tenant, agent_id), _entry(tenant, agent_id, version_id, not version_id),
+                                resolved)
+
+    async def _read_dsl(self, tenant: str, agent_id: str, *, version_id: str = "", draft: bool = False) -> tuple[str, str]:
+        """`resolve_dsl` from Redis, reading only the fields a run needs. The latest version's DSL is read in the
+        same round trip as the agent's latest version id by guessing it is the one this process saw last (a
+        second round trip only when it changed since)."""
         if version_id or draft:
             async with self.redis.pipeline(transaction=False) as pipe:
                 self.queue_resolve(pipe, tenant, agent_id, version_id)
@@ -207,10 +234,10 @@ class AgentStore:
         if not latest:  # nothing published: the draft (read along unless a version was guessed)
             if draft_dsl:
                 return (draft_dsl[0] or b"").decode(), ""
-            return await self.resolve_dsl(tenant, agent_id, draft=True)
+            return await self._read_dsl(tenant, agent_id, draft=True)
         if latest == guess:
             return self.resolved(agent_id, latest, version)
-        return await self.resolve_dsl(tenant, agent_id, version_id=latest)  # published since the guess
+        return await self._read_dsl(tenant, agent_id, version_id=latest)  # published since the guess
 
     @staticmethod
     def queue_resolve(pipe, tenant: str, agent_id: str, version_id: str) -> None:

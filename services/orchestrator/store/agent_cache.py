@@ -1,0 +1,159 @@
+"""What agents resolve to (the latest published version's DSL, a named version's, the draft's), kept in the
+process and dropped as soon as Redis says the agent changed: Redis's server-assisted client-side caching
+(CLIENT TRACKING in broadcasting mode, https://redis.io/docs/latest/develop/reference/client-side-caching/).
+
+A new session's run then needs no round trip to learn what it runs. Every write that changes what an agent
+resolves to (an edit of its draft, a publish, a deleted version, the agent deleted) writes the agent's hash,
+by whichever replica, so Redis pushes that key's name to every tracking replica, which drops its entries.
+
+Why a cached answer is never stale:
+- One connection enables tracking and receives the invalidations (RESP3 push messages). If it dies,
+  tracking dies with it, and the cache is emptied and unused until a new connection tracks again. A
+  connection that goes silent is found by a PING after `_QUIET_S` without traffic.
+- A hit is trusted only when nothing is waiting on that connection: an invalidation that reached this
+  process but is not handled yet turns the hit into a read from Redis.
+- An answer read from Redis is kept only if no invalidation came between the read's start and its reply
+  (`token`): the key may have changed after the read.
+Without tracking (a Redis before 6.0, a proxy that refuses it) nothing is cached and every run reads Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import select
+from typing import Any, Hashable
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+log = logging.getLogger(__name__)
+
+_PREFIX = "t:{"  # every tenant's agents, versions and their indexes (store/keys.py); sessions and runs do not match
+_QUIET_S = 1.0  # without a message for this long, a PING; without its answer for as long again, reconnect
+_RETRY_S = 0.5
+_MAX_ENTRIES = 4096
+
+
+class ResolvedAgents:
+    """Entries by caller-chosen key, each filed under the Redis key whose change drops it."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.redis = redis
+        self._entries: dict[Hashable, Any] = {}
+        self._by_redis_key: dict[bytes, list[Hashable]] = {}
+        self._generation = 0  # one more for every invalidation and every change of connection
+        self._conn: Any = None  # the tracking connection, while tracking
+        self._task: asyncio.Task | None = None
+        self._tracking = asyncio.Event()
+
+    @property
+    def tracking(self) -> bool:
+        return self._conn is not None
+
+    async def start(self, wait_s: float = 10) -> None:
+        """Track from now on; returns once tracking (or after `wait_s`: runs read Redis meanwhile)."""
+        self._task = asyncio.create_task(self._track(), name="agent-cache-tracking")
+        try:
+            await asyncio.wait_for(self._tracking.wait(), wait_s)
+        except TimeoutError:
+            log.warning("agent cache: not tracking yet; runs read their agent from Redis until it is")
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    # ------------------------------------------------------------------ entries
+    def get(self, key: Hashable) -> Any:
+        """The entry, or None: none kept, not tracking, or an invalidation waits to be handled."""
+        if not self._entries or self._unread():
+            return None
+        return self._entries.get(key)
+
+    def token(self) -> int | None:
+        """Taken before reading what `put` is to keep; None: not tracking, keep nothing."""
+        return self._generation if self._conn is not None else None
+
+    def put(self, token: int | None, redis_key: str, key: Hashable, value: Any) -> None:
+        """Keep `value` under `key` until `redis_key` changes, if nothing was invalidated since `token`."""
+        if token is None or token != self._generation or self._conn is None:
+            return
+        if len(self._entries) >= _MAX_ENTRIES:
+            self._clear()
+        self._entries[key] = value
+        self._by_redis_key.setdefault(redis_key.encode(), []).append(key)
+
+    def _clear(self) -> None:
+        self._entries.clear()
+        self._by_redis_key.clear()
+        self._generation += 1
+
+    def _invalidate(self, redis_keys: list[bytes] | None) -> None:
+        self._generation += 1
+        if redis_keys is None:  # FLUSHDB, FLUSHALL
+            self._clear()
+            return
+        for name in redis_keys:
+            for key in self._by_redis_key.pop(name, ()):
+                self._entries.pop(key, None)
+
+    def _unread(self) -> bool:
+        """Whether the tracking connection has bytes this process has not handled (or is gone)."""
+        conn = self._conn
+        if conn is None:
+            return True
+        reader, writer = conn._reader, conn._writer  # redis-py's asyncio streams of the connection
+        if reader is None or writer is None or len(reader._buffer) or reader.at_eof():
+            return True
+        sock = writer.get_extra_info("socket")
+        if sock is None:
+            return True
+        return bool(select.select([sock.fileno()], [], [], 0)[0])
+
+    # ------------------------------------------------------------------ the tracking connection
+    async def _track(self) -> None:
+        pool = self.redis.connection_pool
+        while True:
+            # RESP3: the invalidations arrive on the tracking connection itself, as push messages.
+            conn = pool.connection_class(**{**pool.connection_kwargs, "protocol": 3})
+            try:
+                await conn.connect()
+                conn._parser.set_invalidation_push_handler(self._on_invalidation)
+                await conn.send_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", _PREFIX)
+                await conn.read_response()
+                self._clear()
+                self._conn = conn
+                self._tracking.set()
+                await self._listen(conn)
+            except asyncio.CancelledError:
+                raise
+            except ResponseError as exc:  # this Redis cannot track: no cache
+                log.warning("agent cache off: Redis refused client tracking (%s); runs read their agent from Redis",
+                            exc)
+                return
+            except Exception as exc:
+                log.warning("agent cache: tracking connection lost (%s); reconnecting", exc)
+            finally:
+                self._conn = None
+                self._tracking.clear()
+                self._clear()
+                await conn.disconnect(nowait=True)
+            await asyncio.sleep(_RETRY_S)
+
+    async def _listen(self, conn: Any) -> None:
+        """Invalidations are handled as they are read (`_on_invalidation`); a quiet connection is PINGed."""
+        pinged = False
+        while True:
+            reply = await conn.read_response(timeout=_QUIET_S, push_request=True)
+            if reply is not None:
+                pinged = False
+                continue
+            if pinged:
+                raise ConnectionError(f"no answer to a PING in {_QUIET_S} s")
+            await conn.send_command("PING")
+            pinged = True
+
+    async def _on_invalidation(self, push: list) -> bool:
+        self._invalidate(push[1])  # ["invalidate", [key, ...]], or None for every key (FLUSHDB, FLUSHALL)
+        return True
