@@ -18,6 +18,7 @@ there from a copy of the checkpoint.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import random
@@ -649,12 +650,17 @@ class _Pump:
 
     def _journal(self, event: ev.Event, record: dict[str, Any] | None = None) -> None:
         node = node_key(event.path, event.node_id) if event.node_id else ""
-        self.journal.event(event.seq, event_to_proto(event).SerializeToString(), node, record=record)
+        self.journal.event(event.seq, functools.partial(_event_bytes, event), node, record=record)
 
     async def _deliver(self, event: ev.Event) -> None:
         out = self.out
         if out is not None and (self._for_caller is None or event.__class__ in self._for_caller):
             await out.put(event)
+
+
+def _event_bytes(event: ev.Event) -> bytes:
+    """An event as its run's stream stores it (made when its journal batch is written)."""
+    return event_to_proto(event).SerializeToString()
 
 
 def _merge_deltas(batch: list[Any]) -> list[Any]:

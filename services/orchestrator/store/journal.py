@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, RedisError
@@ -72,6 +72,8 @@ class JournalWriter:
 
     async def _loop(self) -> None:
         try:
+            # One loop turn first: what woke with the events (their caller's send) goes before their storing.
+            await asyncio.sleep(0)
             while self._ready:
                 journals, self._ready = list(self._ready), {}
                 await self._write([(j, j._take()) for j in journals])
@@ -138,9 +140,10 @@ class RunJournal:
         self._idle.set()
         self.failed: BaseException | None = None
 
-    def event(self, seq: int, data: bytes, node: str, *, record: dict[str, Any] | None = None) -> None:
-        """One event; with the checkpoint `record` of the component it finishes, in the same batch (a crash
-        keeps both or neither)."""
+    def event(self, seq: int, data: bytes | Callable[[], bytes], node: str, *,
+              record: dict[str, Any] | None = None) -> None:
+        """One event (its bytes, or what makes them when the batch is written: off the caller's way); with the
+        checkpoint `record` of the component it finishes, in the same batch (a crash keeps both or neither)."""
         self._pending.append(("e", seq, data, node, 0 if record is None else 1))
         if record is not None:
             self._pending.append(("c", dump_bytes(record)))
@@ -174,7 +177,12 @@ class RunJournal:
         self._idle.set()
 
     def _script_args(self, entries: list[tuple]) -> list[Any]:
-        return [self.events_key, self.checkpoint_key, self.ttl_s, *(x for entry in entries for x in entry)]
+        args = [self.events_key, self.checkpoint_key, self.ttl_s]
+        for entry in entries:
+            if entry[0] == "e" and entry[2].__class__ is not bytes:
+                entry = ("e", entry[1], entry[2](), entry[3], entry[4])
+            args.extend(entry)
+        return args
 
     async def _committed(self, entries: list[tuple]) -> bool:
         """Whether a batch whose reply was lost is stored (a batch is one script call: all of it or none)."""

@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from services.orchestrator.store import keys
+from services.orchestrator.store import journal as journal_module
 from services.orchestrator.store.journal import JournalWriter, RunJournal, read_checkpoint, read_events
 from tests.support.redis_server import RedisServer
 
@@ -78,6 +79,7 @@ async def test_one_writer_stores_many_runs_in_one_round_trip(redis_client):
         return await send(batch)
 
     writer._pipeline = counted
+    await redis_client.script_load(journal_module._APPEND)  # (a fresh Redis answers the first call NOSCRIPT)
     journals = [RunJournal(writer, "t1", f"run-many-{i}") for i in range(20)]
     for seq in (1, 2, 3):
         for i, journal in enumerate(journals):
@@ -108,3 +110,36 @@ async def test_a_held_journal_writes_nothing_until_released(redis_client):
     journal.release()
     await journal.flush()
     assert [seq for seq, _ in await read_events(redis_client, "t1", "run-held")] == [1]
+
+
+async def test_an_event_handed_over_as_a_maker_is_stored_as_its_bytes(redis_client):
+    journal = RunJournal(JournalWriter(redis_client), "t1", "run-maker")
+    made = []
+
+    def maker() -> bytes:
+        made.append(1)
+        return b"made later"
+
+    journal.event(1, maker, "")
+    assert made == []  # not made while the run hands it over
+    await journal.flush()
+    assert made == [1]
+    (_, fields), = await read_events(redis_client, "t1", "run-maker")
+    assert fields[b"e"] == b"made later"
+
+
+async def test_what_an_event_woke_runs_before_the_event_is_stored(redis_client):
+    writer = JournalWriter(redis_client)
+    order = []
+    send = writer._pipeline
+
+    async def noted(batch):
+        order.append("stored")
+        return await send(batch)
+
+    writer._pipeline = noted
+    journal = RunJournal(writer, "t1", "run-order")
+    journal.event(1, b"delta", "")
+    asyncio.get_running_loop().call_soon(order.append, "sent to the caller")  # woken by the same event, after it
+    await journal.flush()
+    assert order == ["sent to the caller", "stored"]
