@@ -13,7 +13,7 @@ from tests.support.net import free_port
 class RedisServer:
     """A real redis-server (the same binary `trellis up` uses) with AOF, restartable to test durability."""
 
-    def __init__(self, workdir: Path, *, cluster: bool = False) -> None:
+    def __init__(self, workdir: Path, *, cluster: bool = False, args: tuple[str, ...] = ()) -> None:
         from trellis_cli.stack import redis_binary
 
         self.binary = redis_binary()
@@ -21,6 +21,7 @@ class RedisServer:
         # A Redis Cluster node serving every slot: a plain client works, and any multi-key script or MULTI whose
         # keys are in different slots fails with CROSSSLOT as on a real cluster. Its bus listens on port + 10000.
         self.cluster = cluster
+        self.args = args  # more redis-server options
         self.port = free_port()
         while cluster and self.port + 10000 > 65535:
             self.port = free_port()
@@ -34,7 +35,7 @@ class RedisServer:
         cluster = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"] if self.cluster else []
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
-             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--logfile", "", *cluster],
+             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--logfile", "", *cluster, *self.args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         client = redis.Redis(port=self.port)

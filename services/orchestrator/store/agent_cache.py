@@ -15,6 +15,8 @@ Why a cached answer is never stale:
 - An answer read from Redis is kept only if no invalidation came between the read's start and its reply
   (`token`): the key may have changed after the read.
 Without tracking (a Redis before 6.0, a proxy that refuses it) nothing is cached and every run reads Redis.
+Tracking covers the keys of the Redis this connection reaches: the orchestrator's one Redis (redis_client.py).
+A client of a multi-node Redis Cluster would need a tracking connection per node.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ log = logging.getLogger(__name__)
 _PREFIX = "t:{"  # every tenant's agents, versions and their indexes (store/keys.py); sessions and runs do not match
 _QUIET_S = 1.0  # without a message for this long, a PING; without its answer for as long again, reconnect
 _RETRY_S = 0.5
-_MAX_ENTRIES = 4096
+_MAX_ENTRIES = 512  # as many as compiled plans are kept (canvases.py): the DSL texts are shared with them
 
 
 class ResolvedAgents:
@@ -40,12 +42,12 @@ class ResolvedAgents:
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
-        self._entries: dict[Hashable, Any] = {}
-        self._by_redis_key: dict[bytes, list[Hashable]] = {}
+        self._entries: dict[Hashable, tuple[bytes, Any]] = {}  # key -> (the Redis key it is filed under, value)
+        self._by_redis_key: dict[bytes, set[Hashable]] = {}
         self._generation = 0  # one more for every invalidation and every change of connection
         self._conn: Any = None  # the tracking connection, while tracking
         self._task: asyncio.Task | None = None
-        self._tracking = asyncio.Event()
+        self._settled = asyncio.Event()  # tracking, or refused: start() waits for either
 
     @property
     def tracking(self) -> bool:
@@ -55,7 +57,7 @@ class ResolvedAgents:
         """Track from now on; returns once tracking (or after `wait_s`: runs read Redis meanwhile)."""
         self._task = asyncio.create_task(self._track(), name="agent-cache-tracking")
         try:
-            await asyncio.wait_for(self._tracking.wait(), wait_s)
+            await asyncio.wait_for(self._settled.wait(), wait_s)
         except TimeoutError:
             log.warning("agent cache: not tracking yet; runs read their agent from Redis until it is")
 
@@ -69,20 +71,32 @@ class ResolvedAgents:
         """The entry, or None: none kept, not tracking, or an invalidation waits to be handled."""
         if not self._entries or self._unread():
             return None
-        return self._entries.get(key)
+        entry = self._entries.get(key)
+        return None if entry is None else entry[1]
 
     def token(self) -> int | None:
         """Taken before reading what `put` is to keep; None: not tracking, keep nothing."""
         return self._generation if self._conn is not None else None
 
     def put(self, token: int | None, redis_key: str, key: Hashable, value: Any) -> None:
-        """Keep `value` under `key` until `redis_key` changes, if nothing was invalidated since `token`."""
+        """Keep `value` under `key` until `redis_key` changes, if nothing was invalidated since `token`. When
+        full, the entry kept longest goes."""
         if token is None or token != self._generation or self._conn is None:
             return
-        if len(self._entries) >= _MAX_ENTRIES:
-            self._clear()
-        self._entries[key] = value
-        self._by_redis_key.setdefault(redis_key.encode(), []).append(key)
+        name = redis_key.encode()
+        if key not in self._entries and len(self._entries) >= _MAX_ENTRIES:
+            oldest, (oldest_name, _) = next(iter(self._entries.items()))
+            self._drop(oldest, oldest_name)
+        self._entries[key] = (name, value)
+        self._by_redis_key.setdefault(name, set()).add(key)
+
+    def _drop(self, key: Hashable, name: bytes) -> None:
+        self._entries.pop(key, None)
+        keys = self._by_redis_key.get(name)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_redis_key[name]
 
     def _clear(self) -> None:
         self._entries.clear()
@@ -124,19 +138,19 @@ class ResolvedAgents:
                 await conn.read_response()
                 self._clear()
                 self._conn = conn
-                self._tracking.set()
+                self._settled.set()
                 await self._listen(conn)
             except asyncio.CancelledError:
                 raise
             except ResponseError as exc:  # this Redis cannot track: no cache
                 log.warning("agent cache off: Redis refused client tracking (%s); runs read their agent from Redis",
                             exc)
+                self._settled.set()
                 return
             except Exception as exc:
                 log.warning("agent cache: tracking connection lost (%s); reconnecting", exc)
             finally:
                 self._conn = None
-                self._tracking.clear()
                 self._clear()
                 await conn.disconnect(nowait=True)
             await asyncio.sleep(_RETRY_S)

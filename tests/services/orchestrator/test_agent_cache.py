@@ -10,8 +10,9 @@ import pytest
 import redis
 
 from services.common.errors import NotFound
-from services.orchestrator.redis_client import Connection
+from services.orchestrator.redis_client import Connection, connect
 from services.orchestrator.store import AgentStore, agent_cache, keys
+from tests.support.redis_server import RedisServer
 
 
 @pytest.fixture
@@ -136,3 +137,24 @@ async def test_an_answer_read_across_an_invalidation_is_not_kept(tracked, tenant
     assert cache.get((tenant, "a1", ":draft")) is None
     cache.put(cache.token(), keys.agent(tenant, "a1"), (tenant, "a1", ":draft"), ("{}", ""))
     assert cache.get((tenant, "a1", ":draft")) == ("{}", "")
+
+
+async def test_a_redis_that_refuses_tracking_leaves_the_cache_off(tmp_path, tenant):
+    server = RedisServer(tmp_path, args=("--rename-command", "CLIENT", ""))  # as a proxy that has no CLIENT
+    server.start()
+    client = connect(server.url)
+    try:
+        agents = AgentStore(client)
+        # Settles once refused: it does not wait for tracking that never comes (60 s here).
+        await asyncio.wait_for(agents.resolved_cache.start(wait_s=60), 30)
+        assert not agents.resolved_cache.tracking
+        a = await agents.create(tenant, title="R", dsl_json='{"v": 1}')
+        v1 = await agents.publish(tenant, a.id)
+        assert await agents.resolve_dsl(tenant, a.id) == ('{"v": 1}', v1.id)
+        await agents.update(tenant, a.id, dsl_json='{"v": 2}')
+        v2 = await agents.publish(tenant, a.id)
+        assert await agents.resolve_dsl(tenant, a.id) == ('{"v": 2}', v2.id)  # read from Redis each time
+        await agents.resolved_cache.aclose()
+    finally:
+        await client.aclose()
+        server.stop()
