@@ -28,6 +28,7 @@ from services.orchestrator.store import keys
 log = logging.getLogger(__name__)
 
 JOURNAL_TTL_S = 7 * 24 * 3600
+_YIELD_TURNS = 4  # bounded: under load something is handed over every turn, and the writer must still write
 
 # KEYS: events, checkpoint. ARGV: ttl, then entries: 'e', seq, event, node key, finished (0/1) | 'c', record.
 _APPEND = """
@@ -61,9 +62,11 @@ class JournalWriter:
         self._sha = redis.register_script(_APPEND).sha
         self._ready: dict[RunJournal, None] = {}  # journals with a batch to write, in the order they asked
         self._task: asyncio.Task | None = None
+        self._handed = 0  # hand-overs so far
 
     def ready(self, journal: RunJournal) -> None:
         self._ready[journal] = None
+        self._handed += 1
         if self._task is None:  # the loop ends when nothing is left: no task lingers between bursts
             self._task = asyncio.get_running_loop().create_task(self._loop(), name="journal-writer")
 
@@ -72,8 +75,13 @@ class JournalWriter:
 
     async def _loop(self) -> None:
         try:
-            # One loop turn first: what woke with the events (their caller's send) goes before their storing.
-            await asyncio.sleep(0)
+            # Loop turns first, until one passes with nothing new handed over (at most _YIELD_TURNS): what woke
+            # with the events (their callers' sends) goes before their storing.
+            for _ in range(_YIELD_TURNS):
+                handed = self._handed
+                await asyncio.sleep(0)
+                if self._handed == handed:
+                    break
             while self._ready:
                 journals, self._ready = list(self._ready), {}
                 await self._write([(j, j._take()) for j in journals])

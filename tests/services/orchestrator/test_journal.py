@@ -138,8 +138,16 @@ async def test_what_an_event_woke_runs_before_the_event_is_stored(redis_client):
         return await send(batch)
 
     writer._pipeline = noted
+    await redis_client.script_load(journal_module._APPEND)  # one pipeline per write: no NOSCRIPT retry
     journal = RunJournal(writer, "t1", "run-order")
     journal.event(1, b"delta", "")
     asyncio.get_running_loop().call_soon(order.append, "sent to the caller")  # woken by the same event, after it
+    await journal.flush()
+    assert order == ["sent to the caller", "stored"]
+    order.clear()
+    journal.event(2, b"node started", "")  # the writer starts its turns
+    await asyncio.sleep(0)
+    journal.event(3, b"delta", "")  # handed over while the writer waits
+    asyncio.get_running_loop().call_soon(order.append, "sent to the caller")
     await journal.flush()
     assert order == ["sent to the caller", "stored"]
