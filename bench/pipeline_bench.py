@@ -109,8 +109,10 @@ class Target:
                 "messages": [{"role": "user", "content": "go"}]}
 
 
-async def stream_once(session: aiohttp.ClientSession, target: Target, shape: str) -> tuple[float, float, int, int]:
-    """(seconds to the first token, seconds to the end, tokens, SSE events) of one streamed completion."""
+async def stream_once(session: aiohttp.ClientSession, target: Target, shape: str,
+                      on_first: Callable[[], None] | None = None) -> tuple[float, float, int, int]:
+    """(seconds to the first token, seconds to the end, tokens, SSE events) of one streamed completion;
+    `on_first` is called when its first token arrives."""
     start = perf()
     first = None
     count = events = 0
@@ -125,6 +127,8 @@ async def stream_once(session: aiohttp.ClientSession, target: Target, shape: str
                 count += found
                 if first is None:
                     first = perf()
+                    if on_first is not None:
+                        on_first()
             events += data.count(b"data:")
             tail = data[-4:]
     end = perf()
@@ -172,11 +176,26 @@ async def idle_ttft(target: Target, n: int) -> dict[str, Any]:
     return {"p50_ms": pct(firsts, 50), "p99_ms": pct(firsts, 99), "n": n}
 
 
-async def concurrent_streams(target: Target, streams: int, shape: str, tokens: int) -> dict[str, Any]:
+def cpu_seconds(procs: dict[str, psutil.Process]) -> dict[str, float]:
+    return {name: sum(p.cpu_times()[:2]) for name, p in procs.items()}
+
+
+async def concurrent_streams(target: Target, streams: int, shape: str, tokens: int,
+                             procs: dict[str, psutil.Process] | None = None) -> dict[str, Any]:
+    """`procs`: also the CPU each of these processes spent from the start until the last first token arrived
+    (psutil's clock ticks: 10 ms steps), where 100 starts at once meet on two cores."""
+    firsts_seen: list[dict[str, float]] = []
+
+    def first_arrived() -> None:
+        firsts_seen.append({})
+        if procs and len(firsts_seen) == streams:
+            firsts_seen[-1] = cpu_seconds(procs)
+
     async with client_session(streams + 10) as s:
         await asyncio.gather(*(stream_once(s, target, "bench-5-0") for _ in range(min(streams, 20))))
+        cpu_at_start = cpu_seconds(procs) if procs else {}
         start = perf()
-        results = await asyncio.gather(*(stream_once(s, target, shape) for _ in range(streams)))
+        results = await asyncio.gather(*(stream_once(s, target, shape, first_arrived) for _ in range(streams)))
         wall = perf() - start
     total = sum(c for _, _, c, _ in results)
     assert total == streams * tokens, f"{target.url}: {total} of {streams * tokens} tokens arrived"
@@ -185,7 +204,9 @@ async def concurrent_streams(target: Target, streams: int, shape: str, tokens: i
     return {"streams": streams, "stream_p50_s": pct(ends, 50), "stream_p99_s": pct(ends, 99),
             "first_token_p50_ms": pct(firsts, 50), "first_token_p99_ms": pct(firsts, 99),
             "aggregate_tokens_per_s": total / wall, "wall_s": wall,
-            "events_per_stream": sum(n for _, _, _, n in results) / streams}
+            "events_per_stream": sum(n for _, _, _, n in results) / streams,
+            **({"cpu_ms_until_last_first_token": {k: round(1000 * (v - cpu_at_start[k])) for k, v in firsts_seen[-1].items()}}
+               if procs else {})}
 
 
 WARM_UP_S = 2.0  # a closed loop's first seconds: 100 clients starting at once, a burst no steady load has
@@ -495,7 +516,8 @@ def profile(processes: dict[str, psutil.Process], seconds: float, out_dir: Path)
 
 async def streams_a_to_d(results: dict[str, Any], direct: Target, relay: Target, chain: Target, bare: Target,
                          piped: Target, grpc_port: int, long_tokens: int, q: bool,
-                         stack_cpu: Callable[[], dict[str, float]]) -> None:
+                         stack_cpu: Callable[[], dict[str, float]], stack_procs: dict[str, psutil.Process],
+                         bare_procs: dict[str, psutil.Process]) -> None:
     print("(a) one long stream", flush=True)
     results["direct"]["a_one_stream"] = await one_long_stream(direct, long_tokens)
     results["floors"]["a_aiohttp_relay"] = await one_long_stream(relay, long_tokens)
@@ -520,9 +542,9 @@ async def streams_a_to_d(results: dict[str, Any], direct: Target, relay: Target,
     print("(c) 100 paced streams", flush=True)
     results["direct"]["c_paced"] = await concurrent_streams(direct, 100, "bench-200-10", 200)
     results["floors"]["c_paced_relay_chain"] = await concurrent_streams(chain, 100, "bench-200-10", 200)
-    results["floors"]["c_paced_bare_pipeline"] = await concurrent_streams(bare, 100, "bench-200-10", 200)
+    results["floors"]["c_paced_bare_pipeline"] = await concurrent_streams(bare, 100, "bench-200-10", 200, bare_procs)
     cpu0 = stack_cpu()
-    results["pipeline"]["c_paced"] = await concurrent_streams(piped, 100, "bench-200-10", 200)
+    results["pipeline"]["c_paced"] = await concurrent_streams(piped, 100, "bench-200-10", 200, stack_procs)
     cpu1 = stack_cpu()
     results["cpu_ms_per_stream_c"] = {k: round(10 * (cpu1[k] - cpu0.get(k, 0)), 2) for k in cpu1}  # 1000 ms / 100
 
@@ -543,18 +565,20 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     chain_ports = [free_port(), free_port()]  # two more relays after `relay_port`: three Python hops per token
     bare_ports = [free_port(), free_port(), free_port()]  # llm_gateway, orchestrator, gateway with only the hops
     model_url = f"http://127.0.0.1:{model_port}"
+    bare_relays = {  # the bare pipeline, each relay in the place of the process it is named after
+        "llm_relay": subprocess.Popen([PY, str(HERE / "stream_floors.py"), "grpc-relay", "--port", str(bare_ports[0]),
+                                       "--upstream", model_url]),
+        "orchestrator_relay": subprocess.Popen([PY, str(HERE / "stream_floors.py"), "grpc-relay", "--port",
+                                                str(bare_ports[1]), "--upstream", f"127.0.0.1:{bare_ports[0]}"]),
+        "gateway_relay": subprocess.Popen([PY, str(HERE / "stream_floors.py"), "http-grpc", "--port", str(bare_ports[2]),
+                                           "--upstream", f"127.0.0.1:{bare_ports[1]}"])}
     helpers = [subprocess.Popen([PY, str(HERE / "model_server.py"), "--port", str(model_port)]),
                subprocess.Popen([PY, str(HERE / "stream_floors.py"), "relay", "--port", str(relay_port),
                                  "--upstream", model_url]),
                *(subprocess.Popen([PY, str(HERE / "stream_floors.py"), "relay", "--port", str(port),
                                    "--upstream", f"http://127.0.0.1:{upstream}"])
                  for port, upstream in zip(chain_ports, [relay_port, *chain_ports])),
-               subprocess.Popen([PY, str(HERE / "stream_floors.py"), "grpc-relay", "--port", str(bare_ports[0]),
-                                 "--upstream", model_url]),
-               subprocess.Popen([PY, str(HERE / "stream_floors.py"), "grpc-relay", "--port", str(bare_ports[1]),
-                                 "--upstream", f"127.0.0.1:{bare_ports[0]}"]),
-               subprocess.Popen([PY, str(HERE / "stream_floors.py"), "http-grpc", "--port", str(bare_ports[2]),
-                                 "--upstream", f"127.0.0.1:{bare_ports[1]}"]),
+               *bare_relays.values(),
                subprocess.Popen([PY, str(HERE / "stream_floors.py"), "grpc", "--port", str(grpc_port)])]
     stack = Stack(model_url, tmp / "data")
     try:
@@ -576,7 +600,10 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         results["rss_mb_idle"] = stack.rss_mb()
 
         if not args.only_e:
-            await streams_a_to_d(results, direct, relay, chain, bare, piped, grpc_port, long_tokens, q, stack.cpu_s)
+            bare_procs = {name: psutil.Process(proc.pid) for name, proc in bare_relays.items()}
+            stack_procs = {k: v for k, v in stack.children().items() if k in ("gateway", "orchestrator", "llm_gateway", "redis")}
+            await streams_a_to_d(results, direct, relay, chain, bare, piped, grpc_port, long_tokens, q, stack.cpu_s,
+                                 stack_procs, bare_procs)
 
         seconds = 5 if q else 15
         print("(e) closed loops", flush=True)
@@ -682,7 +709,11 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
                         # per token; the pipeline merges what arrives while a stream lingers (docs/streaming.md)
                         "pipeline_events_per_stream": round(p["c_paced"]["events_per_stream"], 1),
                         "bare_pipeline_floor_events_per_stream": round(f["c_paced_bare_pipeline"]["events_per_stream"], 1),
-                        "pipeline_cpu_ms_per_stream": r["cpu_ms_per_stream_c"]},
+                        "pipeline_cpu_ms_per_stream": r["cpu_ms_per_stream_c"],
+                        # from the 100 starts to the last first token: the process that limits that p99
+                        "pipeline_cpu_ms_until_last_first_token": p["c_paced"]["cpu_ms_until_last_first_token"],
+                        "bare_pipeline_floor_cpu_ms_until_last_first_token":
+                            f["c_paced_bare_pipeline"]["cpu_ms_until_last_first_token"]},
         "d_aggregate_tokens_per_s": {"pipeline": round(p["d_unpaced"]["aggregate_tokens_per_s"]),
                                      "direct": round(d["d_unpaced"]["aggregate_tokens_per_s"]),
                                      "aiohttp_relay_floor": round(f["d_unpaced_aiohttp_relay"]["aggregate_tokens_per_s"])},
