@@ -3,8 +3,10 @@ process and dropped as soon as Redis says the agent changed: Redis's server-assi
 (CLIENT TRACKING in broadcasting mode, https://redis.io/docs/latest/develop/reference/client-side-caching/).
 
 A new session's run then needs no round trip to learn what it runs. Every write that changes what an agent
-resolves to (an edit of its draft, a publish, a deleted version, the agent deleted) writes the agent's hash,
-by whichever replica, so Redis pushes that key's name to every tracking replica, which drops its entries.
+resolves to (an edit of its draft, a publish, a deleted version, the agent deleted), by whichever replica,
+increments the agent's change counter in the same transaction (`keys.agent_changes`), so Redis pushes that
+key's name to every tracking replica, which drops the entries filed under it. Only those counters are tracked
+(their own prefix): the sessions, runs and indexes every run writes reach no replica.
 
 Why a cached answer is never stale:
 - One connection enables tracking and receives the invalidations (RESP3 push messages). If it dies,
@@ -29,9 +31,10 @@ from typing import Any, Hashable
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from services.orchestrator.store.keys import AGENT_CHANGES_PREFIX
+
 log = logging.getLogger(__name__)
 
-_PREFIX = "t:{"  # every tenant's agents, versions and their indexes (store/keys.py); sessions and runs do not match
 _QUIET_S = 1.0  # without a message for this long, a PING; without its answer for as long again, reconnect
 _RETRY_S = 0.5
 _MAX_ENTRIES = 512  # as many as compiled plans are kept (canvases.py): the DSL texts are shared with them
@@ -134,7 +137,7 @@ class ResolvedAgents:
             try:
                 await conn.connect()
                 conn._parser.set_invalidation_push_handler(self._on_invalidation)
-                await conn.send_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", _PREFIX)
+                await conn.send_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", AGENT_CHANGES_PREFIX)
                 await conn.read_response()
                 self._clear()
                 self._conn = conn

@@ -15,7 +15,8 @@ from services.orchestrator.store._records import field as _s
 from services.orchestrator.store._records import write_if_exists
 
 
-_LATEST_SEEN = 4096  # agents whose latest version id a process remembers (a guess, always checked)
+_LATEST_SEEN = 4096
+_CHANGES_TTL_S = 24 * 3600  # a deleted agent's change counter: long enough for every replica to have heard  # agents whose latest version id a process remembers (a guess, always checked)
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,7 @@ class AgentStore:
             pipe.multi()
             pipe.hset(keys.agent(tenant, agent_id), mapping={**fields, "updated_at": now})
             pipe.zadd(keys.agents_by_update(tenant), {agent_id: now})
+            pipe.incr(keys.agent_changes(tenant, agent_id))
 
         await write_if_exists(self.redis, keys.agent(tenant, agent_id), f"agent {agent_id!r} not found", fill)
         return await self.get(tenant, agent_id)
@@ -137,6 +139,8 @@ class AgentStore:
             pipe.zrem(keys.agents_by_update(tenant), agent_id)
             pipe.zrem(keys.agents_by_create(tenant), agent_id)
             pipe.hdel(keys.agent_titles(tenant), current.title)
+            pipe.incr(keys.agent_changes(tenant, agent_id))  # (a DEL of a missing key would tell no one)
+            pipe.expire(keys.agent_changes(tenant, agent_id), _CHANGES_TTL_S)
             await pipe.execute()
 
     async def publish(self, tenant: str, agent_id: str, title: str = "") -> VersionRecord:
@@ -154,6 +158,7 @@ class AgentStore:
                 "dsl_json": dsl_json or b"", "created_at": time.time()})
             pipe.zadd(keys.versions(tenant, agent_id), {version_id: number})
             pipe.hset(keys.agent(tenant, agent_id), "latest_version_id", version_id)
+            pipe.incr(keys.agent_changes(tenant, agent_id))
 
         await write_if_exists(self.redis, keys.agent(tenant, agent_id), f"agent {agent_id!r} not found", fill,
                               also_watch=(keys.versions(tenant, agent_id),))
@@ -183,6 +188,7 @@ class AgentStore:
             pipe.delete(keys.version(tenant, version_id))
             pipe.zrem(keys.versions(tenant, agent_id), version_id)
             pipe.hset(keys.agent(tenant, agent_id), "latest_version_id", remaining[-1].decode() if remaining else "")
+            pipe.incr(keys.agent_changes(tenant, agent_id))
 
         await write_if_exists(self.redis, keys.agent(tenant, agent_id), f"agent {agent_id!r} not found", fill,
                               also_watch=(keys.versions(tenant, agent_id),))
@@ -196,7 +202,7 @@ class AgentStore:
             return hit
         token = self.resolved_cache.token()
         resolved = await self._read_dsl(tenant, agent_id, version_id=version_id, draft=draft)
-        self.resolved_cache.put(token, keys.agent(tenant, agent_id), entry, resolved)
+        self.resolved_cache.put(token, keys.agent_changes(tenant, agent_id), entry, resolved)
         return resolved
 
     def cached_dsl(self, tenant: str, agent_id: str, version_id: str) -> tuple[str, str] | None:
@@ -205,8 +211,8 @@ class AgentStore:
 
     def keep_dsl(self, token: int | None, tenant: str, agent_id: str, version_id: str, resolved: tuple[str, str]) -> None:
         """Keep what `resolved` (of `queue_resolve`) returned, as `resolve_dsl` does; `token` from before the read."""
-        self.resolved_cache.put(token, keys.agent(tenant, agent_id), _entry(tenant, agent_id, version_id, not version_id),
-                                resolved)
+        self.resolved_cache.put(token, keys.agent_changes(tenant, agent_id),
+                                _entry(tenant, agent_id, version_id, not version_id), resolved)
 
     async def _read_dsl(self, tenant: str, agent_id: str, *, version_id: str = "", draft: bool = False) -> tuple[str, str]:
         """`resolve_dsl` from Redis, reading only the fields a run needs. The latest version's DSL is read in the

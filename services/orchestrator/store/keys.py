@@ -33,6 +33,16 @@ def agent(tenant: str, agent_id: str) -> str:
     return f"{_tenant(tenant)}:agent:{_id(agent_id, 'agent id')}"
 
 
+AGENT_CHANGES_PREFIX = "changes:"
+
+
+def agent_changes(tenant: str, agent_id: str) -> str:
+    """A counter every change of what the agent runs increments (its draft, its versions, its deletion), in the
+    same transaction. Outside the tenant's `t:` keys on purpose: orchestrators track this prefix alone
+    (store/agent_cache.py), so the keys a run writes under `t:` never reach them."""
+    return f"{AGENT_CHANGES_PREFIX}{agent(tenant, agent_id)}"
+
+
 def agents_by_update(tenant: str) -> str:
     return f"{_tenant(tenant)}:agents:by_update"
 

@@ -11,7 +11,8 @@ import redis
 
 from services.common.errors import NotFound
 from services.orchestrator.redis_client import Connection, connect
-from services.orchestrator.store import AgentStore, agent_cache, keys
+from services.orchestrator.store import AgentStore, SessionStore, agent_cache, keys
+from services.orchestrator.store.sessions import message
 from tests.support.redis_server import RedisServer
 
 
@@ -89,9 +90,28 @@ async def test_an_invalidation_not_handled_yet_turns_a_hit_into_a_read(tracked, 
     a = await tracked.create(tenant, title="U", dsl_json='{"v": 1}')
     assert await tracked.resolve_dsl(tenant, a.id, draft=True) == ('{"v": 1}', "")
     with redis.Redis.from_url(redis_server.url) as blocking:  # this process's event loop does not run meanwhile
-        blocking.hset(keys.agent(tenant, a.id), "dsl_json", '{"v": 2}')
+        with blocking.pipeline(transaction=True) as pipe:  # as another replica's AgentStore.update writes it
+            pipe.hset(keys.agent(tenant, a.id), "dsl_json", '{"v": 2}')
+            pipe.incr(keys.agent_changes(tenant, a.id))
+            pipe.execute()
         blocking.ping()  # answered after Redis has sent the invalidation of the write before it
     assert await tracked.resolve_dsl(tenant, a.id, draft=True) == ('{"v": 2}', "")
+
+
+async def test_what_runs_write_reaches_no_tracking_replica(tracked, redis_client, sends, tenant):
+    a = await tracked.create(tenant, title="W", dsl_json='{"v": 1}')
+    assert await tracked.resolve_dsl(tenant, a.id) == ('{"v": 1}', "")
+    cache = tracked.resolved_cache
+    generation = cache._generation
+    sessions = SessionStore(redis_client, 3600)
+    for _ in range(20):  # a run's session and its indexes under the agent (`t:{tenant}:agent:<id>:...`)
+        await sessions.create(tenant, agent_id=a.id, user_id="u", messages=[message("assistant", "Hi!")])
+    await redis_client.ping()  # any invalidation would have been sent before this answer
+    await asyncio.sleep(0.05)
+    assert cache._generation == generation  # no invalidation came
+    sends.clear()
+    assert await tracked.resolve_dsl(tenant, a.id) == ('{"v": 1}', "")
+    assert sends == []
 
 
 async def test_a_lost_tracking_connection_empties_the_cache_until_it_tracks_again(tracked, redis_client, sends,
