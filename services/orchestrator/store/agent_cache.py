@@ -49,6 +49,7 @@ class ResolvedAgents:
         self._by_redis_key: dict[bytes, set[Hashable]] = {}
         self._generation = 0  # one more for every invalidation and every change of connection
         self._conn: Any = None  # the tracking connection, while tracking
+        self._poll: Any = None  # whether that connection's socket has bytes waiting
         self._task: asyncio.Task | None = None
         self._settled = asyncio.Event()  # tracking, or refused: start() waits for either
 
@@ -123,10 +124,7 @@ class ResolvedAgents:
         reader, writer = conn._reader, conn._writer  # redis-py's asyncio streams of the connection
         if reader is None or writer is None or len(reader._buffer) or reader.at_eof():
             return True
-        sock = writer.get_extra_info("socket")
-        if sock is None:
-            return True
-        return bool(select.select([sock.fileno()], [], [], 0)[0])
+        return bool(self._poll.poll(0))  # poll, not select: a busy process's descriptors pass 1024
 
     # ------------------------------------------------------------------ the tracking connection
     async def _track(self) -> None:
@@ -139,6 +137,8 @@ class ResolvedAgents:
                 conn._parser.set_invalidation_push_handler(self._on_invalidation)
                 await conn.send_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", AGENT_CHANGES_PREFIX)
                 await conn.read_response()
+                self._poll = select.poll()
+                self._poll.register(conn._writer.get_extra_info("socket").fileno(), select.POLLIN)
                 self._clear()
                 self._conn = conn
                 self._settled.set()

@@ -178,3 +178,24 @@ async def test_a_redis_that_refuses_tracking_leaves_the_cache_off(tmp_path, tena
     finally:
         await client.aclose()
         server.stop()
+
+
+async def test_a_tracking_connection_past_descriptor_1024_still_serves_hits(redis_client, tenant):
+    import os
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]  # a busy process: the next socket is past 1024
+    try:
+        for _ in range(5):  # (a descriptor another connection freed meanwhile is taken first: fill it, try again)
+            agents = AgentStore(redis_client)
+            await agents.resolved_cache.start()
+            if agents.resolved_cache._conn._writer.get_extra_info("socket").fileno() >= 1024:
+                break
+            await agents.resolved_cache.aclose()
+            held += [os.open(os.devnull, os.O_RDONLY) for _ in range(20)]
+        assert agents.resolved_cache._conn._writer.get_extra_info("socket").fileno() >= 1024
+        a = await agents.create(tenant, title="F", dsl_json='{"v": 1}')
+        assert await agents.resolve_dsl(tenant, a.id, draft=True) == ('{"v": 1}', "")
+        assert agents.resolved_cache.get((tenant, a.id, ":draft")) == ('{"v": 1}', "")
+        await agents.resolved_cache.aclose()
+    finally:
+        for fd in held:
+            os.close(fd)
