@@ -18,11 +18,13 @@ _given: set[int] = set()
 _random = random.Random()  # its own: the global one is seeded by tests and watched by Hypothesis
 
 
-def free_port() -> int:
-    """A port no other test of this run got and nothing listens on now, on any address."""
+def free_port(*, with_offset: int = 0) -> int:
+    """A port no other test of this run got and nothing listens on now, on any address. With `with_offset`, the
+    port that much higher is free and below the ephemeral range too (a Redis Cluster node's bus is port + 10000)."""
+    low, high = _PORTS
     while True:
-        port = _random.randint(*_PORTS)
-        if port not in _given and _bindable(port):
+        port = _random.randint(low, high - with_offset)
+        if port not in _given and _bindable(port) and (not with_offset or _bindable(port + with_offset)):
             _given.add(port)
             return port
 

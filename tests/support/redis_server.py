@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from tests.support.net import free_port
 
@@ -22,33 +24,50 @@ class RedisServer:
         # keys are in different slots fails with CROSSSLOT as on a real cluster. Its bus listens on port + 10000.
         self.cluster = cluster
         self.args = args  # more redis-server options
-        self.port = free_port()
-        while cluster and self.port + 10000 > 65535:
-            self.port = free_port()
+        self.port = self._free_port()
         self.proc: subprocess.Popen | None = None
+
+    def _free_port(self) -> int:
+        return free_port(with_offset=10000 if self.cluster else 0)
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        first_start = self.proc is None
+        for attempt in range(5 if first_start else 1):  # a restart keeps its port: clients hold the URL
+            if attempt:  # the port was taken between choosing it and binding it (by another process's connection)
+                self.port = self._free_port()
+            if self._spawn():
+                break
+        else:
+            raise RuntimeError(f"redis-server did not start (last port {self.port}; see {self.workdir}/redis.log)")
+        if self.cluster:
+            self._serve_every_slot(redis.Redis(port=self.port))
+
+    def _spawn(self) -> bool:
+        """Start redis-server on self.port; False if it exits before answering a PING."""
         cluster = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"] if self.cluster else []
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
-             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--logfile", "", *cluster, *self.args],
+             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--logfile", str(self.workdir / "redis.log"),
+             *cluster, *self.args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        client = redis.Redis(port=self.port)
-        for _ in range(200):
+        client = redis.Redis(port=self.port, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
             try:
                 client.ping()
-                break
+                return True
             except redis.ConnectionError:
                 time.sleep(0.02)
-        else:
-            raise RuntimeError("redis-server did not start")
-        if self.cluster:
-            self._serve_every_slot(client)
+        self.proc.kill()
+        self.proc.wait()
+        return False
 
     @staticmethod
     def _serve_every_slot(client: redis.Redis) -> None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 
 import grpc
 import pytest
+import redis
 import redis.asyncio as aioredis
 from redis.crc import key_slot
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
@@ -44,6 +46,20 @@ def cluster_redis(tmp_path_factory):
     server.start()
     yield server
     server.stop()
+
+
+def test_a_cluster_node_whose_bus_port_is_taken_starts_on_another_port(tmp_path):
+    server = RedisServer(tmp_path, cluster=True)
+    chosen = server.port
+    with socket.socket() as squatter:  # as an outgoing connection of another process may hold it
+        squatter.bind(("127.0.0.1", chosen + 10000))
+        squatter.listen()
+        server.start()
+    try:
+        assert server.port != chosen
+        assert b"cluster_state:ok" in redis.Redis(port=server.port).execute_command("CLUSTER", "INFO")
+    finally:
+        server.stop()
 
 
 def test_the_keys_of_a_run_and_of_a_session_each_share_a_slot():
