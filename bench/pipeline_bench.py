@@ -27,6 +27,7 @@ import collections
 import json
 import os
 import signal
+import statistics
 import socket
 import subprocess
 import sys
@@ -208,6 +209,8 @@ async def concurrent_streams(target: Target, streams: int, shape: str, tokens: i
             **({"cpu_ms_until_last_first_token": {k: round(1000 * (v - cpu_at_start[k])) for k, v in firsts_seen[-1].items()}}
                if procs else {})}
 
+
+C_ROUNDS, C_ROUNDS_QUICK = 5, 2  # (c)'s alternating rounds of the pipeline and the bare pipeline
 
 WARM_UP_S = 2.0  # a closed loop's first seconds: 100 clients starting at once, a burst no steady load has
 
@@ -547,6 +550,14 @@ async def streams_a_to_d(results: dict[str, Any], direct: Target, relay: Target,
     results["pipeline"]["c_paced"] = await concurrent_streams(piped, 100, "bench-200-10", 200, stack_procs)
     cpu1 = stack_cpu()
     results["cpu_ms_per_stream_c"] = {k: round(10 * (cpu1[k] - cpu0.get(k, 0)), 2) for k in cpu1}  # 1000 ms / 100
+    # One burst's first-token p99 moves by 2x with the machine's other load: the pipeline and the bare pipeline
+    # in alternating rounds, each compared with the round beside it.
+    rounds: dict[str, list[float]] = {"bare_pipeline": [], "pipeline": []}
+    for _ in range(C_ROUNDS_QUICK if q else C_ROUNDS):
+        for name, target in (("bare_pipeline", bare), ("pipeline", piped)):
+            await asyncio.sleep(1.0)  # the previous burst's streams have ended and their runs are stored
+            rounds[name].append((await concurrent_streams(target, 100, "bench-200-10", 200))["first_token_p99_ms"])
+    results["c_first_token_p99_rounds_ms"] = rounds
 
     print("(d) 100 unpaced streams", flush=True)
     results["direct"]["d_unpaced"] = await concurrent_streams(direct, 100, "bench-300-0", 300)
@@ -678,6 +689,18 @@ def summarize_e(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def first_token_rounds(rounds: dict[str, list[float]]) -> dict[str, Any]:
+    """(c)'s first-token p99 in alternating rounds: each side's median, and in how many rounds each is under 150 ms."""
+    pipe, bare = rounds["pipeline"], rounds["bare_pipeline"]
+    return {"rounds_pipeline_first_token_p99_ms": [round(x, 1) for x in pipe],
+            "rounds_bare_pipeline_first_token_p99_ms": [round(x, 1) for x in bare],
+            "rounds_pipeline_first_token_p99_median_ms": round(statistics.median(pipe), 1),
+            "rounds_bare_pipeline_first_token_p99_median_ms": round(statistics.median(bare), 1),
+            "rounds_pipeline_minus_bare_median_ms": round(statistics.median(p - b for p, b in zip(pipe, bare)), 1),
+            "rounds_at_most_150_ms": {"pipeline": sum(x <= 150 for x in pipe), "bare_pipeline": sum(x <= 150 for x in bare),
+                                      "of": len(pipe)}}
+
+
 def summarize(r: dict[str, Any]) -> dict[str, Any]:
     d, p, f = r["direct"], r["pipeline"], r["floors"]
     return {
@@ -713,7 +736,8 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
                         # from the 100 starts to the last first token: the process that limits that p99
                         "pipeline_cpu_ms_until_last_first_token": p["c_paced"]["cpu_ms_until_last_first_token"],
                         "bare_pipeline_floor_cpu_ms_until_last_first_token":
-                            f["c_paced_bare_pipeline"]["cpu_ms_until_last_first_token"]},
+                            f["c_paced_bare_pipeline"]["cpu_ms_until_last_first_token"],
+                        **first_token_rounds(r["c_first_token_p99_rounds_ms"])},
         "d_aggregate_tokens_per_s": {"pipeline": round(p["d_unpaced"]["aggregate_tokens_per_s"]),
                                      "direct": round(d["d_unpaced"]["aggregate_tokens_per_s"]),
                                      "aiohttp_relay_floor": round(f["d_unpaced_aiohttp_relay"]["aggregate_tokens_per_s"])},
