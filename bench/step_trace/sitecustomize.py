@@ -1,7 +1,8 @@
-"""Loaded by `bench/first_token_trace.py` (it puts this directory on PYTHONPATH, nothing else does): with
-TRELLIS_STEP_TRACE_DIR set, wraps the functions below as their modules are imported and appends one line per
-step, `<step> <perf_counter>`, to a file per process. perf_counter is CLOCK_MONOTONIC, the same in every process
-of the machine, so steps of different processes line up."""
+"""Loaded by `bench/first_token_trace.py` and `bench/burst_trace.py` (they put this directory on PYTHONPATH,
+nothing else does): with TRELLIS_STEP_TRACE_DIR set, wraps the functions below as their modules are imported
+and appends one line per step, `<step> <perf_counter>`, to a file per process. perf_counter is CLOCK_MONOTONIC, the same in every process
+of the machine, so steps of different processes line up. With TRELLIS_LOOP_TRACE=1 the orchestrator also times
+each loop turn and each callback."""
 
 from __future__ import annotations
 
@@ -93,5 +94,41 @@ def _install(out_dir: str) -> None:
     sys.meta_path.insert(0, Finder())
 
 
+
+def _install_loop_trace(out_dir: str) -> None:
+    """The orchestrator's loop: one line per loop turn (`T start end`) and per callback run
+    (`H name start end`, a task's callbacks named after its coroutine), for bench/burst_trace.py."""
+    import asyncio.base_events
+    import asyncio.events
+
+    out = open(os.path.join(out_dir, f"loop-{os.getpid()}.txt"), "a", buffering=1 << 16)
+    import atexit
+    atexit.register(out.flush)
+    clock = time.perf_counter
+    run_once, handle_run = asyncio.base_events.BaseEventLoop._run_once, asyncio.events.Handle._run
+
+    def timed_turn(self):
+        start = clock()
+        run_once(self)
+        out.write(f"T\t{start:.6f}\t{clock():.6f}\n")
+
+    def timed_callback(self):
+        start = clock()
+        try:
+            return handle_run(self)
+        finally:
+            callback = self._callback
+            name = getattr(callback, "__qualname__", None) or type(callback).__name__
+            coro = getattr(getattr(callback, "__self__", None), "get_coro", None)
+            if coro is not None:
+                name = "task:" + str(getattr(coro(), "__qualname__", None) or "?")
+            out.write(f"H\t{name}\t{start:.6f}\t{clock():.6f}\n")
+
+    asyncio.base_events.BaseEventLoop._run_once = timed_turn
+    asyncio.events.Handle._run = timed_callback
+
+
 if _DIR:
     _install(_DIR)
+    if os.environ.get("TRELLIS_LOOP_TRACE") and b"services.orchestrator" in open("/proc/self/cmdline", "rb").read():
+        _install_loop_trace(_DIR)
