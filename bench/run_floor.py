@@ -16,7 +16,6 @@ and reports runs/s, p99 and CPU ms per request of each process beside the pipeli
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import struct
 import uuid
@@ -25,6 +24,8 @@ import grpc
 import redis.asyncio as aioredis
 from aiohttp import web
 from google.protobuf.wrappers_pb2 import StringValue
+
+from services.common import event_loop  # the floors run on the loop the services run on
 
 METHOD = "/floor.Run/Run"
 EVENTS = 3
@@ -87,9 +88,10 @@ def main() -> None:
     parser.add_argument("--upstream", default="")
     args = parser.parse_args()
     if args.kind == "grpc":
-        asyncio.run(grpc_server(args.port, args.redis_port))
+        event_loop.run(grpc_server(args.port, args.redis_port))
     else:
-        web.run_app(http_app(args.upstream), host="127.0.0.1", port=args.port, print=None, access_log=None)
+        web.run_app(http_app(args.upstream), host="127.0.0.1", port=args.port, print=None, access_log=None,
+                    loop=event_loop.new_loop())
 
 
 if __name__ == "__main__":

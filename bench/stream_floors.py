@@ -26,6 +26,8 @@ import grpc
 from aiohttp import web
 from google.protobuf.wrappers_pb2 import BytesValue, StringValue
 
+from services.common import event_loop  # the floors run on the loop the services run on
+
 GRPC_METHOD = "/floor.Bench/Tokens"
 RELAY_METHOD = "/floor.Relay/Chat"
 
@@ -155,13 +157,15 @@ def main() -> None:
     parser.add_argument("--upstream", default="")
     args = parser.parse_args()
     if args.kind == "relay":
-        web.run_app(relay_app(args.upstream), host="127.0.0.1", port=args.port, print=None, access_log=None)
+        web.run_app(relay_app(args.upstream), host="127.0.0.1", port=args.port, print=None, access_log=None,
+                    loop=event_loop.new_loop())
     elif args.kind == "http-grpc":
-        web.run_app(http_grpc_app(args.upstream), host="127.0.0.1", port=args.port, print=None, access_log=None)
+        web.run_app(http_grpc_app(args.upstream), host="127.0.0.1", port=args.port, print=None, access_log=None,
+                    loop=event_loop.new_loop())
     elif args.kind == "grpc-relay":
-        asyncio.run(grpc_relay_server(args.port, args.upstream))
+        event_loop.run(grpc_relay_server(args.port, args.upstream))
     else:
-        asyncio.run(grpc_server(args.port))
+        event_loop.run(grpc_server(args.port))
 
 
 if __name__ == "__main__":

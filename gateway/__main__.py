@@ -8,7 +8,7 @@ from aiohttp import web
 
 from gateway.app import create_app
 from gateway.config import GatewayConfig
-from services.common import heap, logs, tracing
+from services.common import event_loop, heap, logs, tracing
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def main() -> None:
     app.on_startup.append(freeze_startup_heap)
     # handler_cancellation: a client that disconnects cancels its handler, and with it the gRPC call.
     web.run_app(app, host=cfg.host, port=cfg.port, handler_cancellation=True, print=None, access_log=None,
-                reuse_port=cfg.reuse_port or None)
+                reuse_port=cfg.reuse_port or None, loop=event_loop.new_loop())
 
 
 if __name__ == "__main__":

@@ -11,6 +11,13 @@ import pytest
 from tests.support.redis_server import RedisServer
 
 
+def pytest_asyncio_loop_factories(config, item):
+    """Tests run on the loop the services run on (uvloop unless TRELLIS_UVLOOP=0)."""
+    from services.common import event_loop
+
+    return {"uvloop" if event_loop.uses_uvloop() else "asyncio": event_loop.new_loop}
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory):
     server = RedisServer(tmp_path_factory.mktemp("redis"))

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 
-from services.common import serve
+from services.common import event_loop, serve
 from services.llm_gateway.app import build
 from services.llm_gateway.config import LlmGatewayConfig
 
@@ -17,4 +16,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    event_loop.run(main())

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from services.common import serve
+from services.common import event_loop, serve
 from services.orchestrator.app import build
 from services.orchestrator.config import OrchestratorConfig
 
@@ -15,4 +13,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    event_loop.run(main())

@@ -88,6 +88,9 @@ def test_up_healthy_then_sigterm_stops_everything_and_keeps_aof(tmp_path):
         names = " ".join(" ".join(c.cmdline()) for c in children)
         for part in ("redis-server", "services.orchestrator", "services.llm_gateway", "services.retrieval", "services.sandbox", "gateway"):
             assert part in names
+        for child in children:  # every Python part runs its loop on uvloop (services/common/event_loop.py)
+            if "python" in os.path.basename(child.cmdline()[0]):
+                assert any("uvloop" in m.path for m in child.memory_maps()), child.cmdline()
         _check_every_service_answers(ports)
         # state written through the private Redis must land in its AOF
         redis.Redis(port=ports["REDIS"]).set("trellis:e2e", "kept")
