@@ -18,17 +18,15 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import pipeline_bench as pb  # noqa: E402  (bench/, on sys.path)
+from first_token_trace import traced_stack  # noqa: E402
 
 STREAMS = 100
 COUNTED_BURSTS = 3
@@ -96,17 +94,9 @@ def callbacks(trace_dir: Path, runs: int) -> None:
 
 
 async def main() -> int:
-    tmp = Path(tempfile.mkdtemp(prefix="trellis-burst-"))
-    trace_dir = tmp / "steps"
-    trace_dir.mkdir()
-    model_port = pb.free_port()
-    model = subprocess.Popen([pb.PY, str(HERE / "model_server.py"), "--port", str(model_port)])
-    stack = pb.Stack(f"http://127.0.0.1:{model_port}", tmp / "data")
     # The loop trace times asyncio's own loop (uvloop's turns and callbacks cannot be wrapped from Python).
-    stack.env.update(TRELLIS_STEP_TRACE_DIR=str(trace_dir), TRELLIS_LOOP_TRACE="1", TRELLIS_UVLOOP="0")
-    stack.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE / "step_trace"), stack.env.get("PYTHONPATH")]))
+    trace_dir, model, stack = traced_stack("trellis-burst-", TRELLIS_LOOP_TRACE="1", TRELLIS_UVLOOP="0")
     try:
-        pb.wait_port(model_port)
         stack.start()
         paced = await pb.create_agent(stack.url, pb.streaming_canvas("bench-200-10"))
         short = await pb.create_agent(stack.url, pb.streaming_canvas("bench-5-10"))

@@ -50,6 +50,21 @@ def steps(trace_dir: Path) -> list[tuple[float, str]]:
     return sorted(marks)
 
 
+def traced_stack(prefix: str, **env: str) -> tuple[Path, subprocess.Popen, pb.Stack]:
+    """The model server (running) and a stack (not started) whose processes mark their steps in the returned
+    directory (bench/step_trace/), with `env` on top."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    trace_dir = tmp / "steps"
+    trace_dir.mkdir()
+    model_port = pb.free_port()
+    model = subprocess.Popen([pb.PY, str(HERE / "model_server.py"), "--port", str(model_port)])
+    stack = pb.Stack(f"http://127.0.0.1:{model_port}", tmp / "data")
+    stack.env.update(TRELLIS_STEP_TRACE_DIR=str(trace_dir), **env)
+    stack.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE / "step_trace"), stack.env.get("PYTHONPATH")]))
+    pb.wait_port(model_port)
+    return trace_dir, model, stack
+
+
 def table(marks: list[tuple[float, str]], windows: list[tuple[float, float]]) -> list[tuple[float, str, int]]:
     """(median ms from the send, step, how many requests had it); a step seen again in one request is numbered."""
     offsets: dict[str, list[float]] = collections.defaultdict(list)
@@ -68,16 +83,8 @@ async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=100)
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="trellis-trace-"))
-    trace_dir = tmp / "steps"
-    trace_dir.mkdir()
-    model_port = pb.free_port()
-    model = subprocess.Popen([pb.PY, str(HERE / "model_server.py"), "--port", str(model_port)])
-    stack = pb.Stack(f"http://127.0.0.1:{model_port}", tmp / "data")
-    stack.env["TRELLIS_STEP_TRACE_DIR"] = str(trace_dir)
-    stack.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE / "step_trace"), stack.env.get("PYTHONPATH")]))
+    trace_dir, model, stack = traced_stack("trellis-trace-")
     try:
-        pb.wait_port(model_port)
         stack.start()
         agent = await pb.create_agent(stack.url, pb.streaming_canvas("bench-5-0"))
         windows = await requests(stack.url, agent, args.requests)
