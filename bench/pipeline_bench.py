@@ -690,7 +690,7 @@ def summarize_e(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def first_token_rounds(rounds: dict[str, list[float]]) -> dict[str, Any]:
-    """(c)'s first-token p99 in alternating rounds: each side's median, and in how many rounds each is under 150 ms."""
+    """(c)'s first-token p99 in alternating rounds: each side's median, and in how many rounds each is at most 150 ms."""
     pipe, bare = rounds["pipeline"], rounds["bare_pipeline"]
     return {"rounds_pipeline_first_token_p99_ms": [round(x, 1) for x in pipe],
             "rounds_bare_pipeline_first_token_p99_ms": [round(x, 1) for x in bare],
