@@ -7,7 +7,8 @@ import asyncio
 import hiredis
 import pytest
 import redis.asyncio as aioredis
-from redis.exceptions import DataError, TimeoutError as RedisTimeout
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import DataError, ResponseError, TimeoutError as RedisTimeout
 
 from services.orchestrator.redis_client import Connection, connect
 from tests.support.timers import timers_armed
@@ -157,3 +158,124 @@ async def test_callers_beyond_the_pool_wait_for_a_connection_and_all_get_one(red
         assert len(pool._available_connections) + len(pool._in_use_connections) <= 2
     finally:
         await client.aclose()
+
+
+async def _batch(client, p: str) -> list:
+    async with client.pipeline(transaction=False) as pipe:
+        pipe.set(f"{p}:s", "v").hset(f"{p}:h", mapping={"a": 1}).hgetall(f"{p}:h").exists(f"{p}:s", f"{p}:none")
+        pipe.zadd(f"{p}:z", {"m": 1.5}).zrange(f"{p}:z", 0, -1, withscores=True).get(f"{p}:none")
+        pipe.incr(f"{p}:s")  # an error reply in the middle: it stays in its place
+        pipe.eval("return {1, 'two', KEYS[1]}", 1, f"{p}:k").ttl(f"{p}:s")
+        return await pipe.execute(raise_on_error=False)
+
+
+async def test_a_pipeline_gives_exactly_the_replies_redis_py_gives(redis_server):
+    ours, theirs = connect(redis_server.url), aioredis.Redis.from_url(redis_server.url)
+    try:
+        mine, reference = await _batch(ours, "rc:ours"), await _batch(theirs, "rc:theirs")
+        assert [type(r) for r in mine] == [type(r) for r in reference]
+        assert [str(r).replace("ours", "theirs") for r in mine] == [str(r) for r in reference]  # errors by message
+        assert mine[2] == {b"a": b"1"} and isinstance(mine[7], ResponseError)
+        with pytest.raises(Exception) as raised:
+            async with ours.pipeline(transaction=False) as pipe:
+                await pipe.set("rc:s", "v").incr("rc:s").execute()
+        assert "Command # 2 (INCRBY rc:s 1) of pipeline caused error" in str(raised.value)
+    finally:
+        await ours.aclose()
+        await theirs.aclose()
+
+
+async def test_a_pipeline_reads_its_replies_without_a_read_per_reply(redis_server, monkeypatch):
+    """The fast path: 200 replies straight from hiredis, none through redis-py's per-reply read (six coroutine
+    frames each)."""
+    reads = 0
+    real = Connection.read_response
+
+    async def counted(self, *args, **kwargs):
+        nonlocal reads
+        reads += 1
+        return await real(self, *args, **kwargs)
+
+    client = connect(redis_server.url)
+    try:
+        await client.ping()
+        monkeypatch.setattr(Connection, "read_response", counted)
+        async with client.pipeline(transaction=False) as pipe:
+            for i in range(200):
+                pipe.set(f"rc:r{i}", i)
+            assert await pipe.execute() == [True] * 200
+    finally:
+        await client.aclose()
+    assert reads == 0
+
+
+async def _scripted_redis(answer):
+    """A peer speaking RESP2 that answers each command with `await answer(command)`, one connection at a time
+    in order; returns (server, port, connections seen)."""
+    seen: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(len(seen) + 1)
+        parser = hiredis.Reader()
+        while data := await reader.read(65536):
+            parser.feed(data)
+            while (command := parser.gets()) is not False:
+                reply = await answer(command, len(seen))
+                if reply is None:  # drop the connection
+                    writer.transport.abort()
+                    return
+                writer.write(reply)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], seen
+
+
+async def test_a_pipeline_cancelled_while_reading_leaves_no_reply_for_the_next_caller():
+    release = asyncio.Event()
+
+    async def answer(command, connection):
+        if command == [b"GET", b"slow"]:
+            await release.wait()
+            return b"$5\r\nstale\r\n"
+        if command[0] == b"GET":
+            return b"$5\r\nfresh\r\n"
+        return b"+OK\r\n"
+
+    server, port, seen = await _scripted_redis(answer)
+    client = connect(f"redis://127.0.0.1:{port}/0?protocol=2")
+    try:
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.set("a", 1).get("slow")
+            pending = asyncio.ensure_future(pipe.execute())
+            await asyncio.sleep(0.2)
+            pending.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await pending
+        release.set()
+        assert await client.get("other") == b"fresh"  # not the cancelled pipeline's late reply
+        assert len(seen) == 2  # the cancelled read's connection was dropped
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_connection_lost_during_a_pipeline_fails_it_and_the_next_command_gets_a_new_one():
+    async def answer(command, connection):
+        if command[0] == b"GET" and connection == 1:
+            return None  # the first connection dies before the pipeline's replies
+        return b"$2\r\nok\r\n" if command[0] == b"GET" else b"+OK\r\n"
+
+    server, port, seen = await _scripted_redis(answer)
+    client = connect(f"redis://127.0.0.1:{port}/0?protocol=2")
+    try:
+        with pytest.raises(RedisConnectionError):  # as redis-py raises it (this client has no retries)
+            async with client.pipeline(transaction=False) as pipe:
+                await pipe.set("a", 1).get("a").execute()
+        async with client.pipeline(transaction=False) as pipe:
+            assert await pipe.set("a", 1).get("a").execute() == [True, b"ok"]
+        assert len(seen) == 2
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
