@@ -8,13 +8,14 @@ failures are the typed errors of services/clients/_rpc.py.
     result = await client.chat("qwen-plus@Tongyi-Qianwen", messages, tools=tools)   # assembled turn
     vectors = (await client.embed(["a", "b"])).vectors
 
-The token stream is the hot path: each chunk becomes one `ChatDelta` (llm_convert.delta_from_proto), and
-chunks that arrive while the caller is busy come merged (services/common/coalesce.py).
+The token stream is the hot path: each message becomes one `ChatDelta` (llm_convert.delta_from_proto), read by
+the caller itself. The gateway already merges what queued up while it sent (services/common/coalesce.py), and
+each reader here buffers for itself (a StreamValue, an Agent's turn), so a merging task in between would only
+cost a task switch per message.
 """
 
 from __future__ import annotations
 
-from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Sequence
 
@@ -31,9 +32,7 @@ from services.clients.llm_models import (
     ModelType,
     RerankScore,
     assemble,
-    merge_deltas,
 )
-from services.common.coalesce import coalesce
 
 
 @dataclass(frozen=True)
@@ -57,15 +56,13 @@ class LlmClient(Peer):
     peer = "llm_gateway"
     stub = llm_grpc.LlmServiceStub
 
-    async def stream_chat(self, model_id: str, messages: Sequence[Message], *, timeout: float | None = None,
-                          **options: Any) -> AsyncIterator[ChatDelta]:
+    def stream_chat(self, model_id: str, messages: Sequence[Message], *, timeout: float | None = None,
+                    **options: Any) -> AsyncIterator[ChatDelta]:
         """The turn's deltas as they arrive. `options` are `tools`, `tool_choice`, `response_format`,
         `sampling`, `max_tokens` and `stop` (llm_convert.chat_request_to_proto). Breaking out of the loop
-        cancels the call (and the upstream request)."""
+        (or closing the iterator) cancels the call, and the upstream request."""
         req = convert.chat_request_to_proto(model_id, messages, **options)
-        async with aclosing(self._chat(req, timeout)) as pairs:  # closing this closes the call at once
-            async for _, delta in pairs:
-                yield delta
+        return self._stream(self._stub.Chat, req, convert.delta_from_proto, timeout)
 
     async def chat(self, model_id: str, messages: Sequence[Message], *, timeout: float | None = None,
                    **options: Any) -> ChatResult:
@@ -74,11 +71,6 @@ class LlmClient(Peer):
         req = convert.chat_request_to_proto(model_id, messages, **options)
         resp = await self._unary(self._stub.Complete, req, timeout)
         return assemble([convert.delta_from_proto(resp)], resp.model)
-
-    def _chat(self, req: llm_pb.ChatRequest, timeout: float | None) -> AsyncIterator[tuple[str, ChatDelta]]:
-        """(model, delta) pairs; the model id rides on the first. Deltas that arrive while the caller is busy
-        with the previous one come merged."""
-        return coalesce(self._stream(self._stub.Chat, req, _pair, timeout), _merge_pairs)
 
     async def embed(self, texts: Sequence[str], *, model_id: str = "", timeout: float | None = None) -> Embeddings:
         req = llm_pb.EmbedRequest(model_id=model_id, texts=list(texts))
@@ -107,11 +99,3 @@ class LlmClient(Peer):
         resp = await self._unary(self._stub.ListModels, req, timeout)
         return [ModelListing(m.id, convert.MODEL_TYPES[m.type], m.provider, m.is_default) for m in resp.models]
 
-
-def _pair(chunk: llm_pb.ChatResponse) -> tuple[str, ChatDelta]:
-    return chunk.model, convert.delta_from_proto(chunk)
-
-
-def _merge_pairs(a: tuple[str, ChatDelta], b: tuple[str, ChatDelta]) -> tuple[str, ChatDelta] | None:
-    merged = merge_deltas(a[1], b[1])
-    return None if merged is None else (a[0] or b[0], merged)
