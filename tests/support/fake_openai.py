@@ -32,6 +32,7 @@ class Reply:
     delay_s: float = 0.0  # before the reply (and between chunks of a stream)
     stall_after: int | None = None  # stream: after this many chunks, go silent until the client leaves
     done: bool = True  # stream: end with "data: [DONE]"
+    end_delay_s: float = 0.0  # stream: between "[DONE]" and the body's end (a server that flushes them apart)
     source: AsyncIterator[dict[str, Any]] | None = None  # a stream produced while it is sent (its own pace)
 
     @classmethod
@@ -44,8 +45,9 @@ class Reply:
         return cls.json({"error": {"message": message, "type": kind, "param": None, "code": None}}, status=status, headers=headers)
 
     @classmethod
-    def stream(cls, chunks: list[dict[str, Any]], *, delay_s: float = 0.0, stall_after: int | None = None) -> "Reply":
-        return cls(chunks=chunks, delay_s=delay_s, stall_after=stall_after)
+    def stream(cls, chunks: list[dict[str, Any]], *, delay_s: float = 0.0, stall_after: int | None = None,
+               end_delay_s: float = 0.0) -> "Reply":
+        return cls(chunks=chunks, delay_s=delay_s, stall_after=stall_after, end_delay_s=end_delay_s)
 
 
 def chunk(
@@ -136,6 +138,7 @@ class FakeOpenAI:
         self.port = 0
         self.base_url = ""
         self.headers: list[dict[str, str]] = []  # the headers of each request, as `requests`
+        self.peers: list[tuple[str, int]] = []  # the client's address of each request: a reused connection repeats
         # Answers chat requests once the queued replies are used up (tests/support/scripted_openai.py).
         self.responder: Callable[[dict[str, Any]], Awaitable[Reply]] | None = None
 
@@ -175,6 +178,7 @@ class FakeOpenAI:
         body = await request.json()
         self.requests.append((request.path, body))
         self.headers.append(dict(request.headers))
+        self.peers.append(request.transport.get_extra_info("peername"))
         return body
 
     async def _on_chat(self, request: web.Request) -> web.StreamResponse:
@@ -201,6 +205,7 @@ class FakeOpenAI:
                 await resp.write(f"data: {json.dumps(data)}\n\n".encode())
             if reply.done:
                 await resp.write(b"data: [DONE]\n\n")
+            await asyncio.sleep(reply.end_delay_s)
             await resp.write_eof()
         except (asyncio.CancelledError, ConnectionResetError):
             self.disconnected.set()

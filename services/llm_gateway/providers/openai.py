@@ -42,6 +42,8 @@ from services.llm_gateway.models import (
 
 log = logging.getLogger(__name__)
 
+END_WAIT_S = 0.5  # after a stream's `[DONE]`, how long its body's end may take before the connection is dropped
+
 
 class OpenAISettings(ProviderSettings):
     """A providers-file factory of kind `openai` (the default): services/llm_gateway/providers_file.py.
@@ -144,6 +146,7 @@ class OpenAIProvider(Provider):
                     async for delta in stream_deltas(resp.content.iter_any(), where):
                         started = True
                         yield delta
+                    await _read_to_end(resp)
                 finally:
                     # Not drained: closing drops the connection, which is what stops the upstream request when
                     # the consumer is cancelled (client cancel, deadline).
@@ -190,6 +193,19 @@ class OpenAIProvider(Provider):
         await self._client.close()
         if self._http is not None:
             await self._http.close()
+
+
+async def _read_to_end(resp: aiohttp.ClientResponse) -> None:
+    """After `[DONE]`: the body's end, which a server may send a moment later, so that the connection goes back
+    to the pool instead of being dropped (a new connection per turn is a TLS handshake with a remote provider).
+    A server that keeps the body open gets its connection closed after END_WAIT_S."""
+    if resp.content.at_eof():
+        return
+    try:
+        async with asyncio.timeout(END_WAIT_S):
+            await resp.content.read()
+    except (TimeoutError, aiohttp.ClientError):
+        pass  # closed by the caller's resp.close()
 
 
 def _from_completion(completion: Any) -> ChatDelta:

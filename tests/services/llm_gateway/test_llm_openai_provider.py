@@ -47,6 +47,27 @@ async def test_streams_text_usage_and_the_resolved_model(fake_openai):
     assert _metric("trellis_llm_time_to_first_token_seconds_count", provider="OpenAI", model="gpt-test") == ttft + 1
 
 
+async def test_streams_one_after_another_reuse_one_connection_to_the_provider(fake_openai):
+    """The server sends the body's end a moment after `[DONE]`, as real servers may: the provider still reads to
+    the end, so the next turn reuses the connection (with a remote provider, a new one is a TLS handshake)."""
+    for text in ("one two", "three four", "five six"):
+        fake_openai.chat(Reply.stream(text_chunks(text), end_delay_s=0.05))
+    async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
+        texts = [text_of(await gw.chat(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("hi")]))) for _ in range(3)]
+    assert texts == ["one two", "three four", "five six"]
+    assert len(set(fake_openai.peers)) == 1
+
+
+async def test_a_server_that_never_ends_the_body_after_done_still_ends_the_turn(fake_openai):
+    fake_openai.chat(Reply.stream(text_chunks("still here"), end_delay_s=3600), Reply.stream(text_chunks("next")))
+    async with llm_gateway(config=_cfg(fake_openai.base_url)) as gw:
+        first = await asyncio.wait_for(gw.chat(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("hi")])), 30)
+        second = await gw.chat(llm_pb.ChatRequest(model_id="gpt-test", messages=[user("hi")]))
+    assert (text_of(first), text_of(second)) == ("still here", "next")
+    assert first[-1].finish_reason == chat_pb.FINISH_REASON_STOP
+    assert fake_openai.peers[0] != fake_openai.peers[1]  # that connection was dropped, not reused
+
+
 async def test_non_streaming_endpoint_answers_in_one_chunk(fake_openai):
     providers = ProvidersFile(factories={"Batch": OpenAISettings(base_url=fake_openai.base_url, stream=False)})
     fake_openai.chat(Reply.json(completion("All at once.", usage=(4, 3))))
