@@ -57,7 +57,8 @@ def build(cfg: OrchestratorConfig) -> Service:
     services = Services(
         settings=cfg.engine, http=http, llm=peers[0], retrieval=peers[1], sandbox=peers[2],
         mcp_servers=mcp_servers, attachments=attachments)
-    manager = RunManager(agents, sessions, runs, services, max_attempts=cfg.run_max_attempts)
+    manager = RunManager(agents, sessions, runs, services, max_attempts=cfg.run_max_attempts,
+                         journal_delay_s=cfg.journal_delay_ms / 1000, journal_busy_runs=cfg.journal_busy_runs)
     listener = CancelListener(redis, manager.cancel_local, manager.recheck_cancels)
 
     async def start() -> None:

@@ -50,6 +50,11 @@ class OrchestratorConfig:
     run_lease_s: float = 10.0
     # TRELLIS_RUN_MAX_ATTEMPTS: a run resumed after this many crashes is failed instead
     run_max_attempts: int = 3
+    # TRELLIS_JOURNAL_DELAY_MS, TRELLIS_JOURNAL_BUSY_RUNS: a run that starts while at least this many other runs
+    # run on this replica writes its journal (event stream and checkpoint) no sooner than this long after its
+    # start (store/journal.py; 0 ms: always at once)
+    journal_delay_ms: float = 250.0
+    journal_busy_runs: int = 16
     attachment_ttl_s: float = DEFAULT_TTL_S  # TRELLIS_ATTACHMENT_TTL_S: a file a run produced stays this long
     attachment_max_bytes: int = DEFAULT_MAX_BYTES  # TRELLIS_ATTACHMENT_MAX_BYTES: larger files are refused
 
@@ -65,6 +70,8 @@ class OrchestratorConfig:
             session_ttl_s=env_int("TRELLIS_SESSION_TTL_S", cls.session_ttl_s),
             run_lease_s=env_float("TRELLIS_RUN_LEASE_S", cls.run_lease_s),
             run_max_attempts=env_int("TRELLIS_RUN_MAX_ATTEMPTS", cls.run_max_attempts),
+            journal_delay_ms=env_float("TRELLIS_JOURNAL_DELAY_MS", cls.journal_delay_ms),
+            journal_busy_runs=max(0, env_int("TRELLIS_JOURNAL_BUSY_RUNS", cls.journal_busy_runs)),
             attachment_ttl_s=env_float("TRELLIS_ATTACHMENT_TTL_S", cls.attachment_ttl_s),
             attachment_max_bytes=env_int("TRELLIS_ATTACHMENT_MAX_BYTES", cls.attachment_max_bytes),
         )

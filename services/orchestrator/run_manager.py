@@ -68,7 +68,7 @@ _jitter = random.Random()  # its own: background timing leaves the process's glo
 
 class RunManager:
     def __init__(self, agents: AgentStore, sessions: SessionStore, runs: RunStore, services: Services, *,
-                 max_attempts: int = 3) -> None:
+                 max_attempts: int = 3, journal_delay_s: float = 0.0, journal_busy_runs: int = 16) -> None:
         self.agents = agents
         self.sessions = sessions
         self.runs = runs
@@ -77,7 +77,8 @@ class RunManager:
         self._pumps: dict[str, _Pump] = {}
         self._persisting: set[asyncio.Task] = set()
         self._loops: list[asyncio.Task] = []
-        self.journals = JournalWriter(runs.redis)  # every run's journal of this replica: one pipeline per write
+        # Every run's journal of this replica, one pipeline per write; under load a run's first write waits.
+        self.journals = JournalWriter(runs.redis, first_write_delay_s=journal_delay_s, busy_runs=journal_busy_runs)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -341,7 +342,8 @@ class RunManager:
             log.warning("run %s cannot be resumed: %s", run_id, reason)
             await self.runs.finish(tenant, run_id, session_id, status="failed", error=f"cannot resume: {reason}")
             return
-        pump = self._launch(spec, plan, state, replay=replay, in_place=True, first_seq=last_seq + 1, turn=turn)
+        # In place: its RunStarted is in the stream already, unless it died before its journal's first write.
+        pump = self._launch(spec, plan, state, replay=replay, in_place=last_seq > 0, first_seq=last_seq + 1, turn=turn)
         pump.detach()
 
     def _launch(self, spec: RunSpec, plan: Plan, state: SessionState, *, replay: Replay | None,

@@ -67,12 +67,12 @@ FILL_UP_DSL = json.dumps({"components": {
 
 
 class Replica:
-    def __init__(self, redis_url: str, llm_addr: str, log: Path) -> None:
+    def __init__(self, redis_url: str, llm_addr: str, log: Path, **extra_env: str) -> None:
         self.port = free_port()
         env = {**os.environ, "TRELLIS_REDIS_URL": redis_url, "TRELLIS_ORCHESTRATOR_PORT": str(self.port),
                "TRELLIS_ORCHESTRATOR_METRICS_PORT": "0", "TRELLIS_LLM_GATEWAY_ADDR": llm_addr,
                "TRELLIS_RETRIEVAL_ADDR": f"127.0.0.1:{free_port()}", "TRELLIS_SANDBOX_ADDR": f"127.0.0.1:{free_port()}",
-               "TRELLIS_RUN_LEASE_S": str(LEASE_S), "TRELLIS_HOST": "127.0.0.1", "TRELLIS_DRAIN_S": "0"}
+               "TRELLIS_RUN_LEASE_S": str(LEASE_S), "TRELLIS_HOST": "127.0.0.1", "TRELLIS_DRAIN_S": "0", **extra_env}
         self.log = log.open("wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "services.orchestrator"], cwd=ROOT, env=env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
@@ -109,9 +109,10 @@ class Replica:
 
 
 @pytest.fixture
-async def cluster(redis_server, tmp_path):
+async def cluster(redis_server, tmp_path, request):
+    extra_env = getattr(request, "param", {})  # (indirect parametrization: the replicas' environment)
     async with llm_gateway(SCRIPTS) as llm:
-        replicas = [Replica(redis_server.url, llm.addr, tmp_path / f"orchestrator-{i}.log") for i in range(2)]
+        replicas = [Replica(redis_server.url, llm.addr, tmp_path / f"orchestrator-{i}.log", **extra_env) for i in range(2)]
         await asyncio.gather(*(r.wait_serving() for r in replicas))
         yield replicas, llm.scripted, llm.server
         for r in replicas:
@@ -172,6 +173,34 @@ async def test_kill_9_mid_stream_the_other_replica_resumes_and_a_rejoining_clien
     nxt = [e async for e in b.stub.Run(canvas_pb.RunRequest(tenant_id="t1", dsl_json=TWO_LLM_DSL, query="again",
                                                              session_id=session_id), timeout=60)]
     assert nxt[-1].run_finished.error == ""  # the session is free for the next turn
+
+
+@pytest.mark.parametrize("cluster", [{"TRELLIS_JOURNAL_DELAY_MS": "3600000", "TRELLIS_JOURNAL_BUSY_RUNS": "0"}],
+                         indirect=True)
+async def test_a_run_that_dies_before_its_journals_first_write_is_resumed_from_the_start(cluster) -> None:
+    """Its journal's first write was still delayed (store/journal.py): nothing of the run is in Redis but its
+    record. The other replica runs it again from the start, RunStarted included, under the same run id."""
+    (a, b), provider, _ = cluster
+    seen = []
+    with pytest.raises(grpc.aio.AioRpcError):
+        async for event in a.stub.Run(canvas_pb.RunRequest(tenant_id="t1", dsl_json=TWO_LLM_DSL, query="q"), timeout=60):
+            seen.append(event)
+            if sum(1 for e in seen if e.WhichOneof("kind") == "message_delta") == 3:
+                a.kill()
+    run_id = seen[0].run_id
+    for _ in range(600):
+        info = (await b.stub.GetRun(canvas_pb.GetRunRequest(tenant_id="t1", run_id=run_id))).run
+        if info.attempts >= 2:
+            break
+        await asyncio.sleep(0.02)
+    whole = await watch_to_end(b.stub, run_id)
+    assert [e.seq for e in whole] == list(range(1, len(whole) + 1))
+    assert whole[0].WhichOneof("kind") == "run_started" and whole[-1].run_finished.error == ""
+    assert answer(whole) == SLOW_TEXT
+    started = [e.node_id for e in whole if e.WhichOneof("kind") == "node_started"]
+    assert started == ["begin", "LLM:Plan", "LLM:Slow", "Message:Out"]
+    assert calls(provider, "planner") == 2  # no checkpoint reached Redis: it ran again
+    assert (await final_status(b.stub, run_id)).status == "succeeded"
 
 
 async def test_kill_9_while_waiting_for_the_user_then_answer_on_the_other_replica(cluster) -> None:

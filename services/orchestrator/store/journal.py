@@ -6,6 +6,13 @@ write was in flight goes out together in one pipeline, so a run costs a few roun
 and a crash loses a tail of both, never one without the other. At the run's end its journal stops (`settle`)
 and the last batch rides in the round trip that stores the turn (`queue_pending`, run_manager.py).
 
+Under load a run's journal starts late: a run that starts while at least `busy_runs` other runs of the process
+have their journal open writes nothing for its first `first_write_delay_s`. A short run then stores its whole journal with its
+turn, in the round trip that ends it, and a burst of new runs does not spend its first moments on journal
+writes (bench (c) in docs/streaming.md). What that costs: a reader of the run's stream (WatchRun, a client
+rejoining) sees its first events that much later, and a crash in that time loses them (the components that
+had not finished run again; see `drop_unfinished`).
+
 Stream entries have the id `0-<seq>` (seq = the event's position, 1, 2, ...), the protobuf `RunEvent` in `e`,
 the component it belongs to in `k` (`checkpoint.node_key`, empty for run-level events) and `f` = 1 when the
 event finishes that component. When Redis is unreachable the writer keeps its batch and retries for
@@ -57,12 +64,15 @@ class JournalWriter:
     flight goes out in one pipeline (one script call per run), so Redis sees a round trip per moment of
     activity, not one per run per token."""
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis, *, first_write_delay_s: float = 0.0, busy_runs: int = 16) -> None:
         self.redis = redis
         self._sha = redis.register_script(_APPEND).sha
         self._ready: dict[RunJournal, None] = {}  # journals with a batch to write, in the order they asked
         self._task: asyncio.Task | None = None
         self._handed = 0  # hand-overs so far
+        self.first_write_delay_s = first_write_delay_s  # (module docstring)
+        self.busy_runs = busy_runs
+        self.open = 0  # journals of running runs (not settled or aborted yet)
 
     def ready(self, journal: RunJournal) -> None:
         self._ready[journal] = None
@@ -147,6 +157,11 @@ class RunJournal:
         self._idle = asyncio.Event()  # nothing in flight, nothing the writer will take
         self._idle.set()
         self.failed: BaseException | None = None
+        self._open = True
+        writer.open += 1
+        self._delay: asyncio.TimerHandle | None = None  # while set, the first write waits (module docstring)
+        if writer.first_write_delay_s > 0 and writer.open > writer.busy_runs:
+            self._delay = asyncio.get_running_loop().call_later(writer.first_write_delay_s, self._delay_over)
 
     def event(self, seq: int, data: bytes | Callable[[], bytes], node: str, *,
               record: dict[str, Any] | None = None) -> None:
@@ -155,9 +170,24 @@ class RunJournal:
         self._pending.append(("e", seq, data, node, 0 if record is None else 1))
         if record is not None:
             self._pending.append(("c", dump_bytes(record)))
-        if not self._in_flight and not self._held and self.failed is None:
+        if not self._in_flight and not self._held and self._delay is None and self.failed is None:
             self._idle.clear()
             self.writer.ready(self)
+
+    def _delay_over(self) -> None:
+        self._delay = None
+        if self._pending and not self._in_flight and not self._held and self.failed is None:
+            self._idle.clear()
+            self.writer.ready(self)
+
+    def _stop(self) -> None:
+        """No more background writes: the delay is over, and the journal no longer counts as open."""
+        if self._delay is not None:
+            self._delay.cancel()
+            self._delay = None
+        if self._open:
+            self._open = False
+            self.writer.open -= 1
 
     # ---- the writer's side
     def _take(self) -> list[tuple]:
@@ -212,6 +242,7 @@ class RunJournal:
         """Stop writing in the background: wait for the batch in flight (raising if the journal gave up). What
         is still pending goes out with `queue_pending` in the caller's round trip, or with `aclose`."""
         self._held = True
+        self._stop()
         self.writer.unready(self)
         if not self._in_flight:
             self._idle.set()
@@ -232,19 +263,22 @@ class RunJournal:
     def abort(self) -> None:
         """Stop writing, dropping what is pending (another replica owns the run now)."""
         self._held = True
+        self._stop()
         self._pending.clear()
         self.writer.unready(self)
         self._idle.set()
 
     def release(self) -> None:
-        """Write in the background again (a journal made `held` until its run was recorded)."""
+        """Write in the background again (a journal made `held` until its run was recorded), once its first
+        write's delay is over."""
         self._held = False
-        if self._pending and self.failed is None and not self._in_flight:
+        if self._pending and self.failed is None and not self._in_flight and self._delay is None:
             self._idle.clear()
             self.writer.ready(self)
 
     async def aclose(self) -> None:
         """Store what is still pending (with the usual retries)."""
+        self._stop()
         self.release()
         await self.flush()
 
