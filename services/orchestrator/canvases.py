@@ -49,6 +49,8 @@ def prologue(canvas: CanvasV2) -> str:
 _PLAN_CACHE_SIZE = 512
 # (tenant, agent id, version id or "" for the draft) -> (the DSL text it was compiled from, its plan).
 _plans: OrderedDict[tuple[str, str, str], tuple[str, Plan]] = OrderedDict()
+# The same key -> (the DSL text, its compile) while it runs.
+_compiling: dict[tuple[str, str, str], tuple[str, asyncio.Task[Plan]]] = {}
 
 
 def session_canvas(tenant: str, agent_id: str, version_id: str, dsl_json: str) -> CanvasV2:
@@ -66,19 +68,38 @@ async def compiled_plan(tenant: str, agent_id: str, version_id: str, dsl_json: s
 
     A hit needs the very DSL text the plan came from, so an edited draft (or a re-published version id)
     compiles afresh on every replica without any invalidation message. Plans are immutable, so runs share
-    them. An inline DSL (no agent) is compiled each time. Parsing a big DSL is CPU work: it runs in a thread.
+    them. An inline DSL (no agent) is compiled each time. Parsing a big DSL is CPU work: it runs in a thread,
+    once for all the runs that ask for the same text meanwhile (a burst of first runs of an agent would
+    otherwise compile it once each, all at once).
     """
+    if not agent_id:
+        return await _compile(dsl_json)
     key = (tenant, agent_id, version_id)
-    hit = _plans.get(key) if agent_id else None
+    hit = _plans.get(key)
     if hit is not None and hit[0] == dsl_json:
         _plans.move_to_end(key)
         return hit[1]
+    pending = _compiling.get(key)
+    if pending is None or pending[0] != dsl_json:
+        task = asyncio.ensure_future(_compile(dsl_json))
+        pending = _compiling[key] = (dsl_json, task)
+        task.add_done_callback(lambda done: _compiled(key, pending, done))
+    # Shielded: a caller that goes away leaves the compile to the others (and to the cache).
+    return await asyncio.shield(pending[1])
+
+
+async def _compile(dsl_json: str) -> Plan:
     parsed: dict[str, Params] = {}  # params are parsed once: by the validator, for the plan
     canvas, _ = await asyncio.to_thread(parse, dsl_json, require_available=True, parsed=parsed)
-    plan = build_plan(canvas, parsed)
-    if agent_id:
-        _plans[key] = (dsl_json, plan)
-        _plans.move_to_end(key)
-        while len(_plans) > _PLAN_CACHE_SIZE:
-            _plans.popitem(last=False)
-    return plan
+    return build_plan(canvas, parsed)
+
+
+def _compiled(key: tuple[str, str, str], entry: tuple[str, asyncio.Task[Plan]], task: asyncio.Task[Plan]) -> None:
+    if _compiling.get(key) is entry:
+        del _compiling[key]
+    if task.cancelled() or task.exception() is not None:  # (retrieved: its callers raise it)
+        return
+    _plans[key] = (entry[0], task.result())
+    _plans.move_to_end(key)
+    while len(_plans) > _PLAN_CACHE_SIZE:
+        _plans.popitem(last=False)

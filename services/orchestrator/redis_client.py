@@ -141,9 +141,10 @@ class Connection(aioredis.Connection):
 class Pipeline(aioredis.client.Pipeline):
     """redis-py's pipeline with a fast path for what the orchestrator sends, a batch without MULTI or WATCH on a
     `Connection`: one write, then every reply read straight from hiredis. redis-py reads each reply through six
-    coroutine frames and runs its per-pipeline hooks (HIMPORT bookkeeping, operation metrics), about half of what
-    a pipeline costs this process. Anything else goes redis-py's way. A failure drops the connection and raises,
-    as redis-py does without retries."""
+    coroutine frames and runs its per-pipeline hooks (HIMPORT bookkeeping, operation metrics): a third of what
+    the orchestrator's pipelines cost it in bursts of runs (py-spy, 9.5% of its samples before, 6.1% after).
+    Anything else goes redis-py's way. A failure drops the connection and raises, as redis-py does without
+    retries."""
 
     async def execute(self, raise_on_error: bool = True) -> list[Any]:
         stack = self.command_stack

@@ -7,9 +7,9 @@ and a crash loses a tail of both, never one without the other. At the run's end 
 and the last batch rides in the round trip that stores the turn (`queue_pending`, run_manager.py).
 
 Under load a run's journal starts late: a run that starts while at least `busy_runs` other runs of the process
-have their journal open writes nothing for its first `first_write_delay_s`. A short run then stores its whole journal with its
-turn, in the round trip that ends it, and a burst of new runs does not spend its first moments on journal
-writes (bench (c) in docs/streaming.md). What that costs: a reader of the run's stream (WatchRun, a client
+have their journal open writes nothing for its first `first_write_delay_s`. A short run then stores its whole
+journal with its turn, in the round trip that ends it, and a burst of new runs does not spend its first
+moments on journal writes (bench (c) in docs/streaming.md). What that costs: a reader of the run's stream (WatchRun, a client
 rejoining) sees its first events that much later, and a crash in that time loses them (the components that
 had not finished run again; see `drop_unfinished`).
 
@@ -170,15 +170,18 @@ class RunJournal:
         self._pending.append(("e", seq, data, node, 0 if record is None else 1))
         if record is not None:
             self._pending.append(("c", dump_bytes(record)))
-        if not self._in_flight and not self._held and self._delay is None and self.failed is None:
+        self._offer()
+
+    def _offer(self) -> None:
+        """Hand what is pending to the writer, unless it holds a batch of this journal already, or the journal
+        waits (held, its first write's delay) or gave up."""
+        if self._pending and not self._in_flight and not self._held and self._delay is None and self.failed is None:
             self._idle.clear()
             self.writer.ready(self)
 
     def _delay_over(self) -> None:
         self._delay = None
-        if self._pending and not self._in_flight and not self._held and self.failed is None:
-            self._idle.clear()
-            self.writer.ready(self)
+        self._offer()
 
     def _stop(self) -> None:
         """No more background writes: the delay is over, and the journal no longer counts as open."""
@@ -272,9 +275,7 @@ class RunJournal:
         """Write in the background again (a journal made `held` until its run was recorded), once its first
         write's delay is over."""
         self._held = False
-        if self._pending and self.failed is None and not self._in_flight and self._delay is None:
-            self._idle.clear()
-            self.writer.ready(self)
+        self._offer()
 
     async def aclose(self) -> None:
         """Store what is still pending (with the usual retries)."""

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+import pytest
+
+from services.common.errors import InvalidArgument
 from services.orchestrator import canvases
 from tests.support.pipeline import HEADERS, create_agent, echo_canvas, pipeline
 
@@ -49,3 +53,38 @@ async def test_an_edited_draft_answers_with_the_new_canvas(redis_server):
                                      json={"dsl": json.loads(_dsl("Edited: {sys.query}"))})
         assert (await updated.json())["code"] == 0
         assert await ask() == "Edited: hi"
+
+
+async def test_runs_that_ask_for_the_same_plan_at_once_share_one_compile(monkeypatch):
+    compiles = []
+    real = canvases.parse
+
+    def counted(*args, **kwargs):
+        compiles.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(canvases, "parse", counted)
+    plans = await asyncio.gather(*(canvases.compiled_plan("t-herd", "agent-h", "v1", _dsl("one")) for _ in range(20)))
+    assert len(compiles) == 1 and all(p is plans[0] for p in plans)
+    assert await canvases.compiled_plan("t-herd", "agent-h", "v1", _dsl("one")) is plans[0]  # kept
+    assert len(compiles) == 1
+
+
+async def test_a_caller_that_leaves_does_not_stop_the_compile_the_others_wait_for():
+    first = asyncio.ensure_future(canvases.compiled_plan("t-herd", "agent-c", "v1", _dsl("one")))
+    second = asyncio.ensure_future(canvases.compiled_plan("t-herd", "agent-c", "v1", _dsl("one")))
+    await asyncio.sleep(0)
+    first.cancel()
+    plan = await second
+    assert plan.canvas.components["Message:m"].params["content"] == ["one"]
+    with pytest.raises(asyncio.CancelledError):
+        await first
+
+
+async def test_every_caller_of_a_broken_dsl_gets_the_error_and_nothing_is_kept():
+    broken = json.dumps({"components": {"begin": {"obj": {"component_name": "Begin", "params": {}},
+                                                  "downstream": ["Nope:x"], "upstream": []}}})
+    results = await asyncio.gather(*(canvases.compiled_plan("t-herd", "agent-b", "v1", broken) for _ in range(3)),
+                                   return_exceptions=True)
+    assert all(isinstance(r, InvalidArgument) and "Nope:x" in str(r) for r in results)
+    assert ("t-herd", "agent-b", "v1") not in canvases._plans
