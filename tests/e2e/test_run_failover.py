@@ -141,24 +141,36 @@ async def watch_to_end(stub, run_id: str, after: int = 0) -> list:
     return [e async for e in stub.WatchRun(request, timeout=60)]
 
 
-async def test_kill_9_mid_stream_the_other_replica_resumes_and_a_rejoining_client_gets_it_once(cluster) -> None:
-    (a, b), provider, _ = cluster
+async def killed_mid_stream(replica: Replica) -> list:
+    """A two-LLM run on `replica`, killed -9 after its third answer delta: what its client saw."""
     seen = []
     with pytest.raises(grpc.aio.AioRpcError):  # the replica dies under the client
-        async for event in a.stub.Run(canvas_pb.RunRequest(tenant_id="t1", dsl_json=TWO_LLM_DSL, query="q"), timeout=60):
+        async for event in replica.stub.Run(canvas_pb.RunRequest(tenant_id="t1", dsl_json=TWO_LLM_DSL, query="q"),
+                                            timeout=60):
             seen.append(event)
             if sum(1 for e in seen if e.WhichOneof("kind") == "message_delta") == 3:
-                a.kill()
+                replica.kill()
+    return seen
+
+
+async def taken_over(replica: Replica, run_id: str) -> None:
+    for _ in range(600):
+        info = (await replica.stub.GetRun(canvas_pb.GetRunRequest(tenant_id="t1", run_id=run_id))).run
+        if info.attempts >= 2:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"run {run_id} was not taken over")
+
+
+async def test_kill_9_mid_stream_the_other_replica_resumes_and_a_rejoining_client_gets_it_once(cluster) -> None:
+    (a, b), provider, _ = cluster
+    seen = await killed_mid_stream(a)
     run_id, session_id = seen[0].run_id, seen[0].session_id
     assert calls(provider, "planner") == 1 and calls(provider, "slow") == 1
 
     # The client rejoins once the surviving replica has taken the run over (the half-sent output of the
     # interrupted component is dropped from the stream then; see docs/durability.md).
-    for _ in range(600):
-        info = (await b.stub.GetRun(canvas_pb.GetRunRequest(tenant_id="t1", run_id=run_id))).run
-        if info.attempts >= 2:
-            break
-        await asyncio.sleep(0.02)
+    await taken_over(b, run_id)
     whole = await watch_to_end(b.stub, run_id)
     assert whole[-1].WhichOneof("kind") == "run_finished" and whole[-1].run_finished.error == ""
     assert answer(whole) == SLOW_TEXT  # the whole answer, once
@@ -181,18 +193,8 @@ async def test_a_run_that_dies_before_its_journals_first_write_is_resumed_from_t
     """Its journal's first write was still delayed (store/journal.py): nothing of the run is in Redis but its
     record. The other replica runs it again from the start, RunStarted included, under the same run id."""
     (a, b), provider, _ = cluster
-    seen = []
-    with pytest.raises(grpc.aio.AioRpcError):
-        async for event in a.stub.Run(canvas_pb.RunRequest(tenant_id="t1", dsl_json=TWO_LLM_DSL, query="q"), timeout=60):
-            seen.append(event)
-            if sum(1 for e in seen if e.WhichOneof("kind") == "message_delta") == 3:
-                a.kill()
-    run_id = seen[0].run_id
-    for _ in range(600):
-        info = (await b.stub.GetRun(canvas_pb.GetRunRequest(tenant_id="t1", run_id=run_id))).run
-        if info.attempts >= 2:
-            break
-        await asyncio.sleep(0.02)
+    run_id = (await killed_mid_stream(a))[0].run_id
+    await taken_over(b, run_id)
     whole = await watch_to_end(b.stub, run_id)
     assert [e.seq for e in whole] == list(range(1, len(whole) + 1))
     assert whole[0].WhichOneof("kind") == "run_started" and whole[-1].run_finished.error == ""

@@ -104,6 +104,13 @@ async def test_a_redis_that_never_answers_fails_the_read_with_a_timeout():
         await server.wait_closed()
 
 
+async def _two_hundred_sets(client, prefix: str) -> None:
+    async with client.pipeline(transaction=False) as pipe:
+        for i in range(200):
+            pipe.set(f"{prefix}{i}", i)
+        assert await pipe.execute() == [True] * 200
+
+
 async def test_the_replies_of_a_pipeline_are_read_without_a_timer_each(redis_server):
     """redis-py arms a timer for every reply; here only a wait for the socket does: a pipeline of 200 commands
     reads its replies with a handful of timers, not 200."""
@@ -111,10 +118,7 @@ async def test_the_replies_of_a_pipeline_are_read_without_a_timer_each(redis_ser
     try:
         await client.ping()
         with timers_armed() as armed:
-            async with client.pipeline(transaction=False) as pipe:
-                for i in range(200):
-                    pipe.set(f"rc:n{i}", i)
-                assert await pipe.execute() == [True] * 200
+            await _two_hundred_sets(client, "rc:n")
     finally:
         await client.aclose()
     assert armed.count < 20
@@ -200,10 +204,7 @@ async def test_a_pipeline_reads_its_replies_without_a_read_per_reply(redis_serve
     try:
         await client.ping()
         monkeypatch.setattr(Connection, "read_response", counted)
-        async with client.pipeline(transaction=False) as pipe:
-            for i in range(200):
-                pipe.set(f"rc:r{i}", i)
-            assert await pipe.execute() == [True] * 200
+        await _two_hundred_sets(client, "rc:r")
     finally:
         await client.aclose()
     assert reads == 0
