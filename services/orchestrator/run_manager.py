@@ -77,8 +77,10 @@ class RunManager:
         self._pumps: dict[str, _Pump] = {}
         self._persisting: set[asyncio.Task] = set()
         self._loops: list[asyncio.Task] = []
-        # Every run's journal of this replica, one pipeline per write; under load a run's first write waits.
-        self.journals = JournalWriter(runs.redis, first_write_delay_s=journal_delay_s, busy_runs=journal_busy_runs)
+        self.journals = JournalWriter(runs.redis)  # every run's journal of this replica: one pipeline per write
+        # A run that starts beside this many others delays its journal's first write this long (store/journal.py).
+        self.journal_delay_s = journal_delay_s
+        self.journal_busy_runs = journal_busy_runs
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -462,7 +464,9 @@ class _Pump:
         self.out: asyncio.Queue | None = None
         self._for_caller = ev.ANSWER_EVENTS if spec.answer_only else None  # None: every event
         self.started = time.time()
-        self.journal = RunJournal(manager.journals, spec.tenant_id, spec.run_id, held=write_start is not None)
+        busy = len(manager._pumps) >= manager.journal_busy_runs  # (the other runs: this one is not in it yet)
+        self.journal = RunJournal(manager.journals, spec.tenant_id, spec.run_id, held=write_start is not None,
+                                  first_write_delay_s=manager.journal_delay_s if busy else 0.0)
         loop = asyncio.get_running_loop()
         # True once the run's start is in Redis, False if it never got there: its end waits for it.
         self.recorded: asyncio.Future[bool] = loop.create_future()

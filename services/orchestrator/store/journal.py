@@ -6,10 +6,9 @@ write was in flight goes out together in one pipeline, so a run costs a few roun
 and a crash loses a tail of both, never one without the other. At the run's end its journal stops (`settle`)
 and the last batch rides in the round trip that stores the turn (`queue_pending`, run_manager.py).
 
-Under load a run's journal starts late: a run that starts while at least `busy_runs` other runs of the process
-have their journal open writes nothing for its first `first_write_delay_s`. A short run then stores its whole
-journal with its turn, in the round trip that ends it, and a burst of new runs does not spend its first
-moments on journal writes (bench (c) in docs/streaming.md). What that costs: a reader of the run's stream (WatchRun, a client
+A journal may start late (`first_write_delay_s`; the run manager asks for it under load): it writes nothing for
+that long. A short run then stores its whole journal with its turn, in the round trip that ends it, and a burst
+of new runs does not spend its first moments on journal writes (bench (c) in docs/streaming.md). What that costs: a reader of the run's stream (WatchRun, a client
 rejoining) sees its first events that much later, and a crash in that time loses them (the components that
 had not finished run again; see `drop_unfinished`).
 
@@ -64,15 +63,12 @@ class JournalWriter:
     flight goes out in one pipeline (one script call per run), so Redis sees a round trip per moment of
     activity, not one per run per token."""
 
-    def __init__(self, redis: aioredis.Redis, *, first_write_delay_s: float = 0.0, busy_runs: int = 16) -> None:
+    def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
         self._sha = redis.register_script(_APPEND).sha
         self._ready: dict[RunJournal, None] = {}  # journals with a batch to write, in the order they asked
         self._task: asyncio.Task | None = None
         self._handed = 0  # hand-overs so far
-        self.first_write_delay_s = first_write_delay_s  # (module docstring)
-        self.busy_runs = busy_runs
-        self.open = 0  # journals of running runs (not settled or aborted yet)
 
     def ready(self, journal: RunJournal) -> None:
         self._ready[journal] = None
@@ -143,7 +139,7 @@ class RunJournal:
     """One run's journal: `event` hands events over in order, the process's JournalWriter stores them."""
 
     def __init__(self, writer: JournalWriter, tenant: str, run_id: str, *, ttl_s: int = JOURNAL_TTL_S,
-                 retry_s: float = 30.0, held: bool = False) -> None:
+                 retry_s: float = 30.0, held: bool = False, first_write_delay_s: float = 0.0) -> None:
         self.writer = writer
         self.redis = writer.redis
         self.events_key = keys.run_events(tenant, run_id)
@@ -157,11 +153,9 @@ class RunJournal:
         self._idle = asyncio.Event()  # nothing in flight, nothing the writer will take
         self._idle.set()
         self.failed: BaseException | None = None
-        self._open = True
-        writer.open += 1
-        self._delay: asyncio.TimerHandle | None = None  # while set, the first write waits (module docstring)
-        if writer.first_write_delay_s > 0 and writer.open > writer.busy_runs:
-            self._delay = asyncio.get_running_loop().call_later(writer.first_write_delay_s, self._delay_over)
+        # While set, the first write waits (module docstring).
+        self._delay: asyncio.TimerHandle | None = (
+            asyncio.get_running_loop().call_later(first_write_delay_s, self._delay_over) if first_write_delay_s > 0 else None)
 
     def event(self, seq: int, data: bytes | Callable[[], bytes], node: str, *,
               record: dict[str, Any] | None = None) -> None:
@@ -184,13 +178,10 @@ class RunJournal:
         self._offer()
 
     def _stop(self) -> None:
-        """No more background writes: the delay is over, and the journal no longer counts as open."""
+        """No more background writes, and no first write to wait for."""
         if self._delay is not None:
             self._delay.cancel()
             self._delay = None
-        if self._open:
-            self._open = False
-            self.writer.open -= 1
 
     # ---- the writer's side
     def _take(self) -> list[tuple]:
