@@ -82,6 +82,11 @@ class RunManager:
         self.journal_delay_s = journal_delay_s
         self.journal_busy_runs = journal_busy_runs
 
+    def first_write_delay(self) -> float:
+        """How long a run starting now waits before its journal's first write: the delay when at least
+        `journal_busy_runs` other runs run here, else none (called before the new run is in `_pumps`)."""
+        return self.journal_delay_s if len(self._pumps) >= self.journal_busy_runs else 0.0
+
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         """Heartbeat and reaper of this replica (called once the store is reachable)."""
@@ -464,9 +469,8 @@ class _Pump:
         self.out: asyncio.Queue | None = None
         self._for_caller = ev.ANSWER_EVENTS if spec.answer_only else None  # None: every event
         self.started = time.time()
-        busy = len(manager._pumps) >= manager.journal_busy_runs  # (the other runs: this one is not in it yet)
         self.journal = RunJournal(manager.journals, spec.tenant_id, spec.run_id, held=write_start is not None,
-                                  first_write_delay_s=manager.journal_delay_s if busy else 0.0)
+                                  first_write_delay_s=manager.first_write_delay())
         loop = asyncio.get_running_loop()
         # True once the run's start is in Redis, False if it never got there: its end waits for it.
         self.recorded: asyncio.Future[bool] = loop.create_future()

@@ -10,7 +10,9 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from services.orchestrator.store import keys
+from services.orchestrator.engine_settings import Services
+from services.orchestrator.run_manager import RunManager
+from services.orchestrator.store import AgentStore, RunStore, SessionStore, keys
 from services.orchestrator.store import journal as journal_module
 from services.orchestrator.store.journal import JournalWriter, RunJournal, read_checkpoint, read_events
 from tests.support.redis_server import RedisServer
@@ -191,3 +193,15 @@ async def test_an_aborted_delayed_journal_writes_nothing_once_its_delay_would_ha
     journal.abort()
     await asyncio.sleep(0.05)
     assert await read_events(redis_client, "t1", "run-moved") == []
+
+
+async def test_a_run_delays_its_journal_only_when_enough_other_runs_run_beside_it(redis_client):
+    manager = RunManager(AgentStore(redis_client), SessionStore(redis_client), RunStore(redis_client), Services(),
+                         journal_delay_s=0.25, journal_busy_runs=2)
+    delays = []
+    for run_id in ("r1", "r2", "r3"):  # as _launch registers each run once its journal exists
+        delays.append(manager.first_write_delay())
+        manager._pumps[run_id] = None
+    assert delays == [0.0, 0.0, 0.25]  # the third starts beside two others
+    manager._pumps.clear()
+    assert manager.first_write_delay() == 0.0
