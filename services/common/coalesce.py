@@ -36,16 +36,24 @@ class Linger:
     microseconds in each process it crosses) is paid per message, not per token: with 100 streams of a model
     at 100 tokens/s, messages of one token each keep a small machine's cores busy relaying. So while at least
     `busy_streams` streams pass through this `Linger` at once, a stream sends its next message no sooner than
-    `seconds` after its previous one, and what arrives in between merges. An idle or lightly used process
-    never waits; a stream's first message and its end never wait; `seconds=0` turns it off."""
+    `wait_s()` after its previous one, and what arrives in between merges. An idle or lightly used process
+    never waits; a stream's first message and its end never wait; `seconds=0` turns it off.
 
-    def __init__(self, seconds: float, busy_streams: int) -> None:
+    The wait is `seconds` at `busy_streams` streams and grows with them, up to `longest`: the process then
+    sends about `busy_streams / seconds` messages a second across all its streams (400 with the llm_gateway's
+    defaults) however many it carries, until each stream is down to one message per `longest`."""
+
+    def __init__(self, seconds: float, busy_streams: int, longest: float | None = None) -> None:
         self.seconds = seconds
         self.busy_streams = busy_streams
+        self.longest = seconds if longest is None else max(seconds, longest)
         self.streams = 0  # streams passing through now
 
-    def busy(self) -> bool:
-        return self.seconds > 0 and self.streams >= self.busy_streams
+    def wait_s(self) -> float:
+        """How long a stream waits after a message before its next one now (0: it does not)."""
+        if self.seconds <= 0 or self.streams < self.busy_streams:
+            return 0.0
+        return min(self.longest, self.seconds * self.streams / self.busy_streams)
 
 
 async def coalesce(
@@ -105,9 +113,9 @@ async def coalesce(
                 sent = loop.time()
                 yield item
                 # What queued up during the send goes at once; after that, a busy process waits a little.
-                if linger is not None and not pending and not outcome and linger.busy():
+                if linger is not None and not pending and not outcome and (wait := linger.wait_s()) > 0:
                     waiters[2] = loop.create_future()
-                    timer = loop.call_at(sent + linger.seconds, wake, 2)
+                    timer = loop.call_at(sent + wait, wake, 2)
                     try:
                         await waiters[2]
                     finally:

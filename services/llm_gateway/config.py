@@ -31,7 +31,9 @@ class LlmGatewayConfig:
     stream_idle_s: float = 60.0  # TRELLIS_LLM_STREAM_IDLE_S: a stream silent this long fails DEADLINE_EXCEEDED
     # Under load a stream sends at most one message per this many ms (services/common/coalesce.py, Linger)...
     stream_linger_ms: float = 40.0  # TRELLIS_LLM_STREAM_LINGER_MS (0: never)
-    busy_streams: int = 16  # TRELLIS_LLM_BUSY_STREAMS: ...while this process streams at least this many at once
+    busy_streams: int = 16  # TRELLIS_LLM_BUSY_STREAMS: ...while this process streams at least this many at once;
+    # with more streams the wait grows in proportion, up to this many ms
+    stream_linger_max_ms: float = 250.0  # TRELLIS_LLM_STREAM_LINGER_MAX_MS
     max_attempts: int = 3  # TRELLIS_LLM_MAX_ATTEMPTS: tries per call for retryable provider errors
     backoff_s: float = 0.5  # TRELLIS_LLM_BACKOFF_S: first retry delay; doubles per try, with jitter
     backoff_max_s: float = 8.0  # TRELLIS_LLM_BACKOFF_MAX_S: longest retry delay
@@ -58,6 +60,7 @@ class LlmGatewayConfig:
             stream_idle_s=env_float("TRELLIS_LLM_STREAM_IDLE_S", cls.stream_idle_s),
             stream_linger_ms=env_float("TRELLIS_LLM_STREAM_LINGER_MS", cls.stream_linger_ms),
             busy_streams=max(1, env_int("TRELLIS_LLM_BUSY_STREAMS", cls.busy_streams)),
+            stream_linger_max_ms=env_float("TRELLIS_LLM_STREAM_LINGER_MAX_MS", cls.stream_linger_max_ms),
             max_attempts=max(1, env_int("TRELLIS_LLM_MAX_ATTEMPTS", cls.max_attempts)),
             backoff_s=env_float("TRELLIS_LLM_BACKOFF_S", cls.backoff_s),
             backoff_max_s=env_float("TRELLIS_LLM_BACKOFF_MAX_S", cls.backoff_max_s),

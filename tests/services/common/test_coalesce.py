@@ -198,6 +198,24 @@ async def test_streams_together_make_a_process_busy():
     assert outs == [["a", "bc"], ["a", "bc"]] and linger.streams == 0
 
 
+def test_the_wait_grows_with_the_streams_up_to_the_longest():
+    linger = Linger(0.04, busy_streams=16, longest=0.25)
+    waits = {}
+    for streams in (0, 15, 16, 32, 50, 100, 1000):
+        linger.streams = streams
+        waits[streams] = linger.wait_s()
+    assert waits[0] == waits[15] == 0.0  # not busy
+    assert waits[16] == pytest.approx(0.04) and waits[32] == pytest.approx(0.08) and waits[50] == pytest.approx(0.125)
+    assert waits[100] == waits[1000] == pytest.approx(0.25)  # each stream still gets four messages a second
+    assert Linger(0.04, busy_streams=16).wait_s() == 0.0  # no streams yet
+    fixed = Linger(0.04, busy_streams=1)  # no longest: the wait stays what it is
+    fixed.streams = 100
+    assert fixed.wait_s() == pytest.approx(0.04)
+    off = Linger(0, busy_streams=1, longest=0.25)
+    off.streams = 100
+    assert off.wait_s() == 0.0
+
+
 async def test_a_consumer_that_leaves_while_lingering_closes_the_source():
     linger = Linger(HOUR, busy_streams=1)
     closed = asyncio.Event()
