@@ -14,6 +14,9 @@ Under load a stream may also pace itself (`Linger`, the llm_gateway's streams): 
 streams at once, each waits a few milliseconds after a message before sending the next, so what arrives
 meanwhile merges too. The first message never waits, nor does the last: the source's end cuts the wait short.
 
+While its consumer lingers, a source that buffers what arrives (an HTTP body) may also wait before its next
+read (`read_pause()`): what arrives meanwhile is then read, parsed and passed on once, not chunk by chunk.
+
 The buffer holds at most `max_pending` unmergeable items; beyond that the reader stops reading, so flow
 control still reaches the producer. An error of `source` reaches the consumer after the items read before
 it. Closing the consumer (break, cancel, client gone) cancels the reader and closes `source`, and waits
@@ -23,12 +26,27 @@ for both, so the source's own clean-up (persisting a turn, closing an upstream r
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections import deque
 from typing import AsyncIterator, Callable, TypeVar
 
 T = TypeVar("T")
 
 MAX_PENDING = 64
+
+# In the task that reads a coalesced source: [the loop time until which its consumer lingers, or 0]
+_LINGERING_UNTIL: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("lingering_until", default=None)
+
+
+def read_pause() -> float:
+    """For a source being read by `coalesce`: how long its consumer still lingers, in seconds (0: it does not).
+    A source that buffers what arrives may wait that long before its next read, so that it reads, parses and
+    passes on everything that came meanwhile at once. It must stop waiting when its input ends, or the end of
+    the stream would wait too."""
+    until = _LINGERING_UNTIL.get()
+    if until is None or not until[0]:
+        return 0.0
+    return until[0] - asyncio.get_running_loop().time()
 
 
 class Linger:
@@ -101,7 +119,10 @@ async def coalesce(
                 wake(0)
                 wake(2)  # the end is sent at once
 
-    reader = asyncio.ensure_future(read())
+    lingering_until = [0.0]
+    context = contextvars.copy_context()
+    context.run(_LINGERING_UNTIL.set, lingering_until)
+    reader = loop.create_task(read(), context=context)
     if linger is not None:
         linger.streams += 1
     try:
@@ -116,9 +137,11 @@ async def coalesce(
                 if linger is not None and not pending and not outcome and (wait := linger.wait_s()) > 0:
                     waiters[2] = loop.create_future()
                     timer = loop.call_at(sent + wait, wake, 2)
+                    lingering_until[0] = sent + wait
                     try:
                         await waiters[2]
                     finally:
+                        lingering_until[0] = 0.0
                         timer.cancel()
                 continue
             if outcome:

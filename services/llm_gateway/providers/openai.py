@@ -7,6 +7,7 @@ retries, with one policy for every provider, and only errors marked retryable.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import urllib.parse
 import urllib.request
@@ -17,6 +18,7 @@ import grpc
 import openai
 import orjson
 
+from services.common.coalesce import read_pause
 from services.common.errors import ServiceError
 from services.llm_gateway import factories as known_factories
 from services.llm_gateway.errors import (
@@ -141,9 +143,7 @@ class OpenAIProvider(Provider):
                     if resp.status >= 400:
                         raw = await resp.read()
                         raise status_error(resp.status, _body(raw), resp.headers, where)
-                    # iter_any: everything that arrived since the last read at once, so a busy gateway reads
-                    # (and forwards) many tokens per step instead of falling behind one token at a time.
-                    async for delta in stream_deltas(resp.content.iter_any(), where):
+                    async for delta in stream_deltas(_reads(resp.content), where):
                         started = True
                         yield delta
                     await _read_to_end(resp)
@@ -193,6 +193,29 @@ class OpenAIProvider(Provider):
         await self._client.close()
         if self._http is not None:
             await self._http.close()
+
+
+async def _reads(body: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """The body, each read taking everything that arrived since the last one, so a busy gateway reads (and
+    forwards) many tokens per step instead of falling behind one token at a time. While the gateway's reader of
+    this stream lingers (services/common/coalesce.py), what was read waits for it, or for the body's end, with
+    what the model sends meanwhile (aiohttp keeps it): that is then parsed and passed on once, not chunk by
+    chunk, as the one message the reader sends next."""
+    ended: asyncio.Future[None] | None = None
+    while chunk := await body.readany():
+        pause = read_pause()
+        if pause > 0 and not body.is_eof():
+            if ended is None:
+                ended = asyncio.get_running_loop().create_future()
+                body.on_eof(functools.partial(_settle, ended))
+            await asyncio.wait((ended,), timeout=pause)
+            chunk += body.read_nowait()
+        yield chunk
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 async def _read_to_end(resp: aiohttp.ClientResponse) -> None:

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from services.common.coalesce import Linger, coalesce
+from services.common.coalesce import Linger, coalesce, read_pause
 from services.llm_gateway.models import ChatDelta, ToolCallDelta, Usage, assemble, merge_deltas
 
 
@@ -196,6 +196,28 @@ async def test_streams_together_make_a_process_busy():
     async with asyncio.timeout(10):
         await asyncio.gather(one(0), one(1))
     assert outs == [["a", "bc"], ["a", "bc"]] and linger.streams == 0
+
+
+async def test_a_source_learns_how_long_its_consumer_still_lingers():
+    linger = Linger(HOUR, busy_streams=1)
+    pauses: list[float] = []
+    sent = asyncio.Event()
+
+    async def source():
+        pauses.append(read_pause())  # before the first item: nobody lingers
+        yield "a"
+        await sent.wait()
+        pauses.append(read_pause())  # "a" went out: the consumer lingers
+        yield "b"
+
+    got = []
+    async with asyncio.timeout(10):
+        async for item in coalesce(source(), join_text, linger=linger):
+            got.append(item)
+            sent.set()
+    assert got == ["a", "b"]  # the source's end cut the linger short
+    assert pauses[0] == 0.0 and HOUR - 60 < pauses[1] <= HOUR
+    assert read_pause() == 0.0  # outside a coalesced source
 
 
 def test_the_wait_grows_with_the_streams_up_to_the_longest():

@@ -11,7 +11,11 @@ from prometheus_client import REGISTRY
 from trellis.llm.v1 import chat_pb2 as chat_pb
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
+from services.clients.llm_models import merge_deltas
+from services.common.coalesce import Linger, coalesce
 from services.llm_gateway.config import LlmGatewayConfig
+from services.llm_gateway.models import ChatCall, Message
+from services.llm_gateway.providers.openai import OpenAIProvider
 from services.llm_gateway.providers import ModelSpec
 from services.llm_gateway.providers.openai import OpenAISettings
 from services.llm_gateway.providers_file import ProvidersFile
@@ -66,6 +70,32 @@ async def test_a_server_that_never_ends_the_body_after_done_still_ends_the_turn(
     assert (text_of(first), text_of(second)) == ("still here", "next")
     assert first[-1].finish_reason == chat_pb.FINISH_REASON_STOP
     assert fake_openai.peers[0] != fake_openai.peers[1]  # that connection was dropped, not reused
+
+
+async def test_while_the_gateway_lingers_the_provider_reads_what_arrived_meanwhile_at_once(fake_openai):
+    """A busy gateway sends a stream's next message only after a pause (coalesce.Linger; an hour here). The
+    provider then does not read and parse each chunk as it comes: it takes what arrived during the pause in one
+    read, and the body's end cuts the pause short, so the stream does not wait an hour."""
+    words = [f"w{i}" for i in range(20)]
+    fake_openai.chat(Reply.stream(text_chunks(" ".join(words)), delay_s=0.01))
+    provider = OpenAIProvider("OpenAI", base_url=fake_openai.base_url, api_key="sk-test")
+    read: list[str] = []  # what the provider handed on, one entry per delta
+
+    async def counted():
+        async for delta in provider.stream(ChatCall("gpt-test", (Message("user", "hi"),)), timeout=30):
+            read.append(delta.content)
+            yield delta
+
+    try:
+        async with asyncio.timeout(120):  # far less than the pause
+            sent = [d async for d in coalesce(counted(), merge_deltas, linger=Linger(3600, busy_streams=1))]
+    finally:
+        await provider.aclose()
+    assert "".join(d.content for d in sent) == " ".join(words)
+    # The first chunk at once, the one already being read when the pause began, then the rest in one read
+    # with the finish; one delta per chunk (23 of them) without the pause.
+    assert len(read) <= 4, read
+    assert sent[-1].finish_reason == "stop" and sent[-1].usage is not None
 
 
 async def test_non_streaming_endpoint_answers_in_one_chunk(fake_openai):
