@@ -15,9 +15,8 @@ from services.clients.llm_models import merge_deltas
 from services.common.coalesce import Linger, coalesce
 from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.models import ChatCall, Message
-from services.llm_gateway.providers.openai import OpenAIProvider
 from services.llm_gateway.providers import ModelSpec
-from services.llm_gateway.providers.openai import OpenAISettings
+from services.llm_gateway.providers.openai import OpenAIProvider, OpenAISettings
 from services.llm_gateway.providers_file import ProvidersFile
 from tests.support.fake_openai import Reply, chunk, completion, text_chunks, tool_delta, usage_chunk
 from tests.support.llm_gateway import llm_gateway, text_of, tool_calls_of, user
