@@ -58,7 +58,8 @@ def build(cfg: OrchestratorConfig) -> Service:
         settings=cfg.engine, http=http, llm=peers[0], retrieval=peers[1], sandbox=peers[2],
         mcp_servers=mcp_servers, attachments=attachments)
     manager = RunManager(agents, sessions, runs, services, max_attempts=cfg.run_max_attempts,
-                         journal_delay_s=cfg.journal_delay_ms / 1000, journal_busy_runs=cfg.journal_busy_runs)
+                         journal_delay_s=cfg.journal_delay_ms / 1000, journal_busy_runs=cfg.journal_busy_runs,
+                         journal_pace_s=cfg.journal_pace_ms / 1000)
     listener = CancelListener(redis, manager.cancel_local, manager.recheck_cancels)
 
     async def start() -> None:

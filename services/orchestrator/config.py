@@ -55,6 +55,8 @@ class OrchestratorConfig:
     # start (store/journal.py; 0 ms: always at once)
     journal_delay_ms: float = 250.0
     journal_busy_runs: int = 16
+    # TRELLIS_JOURNAL_PACE_MS: while that many runs run here, the journal writer writes at most once per this long
+    journal_pace_ms: float = 50.0
     attachment_ttl_s: float = DEFAULT_TTL_S  # TRELLIS_ATTACHMENT_TTL_S: a file a run produced stays this long
     attachment_max_bytes: int = DEFAULT_MAX_BYTES  # TRELLIS_ATTACHMENT_MAX_BYTES: larger files are refused
 
@@ -72,6 +74,7 @@ class OrchestratorConfig:
             run_max_attempts=env_int("TRELLIS_RUN_MAX_ATTEMPTS", cls.run_max_attempts),
             journal_delay_ms=env_float("TRELLIS_JOURNAL_DELAY_MS", cls.journal_delay_ms),
             journal_busy_runs=max(0, env_int("TRELLIS_JOURNAL_BUSY_RUNS", cls.journal_busy_runs)),
+            journal_pace_ms=max(0.0, env_float("TRELLIS_JOURNAL_PACE_MS", cls.journal_pace_ms)),
             attachment_ttl_s=env_float("TRELLIS_ATTACHMENT_TTL_S", cls.attachment_ttl_s),
             attachment_max_bytes=env_int("TRELLIS_ATTACHMENT_MAX_BYTES", cls.attachment_max_bytes),
         )

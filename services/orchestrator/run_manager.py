@@ -68,7 +68,8 @@ _jitter = random.Random()  # its own: background timing leaves the process's glo
 
 class RunManager:
     def __init__(self, agents: AgentStore, sessions: SessionStore, runs: RunStore, services: Services, *,
-                 max_attempts: int = 3, journal_delay_s: float = 0.0, journal_busy_runs: int = 16) -> None:
+                 max_attempts: int = 3, journal_delay_s: float = 0.0, journal_busy_runs: int = 16,
+                 journal_pace_s: float = 0.0) -> None:
         self.agents = agents
         self.sessions = sessions
         self.runs = runs
@@ -77,15 +78,23 @@ class RunManager:
         self._pumps: dict[str, _Pump] = {}
         self._persisting: set[asyncio.Task] = set()
         self._loops: list[asyncio.Task] = []
-        self.journals = JournalWriter(runs.redis)  # every run's journal of this replica: one pipeline per write
-        # A run that starts beside this many others delays its journal's first write this long (store/journal.py).
+        # every run's journal of this replica: one pipeline per write
+        self.journals = JournalWriter(runs.redis, pace=self.journal_pace)
+        # A run that starts beside this many others delays its journal's first write this long, and while that
+        # many run, the writer writes at most once per journal_pace_s (store/journal.py).
         self.journal_delay_s = journal_delay_s
         self.journal_busy_runs = journal_busy_runs
+        self.journal_pace_s = journal_pace_s
 
     def first_write_delay(self) -> float:
         """How long a run starting now waits before its journal's first write: the delay when at least
         `journal_busy_runs` other runs run here, else none (called before the new run is in `_pumps`)."""
         return self.journal_delay_s if len(self._pumps) >= self.journal_busy_runs else 0.0
+
+    def journal_pace(self) -> float:
+        """Seconds between two writes of the journal writer now: the pace while at least `journal_busy_runs` runs
+        run here, else none."""
+        return self.journal_pace_s if len(self._pumps) >= self.journal_busy_runs else 0.0
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:

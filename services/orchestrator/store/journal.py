@@ -6,6 +6,10 @@ write was in flight goes out together in one pipeline, so a run costs a few roun
 and a crash loses a tail of both, never one without the other. At the run's end its journal stops (`settle`)
 and the last batch rides in the round trip that stores the turn (`queue_pending`, run_manager.py).
 
+Under load the writer also paces itself (`pace`, from the run manager): it writes no sooner than that long after
+its previous write, so a hundred streaming runs cost a few round trips a second, each carrying what every run
+produced meanwhile, instead of nearly one per event.
+
 A journal may start late (`first_write_delay_s`; the run manager asks for it under load): it writes nothing for
 that long. A short run then stores its whole journal with its turn, in the round trip that ends it, and a burst
 of new runs does not spend its first moments on journal writes (bench (c) in docs/streaming.md). What that costs: a reader of the run's stream (WatchRun, a client
@@ -63,12 +67,14 @@ class JournalWriter:
     flight goes out in one pipeline (one script call per run), so Redis sees a round trip per moment of
     activity, not one per run per token."""
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis, *, pace: Callable[[], float] = lambda: 0.0) -> None:
         self.redis = redis
         self._sha = redis.register_script(_APPEND).sha
         self._ready: dict[RunJournal, None] = {}  # journals with a batch to write, in the order they asked
         self._task: asyncio.Task | None = None
         self._handed = 0  # hand-overs so far
+        self._pace = pace  # seconds between two writes now (0: write as soon as the previous one is done)
+        self._last_write = float("-inf")  # loop time the previous write began
 
     def ready(self, journal: RunJournal) -> None:
         self._ready[journal] = None
@@ -89,6 +95,11 @@ class JournalWriter:
                 if self._handed == handed:
                     break
             while self._ready:
+                loop = asyncio.get_running_loop()
+                wait = self._last_write + self._pace() - loop.time()
+                if wait > 0:  # busy: what the runs produce meanwhile goes in this write too
+                    await asyncio.sleep(wait)
+                self._last_write = loop.time()
                 journals, self._ready = list(self._ready), {}
                 await self._write([(j, j._take()) for j in journals])
         finally:

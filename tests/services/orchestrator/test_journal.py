@@ -205,3 +205,52 @@ async def test_a_run_delays_its_journal_only_when_enough_other_runs_run_beside_i
     assert delays == [0.0, 0.0, 0.25]  # the third starts beside two others
     manager._pumps.clear()
     assert manager.first_write_delay() == 0.0
+
+
+async def test_a_busy_writer_waits_its_pace_and_the_runs_end_stores_what_waited(redis_client):
+    """An idle writer writes each batch as soon as the previous write is done; a paced one (an hour here) writes
+    nothing until its pace has passed, and a run that ends meanwhile stores its events with its turn."""
+    await redis_client.script_load(journal_module._APPEND)
+    pace = [0.0]
+    writer = JournalWriter(redis_client, pace=lambda: pace[0])
+    pipelines = 0
+    send = writer._pipeline
+
+    async def counted(batch):
+        nonlocal pipelines
+        pipelines += 1
+        return await send(batch)
+
+    writer._pipeline = counted
+    idle = RunJournal(writer, "t1", "run-idle")
+    for seq in (1, 2, 3):
+        idle.event(seq, b"idle %d" % seq, "")
+        await idle.flush()
+    assert pipelines == 3
+
+    pace[0] = 3600.0
+    busy = RunJournal(writer, "t1", "run-busy")
+    for seq in (1, 2, 3):
+        busy.event(seq, b"busy %d" % seq, "")
+        for _ in range(20):
+            await asyncio.sleep(0)
+    assert pipelines == 3 and await read_events(redis_client, "t1", "run-busy") == []
+    await busy.settle()  # the run ended: its turn's round trip carries what waited, as _persist sends it
+    async with redis_client.pipeline(transaction=False) as pipe:
+        assert busy.queue_pending(pipe)
+        await pipe.execute()
+    busy.pending_written()
+    assert [s for s, _ in await read_events(redis_client, "t1", "run-busy")] == [1, 2, 3]
+    writer._task.cancel()  # the writer's loop, still waiting out its pace with nothing left to write
+
+
+async def test_the_writer_is_paced_only_while_enough_runs_run(redis_client):
+    manager = RunManager(AgentStore(redis_client), SessionStore(redis_client), RunStore(redis_client), Services(),
+                         journal_pace_s=0.05, journal_busy_runs=2)
+    paces = []
+    for run_id in ("r1", "r2", "r3"):
+        manager._pumps[run_id] = None
+        paces.append(manager.journal_pace())
+    assert paces == [0.0, 0.05, 0.05]  # two runs make it busy
+    manager._pumps.clear()
+    assert manager.journal_pace() == 0.0
