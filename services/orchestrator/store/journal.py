@@ -7,8 +7,8 @@ and a crash loses a tail of both, never one without the other. At the run's end 
 and the last batch rides in the round trip that stores the turn (`queue_pending`, run_manager.py).
 
 Under load the writer also paces itself (`pace`, from the run manager): it writes no sooner than that long after
-its previous write, so a hundred streaming runs cost a few round trips a second, each carrying what every run
-produced meanwhile, instead of nearly one per event.
+its previous write, so a hundred streaming runs cost at most twenty round trips a second (at 50 ms), each
+carrying what every run produced meanwhile, instead of nearly one per event.
 
 A journal may start late (`first_write_delay_s`; the run manager asks for it under load): it writes nothing for
 that long. A short run then stores its whole journal with its turn, in the round trip that ends it, and a burst
