@@ -296,7 +296,8 @@ class Stack:
                     "OPENAI_BASE_URL": model_url + "/v1", "OPENAI_API_KEY": "bench",
                     "TRELLIS_SANDBOX_ALLOW_UNSANDBOXED": "1"})
         for name in ("TRELLIS_ORCHESTRATOR_REPLICAS", "TRELLIS_GATEWAY_REPLICAS", "TRELLIS_LLM_STREAM_LINGER_MS",
-                     "TRELLIS_LLM_BUSY_STREAMS"):
+                     "TRELLIS_LLM_BUSY_STREAMS", "TRELLIS_LLM_STREAM_LINGER_MAX_MS", "TRELLIS_JOURNAL_DELAY_MS",
+                     "TRELLIS_JOURNAL_BUSY_RUNS", "TRELLIS_JOURNAL_PACE_MS"):
             if name in os.environ:
                 env[name] = os.environ[name]
         self.env = env
