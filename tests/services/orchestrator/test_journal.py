@@ -70,24 +70,29 @@ async def test_a_failed_round_trip_leaves_the_batch_to_the_journals_retries(tmp_
         server.stop()
 
 
-async def test_one_writer_stores_many_runs_in_one_round_trip(redis_client):
-    writer = JournalWriter(redis_client)
-    pipelines = 0
+def counting_pipelines(writer: JournalWriter) -> list[int]:
+    """[pipelines `writer` has sent since], kept up to date."""
+    sent = [0]
     send = writer._pipeline
 
     async def counted(batch):
-        nonlocal pipelines
-        pipelines += 1
+        sent[0] += 1
         return await send(batch)
 
     writer._pipeline = counted
+    return sent
+
+
+async def test_one_writer_stores_many_runs_in_one_round_trip(redis_client):
+    writer = JournalWriter(redis_client)
+    pipelines = counting_pipelines(writer)
     await redis_client.script_load(journal_module._APPEND)  # (a fresh Redis answers the first call NOSCRIPT)
     journals = [RunJournal(writer, "t1", f"run-many-{i}") for i in range(20)]
     for seq in (1, 2, 3):
         for i, journal in enumerate(journals):
             journal.event(seq, f"run {i} event {seq}".encode(), "")
     await asyncio.gather(*(j.flush() for j in journals))
-    assert pipelines == 1  # handed over while nothing was in flight: one pipeline for all of them
+    assert pipelines == [1]  # handed over while nothing was in flight: one pipeline for all of them
     for i in range(20):
         events = await read_events(redis_client, "t1", f"run-many-{i}")
         assert [(seq, f[b"e"]) for seq, f in events] == [(s, f"run {i} event {s}".encode()) for s in (1, 2, 3)]
@@ -213,20 +218,12 @@ async def test_a_busy_writer_waits_its_pace_and_the_runs_end_stores_what_waited(
     await redis_client.script_load(journal_module._APPEND)
     pace = [0.0]
     writer = JournalWriter(redis_client, pace=lambda: pace[0])
-    pipelines = 0
-    send = writer._pipeline
-
-    async def counted(batch):
-        nonlocal pipelines
-        pipelines += 1
-        return await send(batch)
-
-    writer._pipeline = counted
+    pipelines = counting_pipelines(writer)
     idle = RunJournal(writer, "t1", "run-idle")
     for seq in (1, 2, 3):
         idle.event(seq, b"idle %d" % seq, "")
         await idle.flush()
-    assert pipelines == 3
+    assert pipelines == [3]
 
     pace[0] = 3600.0
     busy = RunJournal(writer, "t1", "run-busy")
@@ -234,7 +231,7 @@ async def test_a_busy_writer_waits_its_pace_and_the_runs_end_stores_what_waited(
         busy.event(seq, b"busy %d" % seq, "")
         for _ in range(20):
             await asyncio.sleep(0)
-    assert pipelines == 3 and await read_events(redis_client, "t1", "run-busy") == []
+    assert pipelines == [3] and await read_events(redis_client, "t1", "run-busy") == []
     await busy.settle()  # the run ended: its turn's round trip carries what waited, as _persist sends it
     async with redis_client.pipeline(transaction=False) as pipe:
         assert busy.queue_pending(pipe)
