@@ -384,7 +384,7 @@ async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any
     from services.orchestrator.app import build
     from services.orchestrator.config import OrchestratorConfig
     from services.orchestrator.engine_settings import EngineSettings
-    from services.orchestrator.redis_client import Connection  # the orchestrator's connection class
+    from services.orchestrator.redis_client import Connection, SharedConnection  # the orchestrator's classes
     from services.orchestrator.server import CanvasServicer, SessionServicer
     from services.orchestrator.store import AgentStore
 
@@ -400,12 +400,17 @@ async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any
     agent = await agents.create("bench-rt", title=f"rt {time.monotonic_ns()}", dsl_json=json.dumps(NO_MODEL))
     await agents.publish("bench-rt", agent.id)  # as create_agent's: the run resolves the latest published version
     sends = collections.Counter()
-    original = Connection.send_packed_command
+    original, original_shared = Connection.send_packed_command, SharedConnection.round_trip
 
-    async def counted(self, command, check_health=True):
+    async def counted(self, command, check_health=True):  # a single command, on a pooled connection
         sends["round_trips"] += 1
         sends[_caller()] += 1
         return await original(self, command, check_health)
+
+    async def counted_shared(self, commands):  # a pipeline, on the shared connection
+        sends["round_trips"] += 1
+        sends[_caller()] += 1
+        return await original_shared(self, commands)
 
     async def one_run() -> None:
         req = canvas_pb.RunRequest(tenant_id="bench-rt", query="hi", create_session=True,
@@ -419,14 +424,16 @@ async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any
     await asyncio.sleep(0.2)
     before = redis_commands(redis_port)
     Connection.send_packed_command = counted  # type: ignore[method-assign]
+    SharedConnection.round_trip = counted_shared  # type: ignore[method-assign]
     try:
         for _ in range(runs):
             await one_run()
         await asyncio.sleep(0.5)  # turns persist after the stream ends
     finally:
         Connection.send_packed_command = original  # type: ignore[method-assign]
+        SharedConnection.round_trip = original_shared  # type: ignore[method-assign]
     after = redis_commands(redis_port)
-    assert sends["round_trips"], "no round trip counted: the orchestrator's Redis connection class is not the one patched"
+    assert sends["round_trips"], "no round trip counted: the orchestrator's Redis classes are not the ones patched"
     for hook in orch.on_shutdown:
         await hook()
     commands = {k: round((after.get(k, 0) - before.get(k, 0)) / runs, 2) for k in after
@@ -473,7 +480,7 @@ def _caller() -> str:
     frame = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
-        if "/services/orchestrator/" in path:
+        if "/services/orchestrator/" in path and not path.endswith("/redis_client.py"):
             return f"{path.rsplit('/services/orchestrator/', 1)[1]}:{frame.f_code.co_name}"
         frame = frame.f_back
     return "other"

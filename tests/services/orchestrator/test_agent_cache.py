@@ -10,9 +10,10 @@ import pytest
 import redis
 
 from services.common.errors import NotFound
-from services.orchestrator.redis_client import Connection, connect
+from services.orchestrator.redis_client import connect
 from services.orchestrator.store import AgentStore, SessionStore, agent_cache, keys
 from services.orchestrator.store.sessions import message
+from tests.support.redis_round_trips import count_round_trips
 from tests.support.redis_server import RedisServer
 
 
@@ -33,16 +34,7 @@ async def tracked(redis_client):
 @pytest.fixture
 def sends(monkeypatch, tracked):
     """Commands the orchestrator's connections send (one per round trip), the tracking connection's aside."""
-    sent: list = []
-    real_send = Connection.send_packed_command
-
-    async def counted(self, command, check_health=True):
-        if self is not tracked.resolved_cache._conn:
-            sent.append(command)
-        return await real_send(self, command, check_health)
-
-    monkeypatch.setattr(Connection, "send_packed_command", counted)
-    return sent
+    return count_round_trips(monkeypatch, skip=lambda conn: conn is tracked.resolved_cache._conn)
 
 
 async def until(condition, what: str) -> None:

@@ -11,6 +11,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, ResponseError, TimeoutError as RedisTimeout
 
 from services.orchestrator.redis_client import Connection, connect
+from tests.support.net import free_port
 from tests.support.timers import timers_armed
 
 COMMANDS = [
@@ -125,8 +126,8 @@ async def test_the_replies_of_a_pipeline_are_read_without_a_timer_each(redis_ser
 
 
 async def test_a_free_connection_is_checked_out_and_back_without_a_task(redis_server):
-    """The pool's fast path: sequential pipelines reuse one connection and start no task (redis-py's pipeline
-    shields each release in one)."""
+    """The pool's fast path (single commands; pipelines share one connection): sequential commands reuse one
+    connection and start no task (redis-py shields each release in one)."""
     client = connect(redis_server.url)
     loop = asyncio.get_running_loop()
     started = 0
@@ -141,9 +142,8 @@ async def test_a_free_connection_is_checked_out_and_back_without_a_task(redis_se
         await client.ping()
         loop.set_task_factory(counting_factory)
         for i in range(50):
-            async with client.pipeline(transaction=False) as pipe:
-                pipe.set(f"rc:seq{i}", i).get(f"rc:seq{i}")
-                assert await pipe.execute() == [True, str(i).encode()]
+            assert await client.set(f"rc:seq{i}", i) is True
+            assert await client.get(f"rc:seq{i}") == str(i).encode()
     finally:
         loop.set_task_factory(default_factory)
         await client.aclose()
@@ -202,7 +202,7 @@ async def test_a_pipeline_reads_its_replies_without_a_read_per_reply(redis_serve
 
     client = connect(redis_server.url)
     try:
-        await client.ping()
+        await _pipeline(client, ("PING",))  # the shared connection's handshake reads redis-py's way
         monkeypatch.setattr(Connection, "read_response", counted)
         await _two_hundred_sets(client, "rc:r")
     finally:
@@ -252,9 +252,13 @@ async def test_a_pipeline_cancelled_while_reading_leaves_no_reply_for_the_next_c
             pending.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await pending
-        release.set()
-        assert await client.get("other") == b"fresh"  # not the cancelled pipeline's late reply
-        assert len(seen) == 2  # the cancelled read's connection was dropped
+        async with client.pipeline(transaction=False) as pipe:
+            after = asyncio.ensure_future(pipe.get("other").execute())  # on the same connection, behind it
+            await asyncio.sleep(0.05)
+            release.set()
+            assert await after == [b"fresh"]  # not the cancelled pipeline's late reply
+        assert await client.get("other") == b"fresh"  # a single command: a pooled connection
+        assert len(seen) == 2  # the shared one was kept, its late replies read and dropped
     finally:
         await client.aclose()
         server.close()
@@ -275,8 +279,112 @@ async def test_a_connection_lost_during_a_pipeline_fails_it_and_the_next_command
                 await pipe.set("a", 1).get("a").execute()
         async with client.pipeline(transaction=False) as pipe:
             assert await pipe.set("a", 1).get("a").execute() == [True, b"ok"]
+        assert len(seen) == 2  # the shared connection, then its replacement
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+
+
+async def _pipeline(client, *commands: tuple) -> list:
+    async with client.pipeline(transaction=False) as pipe:
+        for command in commands:
+            pipe.execute_command(*command)
+        return await pipe.execute(raise_on_error=False)
+
+
+async def test_pipelines_sent_while_one_is_in_flight_go_out_in_one_write_and_each_gets_its_own_replies(redis_server):
+    client = connect(redis_server.url)
+    try:
+        await _pipeline(client, ("PING",))
+        writes = client.shared.writes
+        replies = await asyncio.gather(*(
+            _pipeline(client, ("SET", f"rc:mux{i}", i), ("INCRBY", f"rc:mux{i}", i), ("GET", f"rc:mux{i}"),
+                      *([("INCR", "rc:mux-not-a-number-" + "x" * i)] if i % 7 == 0 else []))
+            for i in range(60)))
+        assert client.shared.writes == writes + 2  # the first at once, the 59 sent meanwhile together
+        for i, got in enumerate(replies):
+            assert got[:3] == [True, 2 * i, str(2 * i).encode()]
+            assert len(got) == (4 if i % 7 == 0 else 3)
+        assert await _pipeline(client, ("GET", "rc:mux59")) == [b"118"]  # alone: at once
+        assert client.shared.writes == writes + 3
+    finally:
+        await client.aclose()
+
+
+async def test_a_pipeline_cancelled_before_its_write_sends_nothing(redis_server):
+    client = connect(redis_server.url)
+    try:
+        await _pipeline(client, ("DEL", "rc:never"))
+        in_flight = asyncio.ensure_future(_pipeline(client, ("SET", "rc:sent", 1)))
+        await asyncio.sleep(0)  # written, its reply not read yet
+        pending = asyncio.ensure_future(_pipeline(client, ("SET", "rc:never", 1)))
+        after = asyncio.ensure_future(_pipeline(client, ("GET", "rc:sent")))
+        await asyncio.sleep(0)  # both wait for the next write
+        pending.cancel()
+        assert await in_flight == [True] and await after == [b"1"]
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        assert await client.exists("rc:never") == 0
+    finally:
+        await client.aclose()
+
+
+async def test_pipelines_waiting_on_a_redis_that_never_answers_fail_with_a_timeout():
+    """Two pipelines in flight on the shared connection, no reply ever: both fail within the socket timeout,
+    and the next pipeline gets a new connection."""
+    async def answer(command, connection):
+        if command[0] == b"GET" and connection == 1:
+            await asyncio.sleep(3600)
+        return b"$2\r\nok\r\n" if command[0] == b"GET" else b"+OK\r\n"
+
+    server, port, seen = await _scripted_redis(answer)
+    client = connect(f"redis://127.0.0.1:{port}/0?socket_timeout=0.3&protocol=2")
+    try:
+        outcomes = await asyncio.wait_for(asyncio.gather(
+            _pipeline(client, ("GET", "a")), _pipeline(client, ("SET", "b", 1)), return_exceptions=True), 10)
+        assert [type(o) for o in outcomes] == [RedisTimeout, RedisTimeout]
+        assert await asyncio.wait_for(_pipeline(client, ("GET", "a")), 10) == [b"ok"]
         assert len(seen) == 2
     finally:
         await client.aclose()
         server.close()
         await server.wait_closed()
+
+
+async def test_closing_the_client_fails_a_waiting_pipeline_instead_of_leaving_it_hanging():
+    async def answer(command, connection):
+        if command[0] == b"GET":
+            await asyncio.sleep(3600)
+        return b"+OK\r\n"
+
+    server, port, _ = await _scripted_redis(answer)
+    client = connect(f"redis://127.0.0.1:{port}/0?protocol=2")
+    try:
+        waiting = asyncio.ensure_future(_pipeline(client, ("GET", "a")))
+        await asyncio.sleep(0.2)
+        await client.aclose()
+        with pytest.raises(RedisConnectionError):
+            await asyncio.wait_for(waiting, 10)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_pipelines_waiting_for_the_shared_connection_share_one_attempt_and_its_failure(monkeypatch):
+    attempts = 0
+    real = Connection.connect
+
+    async def counted(self):
+        nonlocal attempts
+        attempts += 1
+        return await real(self)
+
+    monkeypatch.setattr(Connection, "connect", counted)
+    client = connect(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    try:
+        outcomes = await asyncio.gather(*(_pipeline(client, ("GET", "a")) for _ in range(5)), return_exceptions=True)
+        assert [type(o) for o in outcomes] == [RedisConnectionError] * 5
+        assert attempts == 1
+    finally:
+        await client.aclose()

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from services.common.errors import AlreadyExists, InvalidArgument, NotFound
-from services.orchestrator.redis_client import Connection
+from tests.support.redis_round_trips import count_round_trips
 from services.orchestrator.state import SessionState
 from services.orchestrator.store import AgentStore, RunStore, SessionStore, keys
 from services.orchestrator.store.runs import CancelListener
@@ -83,14 +83,7 @@ async def test_a_run_reads_its_agent_in_one_round_trip_whatever_it_runs(redis_cl
     v1 = await agents.publish(tenant, a.id)
     await agents.update(tenant, a.id, dsl_json='{"v": 2}')
     assert await agents.resolve_dsl(tenant, a.id) == ('{"v": 1}', v1.id)  # this process learns the latest id
-    sent = []
-    real_send = Connection.send_packed_command  # the orchestrator's connections: one send per round trip
-
-    async def counted(self, command, check_health=True):
-        sent.append(command)
-        return await real_send(self, command, check_health)
-
-    monkeypatch.setattr(Connection, "send_packed_command", counted)
+    sent = count_round_trips(monkeypatch)
     for how, expected in (({}, ('{"v": 1}', v1.id)), ({"draft": True}, ('{"v": 2}', "")),
                           ({"version_id": v1.id}, ('{"v": 1}', v1.id))):
         sent.clear()

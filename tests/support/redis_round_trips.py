@@ -1,0 +1,29 @@
+"""Counting the orchestrator's Redis round trips: a pipeline is one (it goes through the shared connection:
+services/orchestrator/redis_client.py), and so is a single command (it goes through a pooled connection)."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+
+from services.orchestrator.redis_client import Connection, SharedConnection
+
+
+def count_round_trips(monkeypatch: pytest.MonkeyPatch, skip: Callable[[Any], bool] = lambda conn: False) -> list:
+    """[what each round trip sent], kept up to date; `skip(connection)` leaves a pooled connection's sends out."""
+    sent: list = []
+    real_send = Connection.send_packed_command
+    real_round_trip = SharedConnection.round_trip
+
+    async def send(self, command, check_health=True):
+        if not skip(self):
+            sent.append(command)
+        return await real_send(self, command, check_health)
+
+    async def round_trip(self, commands):
+        sent.append(commands)
+        return await real_round_trip(self, commands)
+
+    monkeypatch.setattr(Connection, "send_packed_command", send)
+    monkeypatch.setattr(SharedConnection, "round_trip", round_trip)
+    return sent
