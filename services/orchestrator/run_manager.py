@@ -274,15 +274,18 @@ class RunManager:
         session_id, state, create_session = await self._session(spec, record, plan)
         spec.session_id = session_id
 
+        # A new session and a new run id: nothing can refuse this start (no other run holds either, no cancel
+        # names them yet) but Redis itself, so it is written without checks (RunStore.start's `fresh`).
+        fresh = create_session is not None and fresh_id
+
         def start() -> Awaitable[bool]:
             return self.runs.start(spec.tenant_id, spec.run_id, session_id, spec.agent_id, spec=spec.to_json(),
-                                   before=create_session)
+                                   before=create_session, fresh=fresh)
 
-        if create_session is None or not fresh_id:
+        if not fresh:
             return self._launch(spec, plan, state, replay=None, cancelled=await start())
-        # A new session and a new run id: nothing can refuse this start (no other run holds either, no cancel
-        # names them yet) but Redis itself. The engine starts now and the start is written behind its model
-        # call (_START_WAIT_S); the run's journal, its end, its lease and its caller wait for the record.
+        # The engine starts now and the start is written behind its model call (_START_WAIT_S); the run's
+        # journal, its end, its lease and its caller wait for the record.
         pump = self._launch(spec, plan, state, replay=None, cancelled=False, write_start=start)
         pump.attach()
         try:
