@@ -133,8 +133,10 @@ class OpenAIProvider(Provider):
         where = f"{self.label} {call.model}"
         if self._http is None or self._http.closed:
             self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        # The deadline is the gateway's (robust.py); here each connect and each read gets what is left of it.
-        limits = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
+        # The deadline is the gateway's (robust.py): it bounds every wait for the stream's next delta, the first
+        # included, with one timer per stream. Here only the connect gets what is left of it: a read timeout
+        # would re-arm a timer on every chunk the provider sends (22.4 -> 21.6 us of CPU per chunk).
+        limits = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=None)
         started = False
         try:
             async with self._http.post(self._url, data=orjson.dumps(kwargs), headers=self._headers,

@@ -7,6 +7,7 @@ import json
 
 import grpc
 import pytest
+from aiohttp.client_proto import ResponseHandler
 from prometheus_client import REGISTRY
 from trellis.llm.v1 import chat_pb2 as chat_pb
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
@@ -20,6 +21,7 @@ from services.llm_gateway.providers.openai import OpenAIProvider, OpenAISettings
 from services.llm_gateway.providers_file import ProvidersFile
 from tests.support.fake_openai import Reply, chunk, completion, text_chunks, tool_delta, usage_chunk
 from tests.support.llm_gateway import llm_gateway, text_of, tool_calls_of, user
+from tests.support.timers import timers_armed
 
 
 def _cfg(base_url: str, **overrides) -> LlmGatewayConfig:
@@ -95,6 +97,24 @@ async def test_while_the_gateway_lingers_the_provider_reads_what_arrived_meanwhi
     # with the finish; one delta per chunk (23 of them) without the pause.
     assert len(read) <= 4, read
     assert sent[-1].finish_reason == "stop" and sent[-1].usage is not None
+
+
+async def test_a_stream_arms_no_timer_per_chunk(fake_openai):
+    """The gateway bounds each wait for a delta with one timer per stream (robust.py); the provider's HTTP read
+    adds none per chunk (aiohttp's read timeout would re-arm one for every chunk the provider sends)."""
+    words = [f"w{i}" for i in range(60)]
+    fake_openai.chat(Reply.stream(text_chunks(" ".join(words)), delay_s=0.002))  # chunk by chunk, apart
+    provider = OpenAIProvider("OpenAI", base_url=fake_openai.base_url, api_key="sk-test")
+    try:
+        with timers_armed() as armed:
+            deltas = [d async for d in provider.stream(ChatCall("gpt-test", (Message("user", "hi"),)), timeout=30)]
+    finally:
+        await provider.aclose()
+    assert "".join(d.content for d in deltas) == " ".join(words)
+    assert len(deltas) > 30  # read as they came
+    # (the fake server runs on this loop too: its pacing arms a timer per chunk)
+    reads = [cb for cb in armed.callbacks if isinstance(getattr(cb, "__self__", None), ResponseHandler)]
+    assert armed.count > len(deltas) and reads == []
 
 
 async def test_non_streaming_endpoint_answers_in_one_chunk(fake_openai):
