@@ -16,6 +16,8 @@ from contextlib import aclosing
 from typing import Any, Callable
 
 import grpc
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeout
 
 from services.common import context as ctxvars
 from services.common import metrics, tracing
@@ -91,6 +93,9 @@ class _Rpc:
             await context.abort(exc.code, exc.message)
         if isinstance(exc, NotImplementedError):
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{self.method} is not implemented")
+        if isinstance(exc, (RedisConnectionError, RedisTimeout)):  # a restart, a failover: worth a retry
+            log.warning("Redis unavailable in %s: %s", self.method, exc)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"the store (Redis) is unavailable in {self.method}; retry")
         if isinstance(exc, Exception) and not isinstance(exc, grpc.aio.AbortError):
             # Logged once with its traceback here; the caller gets a sanitized message.
             log.error("unhandled error in %s", self.method, exc_info=exc)

@@ -133,7 +133,7 @@ class SharedConnection:
 
     async def round_trip(self, commands: list[tuple]) -> list[Any]:
         conn = self._conn
-        if conn is None or not conn.is_connected:
+        if conn is None or not conn.is_connected or (not self._inflight and self._closed_by_peer(conn)):
             conn = await self._connect()
         packed: list[bytes] = []
         for args in commands:
@@ -144,6 +144,17 @@ class SharedConnection:
         if not self._inflight:  # an idle connection: at once; else with the next write
             self._write(conn)
         return await replies
+
+    def _closed_by_peer(self, conn: Connection) -> bool:
+        """Whether Redis closed this idle connection (it restarted, or a CLIENT KILL): dropped then, and the next
+        pipeline connects anew, as the pool checks a connection before handing it out. Nothing was sent on it
+        since its last reply, so nothing is lost; a connection lost with pipelines in flight fails them."""
+        stream = conn._reader
+        if stream is None or not (stream.at_eof() or stream.exception() is not None):
+            return False
+        self._conn = None
+        conn._close()
+        return True
 
     async def _connect(self) -> Connection:
         """The connection, made once for every pipeline that needs it meanwhile: one attempt, one outcome (a

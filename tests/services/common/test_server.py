@@ -6,6 +6,7 @@ import asyncio
 
 import grpc
 import pytest
+import redis.exceptions
 from prometheus_client import REGISTRY
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
@@ -31,6 +32,8 @@ class ProbeServicer(rr_grpc.RetrievalServiceServicer):
             raise NotFound("dataset 'kb-1' not found")
         if request.query == "boom":
             raise RuntimeError("secret internal detail")
+        if request.query == "store-down":
+            raise redis.exceptions.ConnectionError("Error 111 connecting to 10.0.0.7:6379. Connection refused.")
         return rr_pb.SearchResponse(total=len(request.query))
 
 
@@ -69,6 +72,15 @@ async def test_unexpected_error_is_internal_and_sanitized(channel):
     assert err.value.code() == grpc.StatusCode.INTERNAL
     assert "secret" not in err.value.details()
     assert "Search" in err.value.details()
+
+
+async def test_a_store_that_is_down_is_unavailable_and_worth_a_retry(channel):
+    stub = rr_grpc.RetrievalServiceStub(channel)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await stub.Search(rr_pb.SearchRequest(query="store-down"), timeout=5)
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "Redis" in err.value.details() and "Search" in err.value.details()
+    assert "10.0.0.7" not in err.value.details()
 
 
 async def test_unimplemented_rpc_says_so(channel):

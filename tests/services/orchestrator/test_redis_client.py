@@ -312,6 +312,25 @@ async def test_pipelines_sent_while_one_is_in_flight_go_out_in_one_write_and_eac
         await client.aclose()
 
 
+async def test_a_shared_connection_redis_closed_while_idle_is_replaced_before_the_next_pipeline(redis_server):
+    client = connect(redis_server.url)
+    try:
+        [shared_id] = await _pipeline(client, ("CLIENT", "ID"))
+        stream = client.shared._conn._reader
+        assert await client.execute_command("CLIENT", "KILL", "ID", shared_id) == 1  # as a Redis restart closes it
+        for _ in range(2000):  # until this process has seen the close (no time limit: the loop turns)
+            if stream.at_eof():
+                break
+            await asyncio.sleep(0.001)
+        assert stream.at_eof()
+        writes = client.shared.writes
+        assert await _pipeline(client, ("SET", "rc:after-kill", 1), ("GET", "rc:after-kill")) == [True, b"1"]
+        [new_id] = await _pipeline(client, ("CLIENT", "ID"))
+        assert new_id != shared_id and client.shared.writes == writes + 2
+    finally:
+        await client.aclose()
+
+
 async def test_a_pipeline_cancelled_before_its_write_sends_nothing(redis_server):
     client = connect(redis_server.url)
     try:
