@@ -107,6 +107,14 @@ class Connection(aioredis.Connection):
             parser.read_timeout = None
 
 
+def closed_by_peer(conn: aioredis.Connection) -> bool:
+    """Whether Redis closed (a restart, a failover, CLIENT KILL) or reset this connection while it sat idle.
+    redis-py's own check before reuse sees a close only when nothing is buffered (a RESP3 push may be) and
+    never sees a reset, so the first command after one would fail."""
+    stream = conn._reader
+    return stream is not None and (stream._eof or stream.exception() is not None)
+
+
 class SharedConnection:
     """One connection that every lean pipeline of the process shares (auto-pipelining). A pipeline goes out at
     once when none is in flight; those sent while one is in flight wait for its replies and then go out
@@ -146,11 +154,10 @@ class SharedConnection:
         return await replies
 
     def _closed_by_peer(self, conn: Connection) -> bool:
-        """Whether Redis closed this idle connection (it restarted, or a CLIENT KILL): dropped then, and the next
-        pipeline connects anew, as the pool checks a connection before handing it out. Nothing was sent on it
-        since its last reply, so nothing is lost; a connection lost with pipelines in flight fails them."""
-        stream = conn._reader
-        if stream is None or not (stream.at_eof() or stream.exception() is not None):
+        """Whether Redis closed or reset this idle connection (`closed_by_peer`): dropped then, and the next
+        pipeline connects anew. Nothing was sent on it since its last reply, so nothing is lost; a connection
+        lost with pipelines in flight fails them."""
+        if not closed_by_peer(conn):
             return False
         self._conn = None
         conn._close()
@@ -163,11 +170,20 @@ class SharedConnection:
         if opening is None:
             opening = self._opening = asyncio.ensure_future(self._open())
             opening.add_done_callback(self._opened)
-        return await asyncio.shield(opening)
+        try:
+            return await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            if opening.cancelled() and not asyncio.current_task().cancelling():  # the client closed, not the caller
+                raise RedisConnectionError("The Redis client was closed while connecting") from None
+            raise
 
     async def _open(self) -> Connection:
         conn = self._pool.make_connection()
-        await conn.connect()
+        try:
+            await conn.connect()
+        except BaseException:
+            conn._close()  # a handshake cut short (a timeout, the client closing) leaves no socket open
+            raise
         self._conn = conn
         return conn
 
@@ -243,12 +259,20 @@ class SharedConnection:
         conn._close()  # dropped at once; the next pipeline connects anew
 
     async def aclose(self) -> None:
+        """Close the connection; every pipeline still waiting fails with a connection error."""
         if self._opening is not None:
             self._opening.cancel()
         reader = self._reader
-        if reader is not None:
+        if reader is not None:  # (cancelled before its first step, it never runs its own cleanup)
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
+            self._reader = None
+        closed = RedisConnectionError("The Redis client was closed")
+        for replies in [r for _, _, r in self._inflight] + [r for _, _, r in self._queued]:
+            if not replies.done():
+                replies.set_exception(closed)
+        self._inflight.clear()
+        self._queued.clear()
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.disconnect()
@@ -328,6 +352,11 @@ class Pool(aioredis.BlockingConnectionPool):
             await self.release(connection)
             raise
         return connection
+
+    async def ensure_connection(self, connection: Any) -> None:
+        if closed_by_peer(connection):  # reset or closed while idle: reconnected here, not failed on first use
+            await connection.disconnect()
+        await super().ensure_connection(connection)
 
     def release(self, connection: Any) -> Any:  # awaitable either way
         if self._condition._waiters or connection.should_reconnect():  # someone to wake, a reconnect: redis-py's

@@ -3,6 +3,8 @@ untasked writes, against a real Redis and against a peer that stops reading."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 
 import hiredis
 import pytest
@@ -10,7 +12,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, ResponseError, TimeoutError as RedisTimeout
 
-from services.orchestrator.redis_client import Connection, connect
+from services.orchestrator.redis_client import Connection, closed_by_peer, connect
 from tests.support.net import free_port
 from tests.support.timers import timers_armed
 
@@ -211,12 +213,12 @@ async def test_a_pipeline_reads_its_replies_without_a_read_per_reply(redis_serve
 
 
 async def _scripted_redis(answer):
-    """A peer speaking RESP2 that answers each command with `await answer(command)`, one connection at a time
-    in order; returns (server, port, connections seen)."""
-    seen: list[int] = []
+    """A peer speaking RESP2 that answers each command with `await answer(command, connection number)`, one
+    connection at a time in order; returns (server, port, each connection's writer)."""
+    seen: list[asyncio.StreamWriter] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        seen.append(len(seen) + 1)
+        seen.append(writer)
         parser = hiredis.Reader()
         while data := await reader.read(65536):
             parser.feed(data)
@@ -407,3 +409,114 @@ async def test_pipelines_waiting_for_the_shared_connection_share_one_attempt_and
         assert attempts == 1
     finally:
         await client.aclose()
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Close with a TCP reset (SO_LINGER 0), as a crashed host's kernel or a middlebox does."""
+    writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+async def _until_seen_closed(conn) -> None:
+    for _ in range(2000):  # until this process has read the close (no time limit: the loop turns)
+        if closed_by_peer(conn):
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("the close never reached the client")
+
+
+def _ok(command, connection):
+    return b"$2\r\nok\r\n" if command[0] == b"GET" else b"+OK\r\n"
+
+
+@pytest.mark.parametrize("close", [_reset, asyncio.StreamWriter.close], ids=["reset", "closed"])
+async def test_a_pooled_connection_redis_dropped_while_idle_is_replaced_before_the_next_command(close):
+    async def answer(command, connection):
+        return _ok(command, connection)
+
+    server, port, seen = await _scripted_redis(answer)
+    client = connect(f"redis://127.0.0.1:{port}/0?protocol=2")
+    try:
+        assert await client.get("x") == b"ok"
+        close(seen[-1])
+        await _until_seen_closed(client.connection_pool._available_connections[-1])
+        assert await client.get("x") == b"ok"
+        assert len(seen) == 2
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_shared_connection_reset_while_idle_is_replaced_before_the_next_pipeline():
+    async def answer(command, connection):
+        return _ok(command, connection)
+
+    server, port, seen = await _scripted_redis(answer)
+    client = connect(f"redis://127.0.0.1:{port}/0?protocol=2")
+    try:
+        assert await _pipeline(client, ("GET", "x")) == [b"ok"]
+        _reset(seen[-1])
+        await _until_seen_closed(client.shared._conn)
+        assert await _pipeline(client, ("GET", "x")) == [b"ok"]
+        assert len(seen) == 2
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_push_message_left_unread_does_not_hide_that_redis_closed_the_connection():
+    async def answer(command, connection):  # RESP3: HELLO answers with a map
+        return b"%1\r\n+proto\r\n:3\r\n" if command[0].upper() == b"HELLO" else _ok(command, connection)
+
+    server, port, seen = await _scripted_redis(answer)
+    client = connect(f"redis://127.0.0.1:{port}/0?protocol=3")
+    try:
+        assert await _pipeline(client, ("GET", "x")) == [b"ok"]
+        seen[-1].write(b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n")  # an unsolicited push, then the close
+        seen[-1].close()
+        await _until_seen_closed(client.shared._conn)
+        assert await _pipeline(client, ("GET", "x")) == [b"ok"]
+        assert len(seen) == 2
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_closing_the_client_fails_a_pipeline_whose_reader_has_not_run_yet(redis_server):
+    client = connect(redis_server.url)
+    try:
+        await _pipeline(client, ("PING",))
+        waiting = asyncio.ensure_future(_pipeline(client, ("SET", "rc:closing", 1)))
+        await asyncio.sleep(0)  # written; the reader's task is made but has not run
+        assert client.shared._reader is not None
+    finally:
+        await client.aclose()
+    with pytest.raises(RedisConnectionError, match="closed"):
+        await asyncio.wait_for(waiting, 10)
+    assert await _pipeline(client, ("GET", "rc:closing")) in ([None], [b"1"])  # the shared path works again
+
+
+async def test_closing_the_client_while_it_connects_fails_the_waiting_pipelines_with_a_connection_error():
+    accepted, closed_by_client = asyncio.Event(), asyncio.Event()
+
+    async def stalled(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.set()  # reads the handshake, never answers it
+        while await reader.read(65536):
+            pass
+        closed_by_client.set()
+
+    server = await asyncio.start_server(stalled, "127.0.0.1", 0)
+    client = connect(f"redis://127.0.0.1:{server.sockets[0].getsockname()[1]}/0?protocol=2")
+    waiting = [asyncio.ensure_future(_pipeline(client, ("GET", "a"))) for _ in range(3)]
+    try:
+        await asyncio.wait_for(accepted.wait(), 10)
+        await client.aclose()
+        outcomes = await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), 10)
+        assert [type(o) for o in outcomes] == [RedisConnectionError] * 3  # not CancelledError: nobody cancelled them
+        await asyncio.wait_for(closed_by_client.wait(), 10)  # the half-made connection closed, not left to the GC
+    finally:
+        server.close()
+        await server.wait_closed()
