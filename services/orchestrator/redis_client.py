@@ -35,6 +35,11 @@ async def wait_until_ready(client: aioredis.Redis, url: str, attempts: int = 50,
 # connection instead, for at most POOL_TIMEOUT_S.
 MAX_CONNECTIONS = 256
 POOL_TIMEOUT_S = 30
+# A Redis that stops answering (stalled, or cut off without a reset) fails each call after this long instead of
+# holding it, and every run behind it, for ever; the URL's `socket_timeout` and `socket_connect_timeout` win.
+# Longer than any blocking read the orchestrator makes (its XREAD waits 1 s).
+SOCKET_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = 5.0
 
 
 class _Parser(_AsyncHiredisParser):
@@ -370,7 +375,8 @@ class Pool(aioredis.BlockingConnectionPool):
 
 def connect(url: str) -> aioredis.Redis:
     """The process's client (lazy: nothing connects until it is first used)."""
-    pool = Pool.from_url(url, max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT_S)
+    pool = Pool.from_url(url, max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT_S,
+                         socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S)
     client = Redis(connection_pool=pool)
     if pool.connection_class is aioredis.Connection:  # TCP; TLS and unix sockets keep redis-py's own
         pool.connection_class = Connection

@@ -520,3 +520,28 @@ async def test_closing_the_client_while_it_connects_fails_the_waiting_pipelines_
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_a_redis_that_stops_answering_fails_calls_after_the_default_timeout_unless_the_url_sets_one(monkeypatch):
+    from services.orchestrator import redis_client
+
+    monkeypatch.setattr(redis_client, "SOCKET_TIMEOUT_S", 0.3)
+
+    async def answer(command, connection):
+        if command[0] == b"GET":
+            await asyncio.sleep(3600)  # stalled
+        return b"+OK\r\n"
+
+    server, port, _ = await _scripted_redis(answer)
+    client = connect(f"redis://127.0.0.1:{port}/0?protocol=2")
+    try:
+        with pytest.raises(RedisTimeout):
+            await asyncio.wait_for(client.get("a"), 30)
+        with pytest.raises(RedisTimeout):
+            await asyncio.wait_for(_pipeline(client, ("GET", "a")), 30)
+        assert connect(f"redis://127.0.0.1:{port}/0?socket_timeout=42").connection_pool.connection_kwargs[
+            "socket_timeout"] == 42
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
