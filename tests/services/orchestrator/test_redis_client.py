@@ -3,6 +3,7 @@ untasked writes, against a real Redis and against a peer that stops reading."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
 
@@ -233,6 +234,19 @@ async def _scripted_redis(answer):
     return server, server.sockets[0].getsockname()[1], seen
 
 
+@contextlib.asynccontextmanager
+async def _scripted_client(answer, query: str):
+    """This module's client of a `_scripted_redis` peer (`query`: the URL's options): (client, its connections)."""
+    server, port, seen = await _scripted_redis(answer)
+    client = connect(f"redis://127.0.0.1:{port}/0?{query}")
+    try:
+        yield client, seen
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+
+
 async def test_a_pipeline_cancelled_while_reading_leaves_no_reply_for_the_next_caller():
     release = asyncio.Event()
 
@@ -244,9 +258,7 @@ async def test_a_pipeline_cancelled_while_reading_leaves_no_reply_for_the_next_c
             return b"$5\r\nfresh\r\n"
         return b"+OK\r\n"
 
-    server, port, seen = await _scripted_redis(answer)
-    client = connect(f"redis://127.0.0.1:{port}/0?protocol=2")
-    try:
+    async with _scripted_client(answer, "protocol=2") as (client, seen):
         async with client.pipeline(transaction=False) as pipe:
             pipe.set("a", 1).get("slow")
             pending = asyncio.ensure_future(pipe.execute())
@@ -261,10 +273,6 @@ async def test_a_pipeline_cancelled_while_reading_leaves_no_reply_for_the_next_c
             assert await after == [b"fresh"]  # not the cancelled pipeline's late reply
         assert await client.get("other") == b"fresh"  # a single command: a pooled connection
         assert len(seen) == 2  # the shared one was kept, its late replies read and dropped
-    finally:
-        await client.aclose()
-        server.close()
-        await server.wait_closed()
 
 
 async def test_a_connection_lost_during_a_pipeline_fails_it_and_the_next_command_gets_a_new_one():
@@ -273,19 +281,13 @@ async def test_a_connection_lost_during_a_pipeline_fails_it_and_the_next_command
             return None  # the first connection dies before the pipeline's replies
         return b"$2\r\nok\r\n" if command[0] == b"GET" else b"+OK\r\n"
 
-    server, port, seen = await _scripted_redis(answer)
-    client = connect(f"redis://127.0.0.1:{port}/0?protocol=2")
-    try:
+    async with _scripted_client(answer, "protocol=2") as (client, seen):
         with pytest.raises(RedisConnectionError):  # as redis-py raises it (this client has no retries)
             async with client.pipeline(transaction=False) as pipe:
                 await pipe.set("a", 1).get("a").execute()
         async with client.pipeline(transaction=False) as pipe:
             assert await pipe.set("a", 1).get("a").execute() == [True, b"ok"]
         assert len(seen) == 2  # the shared connection, then its replacement
-    finally:
-        await client.aclose()
-        server.close()
-        await server.wait_closed()
 
 
 async def _pipeline(client, *commands: tuple) -> list:
@@ -359,18 +361,12 @@ async def test_pipelines_waiting_on_a_redis_that_never_answers_fail_with_a_timeo
             await asyncio.sleep(3600)
         return b"$2\r\nok\r\n" if command[0] == b"GET" else b"+OK\r\n"
 
-    server, port, seen = await _scripted_redis(answer)
-    client = connect(f"redis://127.0.0.1:{port}/0?socket_timeout=0.3&protocol=2")
-    try:
+    async with _scripted_client(answer, "socket_timeout=0.3&protocol=2") as (client, seen):
         outcomes = await asyncio.wait_for(asyncio.gather(
             _pipeline(client, ("GET", "a")), _pipeline(client, ("SET", "b", 1)), return_exceptions=True), 10)
         assert [type(o) for o in outcomes] == [RedisTimeout, RedisTimeout]
         assert await asyncio.wait_for(_pipeline(client, ("GET", "a")), 10) == [b"ok"]
         assert len(seen) == 2
-    finally:
-        await client.aclose()
-        server.close()
-        await server.wait_closed()
 
 
 async def test_closing_the_client_fails_a_waiting_pipeline_instead_of_leaving_it_hanging():
@@ -434,55 +430,37 @@ async def test_a_pooled_connection_redis_dropped_while_idle_is_replaced_before_t
     async def answer(command, connection):
         return _ok(command, connection)
 
-    server, port, seen = await _scripted_redis(answer)
-    client = connect(f"redis://127.0.0.1:{port}/0?protocol=2")
-    try:
+    async with _scripted_client(answer, "protocol=2") as (client, seen):
         assert await client.get("x") == b"ok"
         close(seen[-1])
         await _until_seen_closed(client.connection_pool._available_connections[-1])
         assert await client.get("x") == b"ok"
         assert len(seen) == 2
-    finally:
-        await client.aclose()
-        server.close()
-        await server.wait_closed()
 
 
 async def test_a_shared_connection_reset_while_idle_is_replaced_before_the_next_pipeline():
     async def answer(command, connection):
         return _ok(command, connection)
 
-    server, port, seen = await _scripted_redis(answer)
-    client = connect(f"redis://127.0.0.1:{port}/0?protocol=2")
-    try:
+    async with _scripted_client(answer, "protocol=2") as (client, seen):
         assert await _pipeline(client, ("GET", "x")) == [b"ok"]
         _reset(seen[-1])
         await _until_seen_closed(client.shared._conn)
         assert await _pipeline(client, ("GET", "x")) == [b"ok"]
         assert len(seen) == 2
-    finally:
-        await client.aclose()
-        server.close()
-        await server.wait_closed()
 
 
 async def test_a_push_message_left_unread_does_not_hide_that_redis_closed_the_connection():
     async def answer(command, connection):  # RESP3: HELLO answers with a map
         return b"%1\r\n+proto\r\n:3\r\n" if command[0].upper() == b"HELLO" else _ok(command, connection)
 
-    server, port, seen = await _scripted_redis(answer)
-    client = connect(f"redis://127.0.0.1:{port}/0?protocol=3")
-    try:
+    async with _scripted_client(answer, "protocol=3") as (client, seen):
         assert await _pipeline(client, ("GET", "x")) == [b"ok"]
         seen[-1].write(b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n")  # an unsolicited push, then the close
         seen[-1].close()
         await _until_seen_closed(client.shared._conn)
         assert await _pipeline(client, ("GET", "x")) == [b"ok"]
         assert len(seen) == 2
-    finally:
-        await client.aclose()
-        server.close()
-        await server.wait_closed()
 
 
 async def test_closing_the_client_fails_a_pipeline_whose_reader_has_not_run_yet(redis_server):
@@ -532,16 +510,9 @@ async def test_a_redis_that_stops_answering_fails_calls_after_the_default_timeou
             await asyncio.sleep(3600)  # stalled
         return b"+OK\r\n"
 
-    server, port, _ = await _scripted_redis(answer)
-    client = connect(f"redis://127.0.0.1:{port}/0?protocol=2")
-    try:
+    async with _scripted_client(answer, "protocol=2") as (client, _):
         with pytest.raises(RedisTimeout):
             await asyncio.wait_for(client.get("a"), 30)
         with pytest.raises(RedisTimeout):
             await asyncio.wait_for(_pipeline(client, ("GET", "a")), 30)
-        assert connect(f"redis://127.0.0.1:{port}/0?socket_timeout=42").connection_pool.connection_kwargs[
-            "socket_timeout"] == 42
-    finally:
-        await client.aclose()
-        server.close()
-        await server.wait_closed()
+    assert connect("redis://127.0.0.1:1/0?socket_timeout=42").connection_pool.connection_kwargs["socket_timeout"] == 42
