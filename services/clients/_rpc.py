@@ -61,8 +61,12 @@ _UNREACHED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)  # the ser
 
 def peer_error(exc: grpc.aio.AioRpcError, peer: str) -> ServiceError:
     """The typed error for a failed call to `peer` (a name for messages: "llm_gateway", "sandbox")."""
-    code = exc.code()
-    message = exc.details() or code.name
+    return status_error(exc.code(), exc.details(), peer)
+
+
+def status_error(code: grpc.StatusCode, details: str | None, peer: str) -> ServiceError:
+    """The typed error for a call to `peer` that ended with `code` and `details`."""
+    message = details or code.name
     if code in _UNREACHED:
         message = f"the {peer} is unavailable: {message}"
     return _ERRORS.get(code, ServiceError)(message, code=code)
@@ -100,6 +104,9 @@ class Peer:
 
     async def close(self) -> None:
         await self.channel.close()
+
+    def status_error(self, code: grpc.StatusCode, details: str | None) -> ServiceError:
+        return status_error(code, details, self.peer)
 
     def _deadline(self, timeout_s: float | None) -> float | None:
         timeout_s = self.timeout_s if timeout_s is None else timeout_s

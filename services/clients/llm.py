@@ -8,8 +8,9 @@ failures are the typed errors of services/clients/_rpc.py.
     result = await client.chat("qwen-plus@Tongyi-Qianwen", messages, tools=tools)   # assembled turn
     vectors = (await client.embed(["a", "b"])).vectors
 
-The token stream is the hot path: each message becomes one `ChatDelta` (llm_convert.delta_from_proto), read by
-the caller itself. The gateway already merges what queued up while it sent (services/common/coalesce.py), and
+The token stream is the hot path: every streamed turn of a client shares one long-lived ChatTurns stream with
+the others (services/clients/llm_turns.py), where a call per turn would cost both processes hundreds of
+microseconds; each chunk becomes one `ChatDelta` (llm_convert.delta_from_proto), read by the caller itself. The gateway already merges what queued up while it sent (services/common/coalesce.py), and
 each reader here buffers for itself (a StreamValue, an Agent's turn), so a merging task in between would only
 cost a task switch per message.
 """
@@ -24,6 +25,7 @@ from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc
 
 from services.clients import llm_convert as convert
 from services.clients._rpc import Peer
+from services.clients.llm_turns import ChatTurns
 from services.clients.llm_models import (
     ChatDelta,
     ChatResult,
@@ -56,13 +58,21 @@ class LlmClient(Peer):
     peer = "llm_gateway"
     stub = llm_grpc.LlmServiceStub
 
+    def __init__(self, channel: Any, **kwargs: Any) -> None:
+        super().__init__(channel, **kwargs)
+        self.turns = ChatTurns(self)  # every streamed turn of this client, on shared streams
+
+    async def close(self) -> None:
+        await self.turns.close()
+        await super().close()
+
     def stream_chat(self, model_id: str, messages: Sequence[Message], *, timeout: float | None = None,
                     **options: Any) -> AsyncIterator[ChatDelta]:
         """The turn's deltas as they arrive. `options` are `tools`, `tool_choice`, `response_format`,
         `sampling`, `max_tokens` and `stop` (llm_convert.chat_request_to_proto). Breaking out of the loop
         (or closing the iterator) cancels the call, and the upstream request."""
         req = convert.chat_request_to_proto(model_id, messages, **options)
-        return self._stream(self._stub.Chat, req, convert.delta_from_proto, timeout)
+        return self.turns.stream(req, convert.delta_from_proto, timeout)
 
     async def chat(self, model_id: str, messages: Sequence[Message], *, timeout: float | None = None,
                    **options: Any) -> ChatResult:

@@ -89,18 +89,72 @@ class _Rpc:
 
     async def fail(self, exc: BaseException, context: grpc.aio.ServicerContext) -> None:
         """Map the handler's exception to a status: `context.abort` raises; anything else is raised again."""
+        status = self.status_of(exc)
+        if status is not None:
+            await context.abort(*status)
+        raise exc
+
+    def status_of(self, exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
+        """The status and message the caller gets for the handler's exception; None for what is not an error of
+        the handler's (a cancel, an abort already made)."""
         if isinstance(exc, ServiceError):
-            await context.abort(exc.code, exc.message)
+            return exc.code, exc.message
         if isinstance(exc, NotImplementedError):
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{self.method} is not implemented")
+            return grpc.StatusCode.UNIMPLEMENTED, f"{self.method} is not implemented"
         if isinstance(exc, (RedisConnectionError, RedisTimeout)):  # a restart, a failover: worth a retry
             log.warning("Redis unavailable in %s: %s", self.method, exc)
-            await context.abort(grpc.StatusCode.UNAVAILABLE, f"the store (Redis) is unavailable in {self.method}; retry")
+            return grpc.StatusCode.UNAVAILABLE, f"the store (Redis) is unavailable in {self.method}; retry"
         if isinstance(exc, Exception) and not isinstance(exc, grpc.aio.AbortError):
             # Logged once with its traceback here; the caller gets a sanitized message.
             log.error("unhandled error in %s", self.method, exc_info=exc)
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {self.method}; see the server log")
-        raise exc
+            return grpc.StatusCode.INTERNAL, f"internal error in {self.method}; see the server log"
+        return None
+
+
+class InnerCall:
+    """A call carried inside another call's stream (LlmService.ChatTurns' turns), recorded as a call of its
+    method of its own, as the interceptor records a call: its request id and span (from `metadata`, as a call's
+    metadata carries them), its metrics and its status.
+
+        call = InnerCall(service, method, metadata)
+        with call:  # the request id and the span are this task's meanwhile
+            ...     # call.fail(exc) gives the status for an exception, and records it
+    """
+
+    _rpcs: dict[tuple[str, str], _Rpc] = {}
+
+    def __init__(self, service: str, method: str, metadata: tuple[tuple[str, str], ...]) -> None:
+        key = (service, method)
+        rpc = self._rpcs.get(key)
+        if rpc is None:
+            rpc = self._rpcs[key] = _Rpc(service, method)
+        self._rpc = rpc
+        self._metadata = metadata
+        self._code = grpc.StatusCode.OK
+        self._details = ""
+        self._state: tuple | None = None
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def fail(self, exc: BaseException) -> tuple[grpc.StatusCode, str]:
+        """The status a call would have ended with for `exc` (a cancel: CANCELLED), recorded for this one."""
+        status = self._rpc.status_of(exc) if not isinstance(exc, asyncio.CancelledError) else None
+        self._code, self._details = status or (grpc.StatusCode.CANCELLED, "the caller cancelled the turn")
+        return self._code, self._details
+
+    def __enter__(self) -> InnerCall:
+        self._state = self._rpc.begin(self)  # type: ignore[arg-type]
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._rpc.end(self._state, self._code, self)  # type: ignore[arg-type]
 
 
 async def _call_unary(inner: Callable, request: Any, context: grpc.aio.ServicerContext) -> Any:

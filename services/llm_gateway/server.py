@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from typing import AsyncIterator
 
 import grpc
@@ -13,8 +14,10 @@ from services.common.server import Binding
 from services.llm_gateway import convert
 from services.llm_gateway.gateway import LlmGateway
 from services.llm_gateway.models import merge_deltas, whole_turn
+from services.llm_gateway.turns import serve_turns
 
 SERVICE_NAME = llm_pb.DESCRIPTOR.services_by_name["LlmService"].full_name
+SERVICE_LABEL = "llm_gateway"  # the `service` of its metrics (its server's name), for the turns it counts as Chat calls
 
 
 class LlmServicer(llm_grpc.LlmServiceServicer):
@@ -25,8 +28,19 @@ class LlmServicer(llm_grpc.LlmServiceServicer):
         return Binding(llm_grpc.add_LlmServiceServicer_to_server, self, SERVICE_NAME)
 
     async def Chat(self, request: llm_pb.ChatRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[llm_pb.ChatResponse]:
+        async with aclosing(self._chat(request, context.time_remaining())) as chunks:  # a cancel closes it at once
+            async for chunk in chunks:
+                yield chunk
+
+    async def ChatTurns(self, requests: AsyncIterator[llm_pb.ChatTurnsRequest], context: grpc.aio.ServicerContext
+                        ) -> AsyncIterator[llm_pb.ChatTurnsResponse]:
+        async for response in serve_turns(requests, self._chat, SERVICE_LABEL):
+            yield response
+
+    async def _chat(self, request: llm_pb.ChatRequest, timeout_s: float | None) -> AsyncIterator[llm_pb.ChatResponse]:
+        """One turn's chunks, for a Chat call or a ChatTurns turn."""
         call = convert.chat_call_from_proto(request)
-        stream = self.gateway.chat(request.model_id, call, timeout_s=context.time_remaining())
+        stream = self.gateway.chat(request.model_id, call, timeout_s=timeout_s)
         model, notice = stream.model, stream.notice
         # While one chunk is being written to the orchestrator, what the provider sends meanwhile merges; under
         # load a stream also lingers between chunks. The gateway is where tokens enter the pipeline: a merge here

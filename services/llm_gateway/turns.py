@@ -1,0 +1,113 @@
+"""LlmService.ChatTurns: many Chat turns on one long-lived stream (the orchestrator's way to call Chat).
+
+A gRPC call costs both processes hundreds of microseconds of CPU, and each of its messages is written on its
+own; under a burst of runs that is most of a run's start. Here a turn costs neither: the caller opens and
+cancels turns by id in its messages, and every turn's chunks go out in shared messages, what queued up while
+one was written going out in the next, whichever turns it belongs to (`bench/mux_floor.py` measures the
+difference). Each turn behaves as a Chat call: its own deadline (`timeout_s`), its cancel, the status it ends
+with, its request id and trace from its metadata, and it is counted and traced as a Chat call
+(`services.common.interceptors.InnerCall`). A turn waits for its previous chunk to be written before it takes
+the next, so its deltas merge meanwhile exactly as a Chat call's do (services/common/coalesce.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
+from typing import AsyncIterator, Callable
+
+from trellis.llm.v1 import llm_service_pb2 as llm_pb
+
+from services.common.interceptors import InnerCall
+
+CHAT_METHOD = "/trellis.llm.v1.LlmService/Chat"
+
+
+class _Outbox:
+    """Every turn's messages for the caller: the first goes out at once, what queues up while a message is
+    written goes out together in the next. `put` returns a future that is done once its message is written."""
+
+    def __init__(self) -> None:
+        self._messages: list[llm_pb.ChatTurnMessage] = []
+        self._written: asyncio.Future | None = None
+        self._ready = asyncio.Event()
+
+    def put(self, message: llm_pb.ChatTurnMessage) -> asyncio.Future:
+        if self._written is None:
+            self._written = asyncio.get_running_loop().create_future()
+        self._messages.append(message)
+        self._ready.set()
+        return self._written
+
+    def wake(self) -> None:
+        self._ready.set()
+
+    async def take(self) -> tuple[list[llm_pb.ChatTurnMessage], asyncio.Future | None]:
+        await self._ready.wait()
+        self._ready.clear()
+        messages, written = self._messages, self._written
+        self._messages, self._written = [], None
+        return messages, written
+
+
+Turn = Callable[[llm_pb.ChatRequest, float | None], AsyncIterator[llm_pb.ChatResponse]]
+
+
+async def serve_turns(requests: AsyncIterator[llm_pb.ChatTurnsRequest], chat: Turn, service: str
+                      ) -> AsyncIterator[llm_pb.ChatTurnsResponse]:
+    """The ChatTurns stream: `chat(request, timeout_s)` streams each turn's chunks, as Chat would."""
+    outbox = _Outbox()
+    turns: dict[int, asyncio.Task] = {}
+    closed = False  # the caller opens no more turns
+
+    async def run(turn: llm_pb.ChatTurn) -> None:
+        call = InnerCall(service, CHAT_METHOD, tuple(turn.metadata.items()))
+        with call:
+            try:
+                async with aclosing(chat(turn.request, turn.timeout_s or None)) as chunks:  # a cancel closes it
+                    async for chunk in chunks:
+                        await outbox.put(llm_pb.ChatTurnMessage(id=turn.id, chunk=chunk))
+                end = llm_pb.ChatTurnEnd()
+            except BaseException as exc:
+                code, message = call.fail(exc)
+                if isinstance(exc, asyncio.CancelledError):  # cancelled by the caller, or the stream ended
+                    raise
+                end = llm_pb.ChatTurnEnd(code=code.value[0], message=message)
+            outbox.put(llm_pb.ChatTurnMessage(id=turn.id, end=end))
+
+    def ended(turn_id: int, task: asyncio.Task) -> None:
+        if turns.get(turn_id) is task:
+            del turns[turn_id]
+        if closed and not turns:
+            outbox.wake()
+
+    async def take_requests() -> None:
+        nonlocal closed
+        try:
+            async for request in requests:
+                for turn_id in request.cancel:
+                    task = turns.get(turn_id)
+                    if task is not None:
+                        task.cancel()
+                for turn in request.open:
+                    task = turns[turn.id] = asyncio.ensure_future(run(turn))
+                    task.add_done_callback(lambda task, turn_id=turn.id: ended(turn_id, task))
+        finally:
+            closed = True
+            outbox.wake()
+
+    taking = asyncio.ensure_future(take_requests())
+    try:
+        while True:
+            messages, written = await outbox.take()
+            if messages:
+                yield llm_pb.ChatTurnsResponse(messages=messages)
+                written.set_result(None)
+            elif closed and not turns:
+                break
+        await taking  # (the caller's end: re-raises what ended the requests, a broken stream)
+    finally:
+        taking.cancel()
+        for task in list(turns.values()):
+            task.cancel()
+        await asyncio.gather(taking, *turns.values(), return_exceptions=True)
