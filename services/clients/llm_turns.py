@@ -55,9 +55,13 @@ class _TurnStream:
     def accepting(self) -> bool:
         if self.failure is None and not self.retired and (
                 self.opened >= ROTATE_AFTER_TURNS or time.monotonic() - self._born >= ROTATE_AFTER_S):
-            self.retired = True
-            self._close_if_idle()
+            self.retire()
         return self.failure is None and not self.retired
+
+    def retire(self) -> None:
+        """Take no more turns; closed once its last turn has ended."""
+        self.retired = True
+        self._close_if_idle()
 
     def open(self, turn_id: int, request: llm_pb.ChatRequest, timeout_s: float | None) -> asyncio.Queue:
         metadata = outbound_metadata()
@@ -122,9 +126,13 @@ class _TurnStream:
         self.call.cancel()
 
 
+class _StreamEnded(grpc.aio.AioRpcError):
+    """The stream ended without an error: the gateway drained it (it shuts down), or this client retired it."""
+
+
 def _ended() -> grpc.aio.AioRpcError:
-    return grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(),
-                                "the LLM gateway ended the stream of turns")
+    return _StreamEnded(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                        "the LLM gateway ended the stream of turns")
 
 
 class ChatTurns:
@@ -169,16 +177,26 @@ class ChatTurns:
                             yield convert(item.chunk)
                             continue
                         ended = True
+                        if item.end.again:  # that gateway shuts down and never started it: a new stream
+                            stream.retire()
+                            if not self._again_soon(attempt, deadline):
+                                raise peer.status_error(grpc.StatusCode.UNAVAILABLE, item.end.message)
+                            break
                         if item.end.code:
                             raise peer.status_error(_CODES.get(item.end.code, grpc.StatusCode.UNKNOWN), item.end.message)
                         return
                     if item.__class__ is _Expired:
                         raise DeadlineExceeded("Deadline Exceeded")
-                    ended = True  # the stream failed: every turn on it ended with it
+                    ended = True  # the stream failed or ended: every turn on it ended with it
                     if item.code() == grpc.StatusCode.UNIMPLEMENTED and self.supported:
                         self.supported = False
                         break  # this turn, and every one after it, as a Chat call
-                    if started or not await peer._again(item, attempt, deadline):
+                    if started:
+                        raise peer.status_error(item.code(), item.details())
+                    if isinstance(item, _StreamEnded):  # the gateway ended it before it took this turn
+                        if not self._again_soon(attempt, deadline):
+                            raise peer.status_error(item.code(), item.details())
+                    elif not await peer._again(item, attempt, deadline):
                         raise peer.status_error(item.code(), item.details())
                     break
             finally:
@@ -186,6 +204,11 @@ class ChatTurns:
                     timer.cancel()
                 stream.close_turn(turn_id, cancel=not ended)
             attempt += 1
+
+    def _again_soon(self, attempt: int, deadline: float | None) -> bool:
+        """A turn no gateway started, because its stream ended: tried again on a new stream while tries and
+        time are left."""
+        return attempt < self._peer.retry.attempts and (deadline is None or asyncio.get_running_loop().time() < deadline)
 
     async def close(self) -> None:
         if self._stream is not None:

@@ -38,12 +38,14 @@ class Service:
     """What a service's `app.build(config)` returns and `serve()` runs: its servicers and its hooks.
 
     `build` opens nothing; `on_startup` hooks connect and check (health turns SERVING after them),
-    `on_shutdown` hooks close, after the server has stopped.
+    `on_drain` hooks run as the server stops taking calls (long-lived streams end once their work is done, so
+    the grace period waits for work, not for streams), `on_shutdown` hooks close, after the server has stopped.
     """
 
     bindings: list[Binding]
     on_startup: list[Hook] = field(default_factory=list)
     on_shutdown: list[Hook] = field(default_factory=list)
+    on_drain: list[Hook] = field(default_factory=list)
 
 
 async def build_server(service: str, bindings: Sequence[Binding]) -> tuple[grpc.aio.Server, HealthServicer]:
@@ -69,7 +71,7 @@ async def serve(cfg: ServerConfig, service: Service) -> None:
     """Serve `service` (what `app.build(config)` returned) until SIGTERM/SIGINT, then shut down gracefully.
 
     Order: logs, server with interceptors, servicers + health + reflection, bind, startup hooks, SERVING,
-    metrics exporter; on a signal: NOT_SERVING, drain, stop(grace), shutdown hooks.
+    metrics exporter; on a signal: NOT_SERVING, drain, drain hooks, stop(grace), shutdown hooks.
     """
     logs.configure(cfg.name)
     tracing.configure(cfg.name)
@@ -108,6 +110,8 @@ async def serve(cfg: ServerConfig, service: Service) -> None:
         await health.enter_graceful_shutdown()
         await asyncio.sleep(cfg.drain_s)
     finally:
+        for hook in service.on_drain:
+            await hook()
         await server.stop(cfg.grace_s)
         for hook in service.on_shutdown:
             try:

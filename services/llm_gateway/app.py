@@ -13,4 +13,6 @@ def build(cfg: LlmGatewayConfig) -> Service:
     gateway = LlmGateway.create(cfg)  # nothing loads yet: local models load on first use
     # The local chat model's runtime against this CPU: one line at start, not SIGILL at the first token.
     checks = [p.check for p in gateway.registry.providers if isinstance(p, LocalProvider)]
-    return Service([LlmServicer(gateway).binding()], on_startup=checks, on_shutdown=[gateway.aclose])
+    servicer = LlmServicer(gateway)
+    return Service([servicer.binding()], on_startup=checks, on_drain=[servicer.turns.drain],
+                   on_shutdown=[gateway.aclose])

@@ -14,7 +14,7 @@ from services.common.server import Binding
 from services.llm_gateway import convert
 from services.llm_gateway.gateway import LlmGateway
 from services.llm_gateway.models import merge_deltas, whole_turn
-from services.llm_gateway.turns import serve_turns
+from services.llm_gateway.turns import Turns
 
 SERVICE_NAME = llm_pb.DESCRIPTOR.services_by_name["LlmService"].full_name
 SERVICE_LABEL = "llm_gateway"  # the `service` of its metrics (its server's name), for the turns it counts as Chat calls
@@ -23,6 +23,7 @@ SERVICE_LABEL = "llm_gateway"  # the `service` of its metrics (its server's name
 class LlmServicer(llm_grpc.LlmServiceServicer):
     def __init__(self, gateway: LlmGateway) -> None:
         self.gateway = gateway
+        self.turns = Turns(self._chat, SERVICE_LABEL)  # ChatTurns' streams (`turns.drain` on shutdown)
 
     def binding(self) -> Binding:
         return Binding(llm_grpc.add_LlmServiceServicer_to_server, self, SERVICE_NAME)
@@ -34,7 +35,7 @@ class LlmServicer(llm_grpc.LlmServiceServicer):
 
     async def ChatTurns(self, requests: AsyncIterator[llm_pb.ChatTurnsRequest], context: grpc.aio.ServicerContext
                         ) -> AsyncIterator[llm_pb.ChatTurnsResponse]:
-        async for response in serve_turns(requests, self._chat, SERVICE_LABEL):
+        async for response in self.turns.serve(requests):
             yield response
 
     async def _chat(self, request: llm_pb.ChatRequest, timeout_s: float | None) -> AsyncIterator[llm_pb.ChatResponse]:

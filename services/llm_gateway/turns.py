@@ -16,6 +16,7 @@ import asyncio
 from contextlib import aclosing
 from typing import AsyncIterator, Callable
 
+import grpc
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
 from services.common.interceptors import InnerCall
@@ -50,64 +51,87 @@ class _Outbox:
         return messages, written
 
 
-Turn = Callable[[llm_pb.ChatRequest, float | None], AsyncIterator[llm_pb.ChatResponse]]
+Chat = Callable[[llm_pb.ChatRequest, float | None], AsyncIterator[llm_pb.ChatResponse]]
 
 
-async def serve_turns(requests: AsyncIterator[llm_pb.ChatTurnsRequest], chat: Turn, service: str
-                      ) -> AsyncIterator[llm_pb.ChatTurnsResponse]:
-    """The ChatTurns stream: `chat(request, timeout_s)` streams each turn's chunks, as Chat would."""
-    outbox = _Outbox()
-    turns: dict[int, asyncio.Task] = {}
-    closed = False  # the caller opens no more turns
+class Turns:
+    """The gateway's ChatTurns streams. `chat(request, timeout_s)` streams a turn's chunks, as Chat would.
+    `drain()` (the server is shutting down): every stream refuses new turns (`again`: the caller opens them
+    on a new stream, which reaches a gateway that serves) and ends once its running turns are done, so a
+    shutdown waits for turns, not for streams that would never end."""
 
-    async def run(turn: llm_pb.ChatTurn) -> None:
-        call = InnerCall(service, CHAT_METHOD, tuple(turn.metadata.items()))
-        with call:
+    def __init__(self, chat: Chat, service: str) -> None:
+        self._chat = chat
+        self._service = service  # the `service` label of the Chat calls the turns are counted as
+        self._draining = False
+        self._outboxes: set[_Outbox] = set()
+
+    async def drain(self) -> None:
+        self._draining = True
+        for outbox in self._outboxes:
+            outbox.wake()
+
+    async def serve(self, requests: AsyncIterator[llm_pb.ChatTurnsRequest]) -> AsyncIterator[llm_pb.ChatTurnsResponse]:
+        outbox = _Outbox()
+        turns: dict[int, asyncio.Task] = {}
+        closed = False  # the caller opens no more turns
+
+        async def run(turn: llm_pb.ChatTurn) -> None:
+            call = InnerCall(self._service, CHAT_METHOD, tuple(turn.metadata.items()))
+            with call:
+                try:
+                    async with aclosing(self._chat(turn.request, turn.timeout_s or None)) as chunks:  # a cancel closes it
+                        async for chunk in chunks:
+                            await outbox.put(llm_pb.ChatTurnMessage(id=turn.id, chunk=chunk))
+                    end = llm_pb.ChatTurnEnd()
+                except BaseException as exc:
+                    code, message = call.fail(exc)
+                    if isinstance(exc, asyncio.CancelledError):  # cancelled by the caller, or the stream ended
+                        raise
+                    end = llm_pb.ChatTurnEnd(code=code.value[0], message=message)
+                outbox.put(llm_pb.ChatTurnMessage(id=turn.id, end=end))
+
+        def ended(turn_id: int, task: asyncio.Task) -> None:
+            if turns.get(turn_id) is task:
+                del turns[turn_id]
+            if not turns:
+                outbox.wake()
+
+        async def take_requests() -> None:
+            nonlocal closed
             try:
-                async with aclosing(chat(turn.request, turn.timeout_s or None)) as chunks:  # a cancel closes it
-                    async for chunk in chunks:
-                        await outbox.put(llm_pb.ChatTurnMessage(id=turn.id, chunk=chunk))
-                end = llm_pb.ChatTurnEnd()
-            except BaseException as exc:
-                code, message = call.fail(exc)
-                if isinstance(exc, asyncio.CancelledError):  # cancelled by the caller, or the stream ended
-                    raise
-                end = llm_pb.ChatTurnEnd(code=code.value[0], message=message)
-            outbox.put(llm_pb.ChatTurnMessage(id=turn.id, end=end))
+                async for request in requests:
+                    for turn_id in request.cancel:
+                        task = turns.get(turn_id)
+                        if task is not None:
+                            task.cancel()
+                    for turn in request.open:
+                        if self._draining:
+                            outbox.put(llm_pb.ChatTurnMessage(id=turn.id, end=llm_pb.ChatTurnEnd(
+                                code=grpc.StatusCode.UNAVAILABLE.value[0], again=True,
+                                message="the LLM gateway is shutting down")))
+                            continue
+                        task = turns[turn.id] = asyncio.ensure_future(run(turn))
+                        task.add_done_callback(lambda task, turn_id=turn.id: ended(turn_id, task))
+            finally:
+                closed = True
+                outbox.wake()
 
-    def ended(turn_id: int, task: asyncio.Task) -> None:
-        if turns.get(turn_id) is task:
-            del turns[turn_id]
-        if closed and not turns:
-            outbox.wake()
-
-    async def take_requests() -> None:
-        nonlocal closed
+        self._outboxes.add(outbox)
+        taking = asyncio.ensure_future(take_requests())
         try:
-            async for request in requests:
-                for turn_id in request.cancel:
-                    task = turns.get(turn_id)
-                    if task is not None:
-                        task.cancel()
-                for turn in request.open:
-                    task = turns[turn.id] = asyncio.ensure_future(run(turn))
-                    task.add_done_callback(lambda task, turn_id=turn.id: ended(turn_id, task))
+            while True:
+                messages, written = await outbox.take()
+                if messages:
+                    yield llm_pb.ChatTurnsResponse(messages=messages)
+                    written.set_result(None)
+                elif (closed or self._draining) and not turns:
+                    break
+            if closed:
+                await taking  # (re-raises what ended the caller's requests: a broken stream)
         finally:
-            closed = True
-            outbox.wake()
-
-    taking = asyncio.ensure_future(take_requests())
-    try:
-        while True:
-            messages, written = await outbox.take()
-            if messages:
-                yield llm_pb.ChatTurnsResponse(messages=messages)
-                written.set_result(None)
-            elif closed and not turns:
-                break
-        await taking  # (the caller's end: re-raises what ended the requests, a broken stream)
-    finally:
-        taking.cancel()
-        for task in list(turns.values()):
-            task.cancel()
-        await asyncio.gather(taking, *turns.values(), return_exceptions=True)
+            self._outboxes.discard(outbox)
+            taking.cancel()
+            for task in list(turns.values()):
+                task.cancel()
+            await asyncio.gather(taking, *turns.values(), return_exceptions=True)

@@ -1,0 +1,164 @@
+"""The LLM client's turns on shared ChatTurns streams (services/clients/llm_turns.py, and the gateway's side in
+services/llm_gateway/turns.py), against a real llm_gateway: each turn behaves as a Chat call of its own."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client import REGISTRY
+
+from services.clients import llm_turns
+from services.clients.llm_models import Message
+from services.common.errors import DeadlineExceeded, NotFound, Unavailable
+from services.common.testing import start_server
+from services.llm_gateway.server import LlmServicer
+from tests.support.llm_gateway import llm_gateway
+
+SCRIPTS = {"chat": {"echo": ["you said {last_user}"],
+                    "slow": [{"reply": "one two three four five six", "chunk_delay_s": 0.2}],
+                    "late": [{"reply": "too late", "delay_s": 30}]}}
+
+
+def chat_calls(code: str) -> int:
+    return int(REGISTRY.get_sample_value("trellis_grpc_requests_total", {
+        "service": "llm_gateway", "method": "/trellis.llm.v1.LlmService/Chat", "code": code}) or 0)
+
+
+async def text(client, model: str, said: str, **kwargs) -> str:
+    return "".join([d.content async for d in client.stream_chat(model, [Message("user", said)], **kwargs)])
+
+
+async def test_concurrent_turns_share_one_stream_and_each_gets_its_own_answer():
+    async with llm_gateway(SCRIPTS) as llm:
+        before = chat_calls("OK")
+        answers = await asyncio.gather(*(text(llm.client, "echo@Scripted", f"number {i}") for i in range(50)))
+        assert answers == [f"you said number {i}" for i in range(50)]
+        assert llm.client.turns._stream.opened == 50  # one ChatTurns call carried them all
+        assert chat_calls("OK") - before == 50  # each counted as the Chat call it stands for
+
+
+async def test_a_turn_the_caller_stops_reading_is_cancelled_at_the_gateway_and_the_stream_goes_on():
+    async with llm_gateway(SCRIPTS) as llm:
+        cancelled = chat_calls("CANCELLED")
+        stream = llm.client.stream_chat("slow@Scripted", [Message("user", "x")])
+        first = await anext(stream)
+        await stream.aclose()  # the caller breaks out after one chunk
+        assert first.content.strip() == "one"
+        for _ in range(2000):  # until the gateway has the cancel (no time limit: the loop turns)
+            if chat_calls("CANCELLED") > cancelled:
+                break
+            await asyncio.sleep(0.001)
+        assert chat_calls("CANCELLED") == cancelled + 1
+        assert await text(llm.client, "echo@Scripted", "after") == "you said after"
+
+
+async def test_a_turn_past_its_deadline_fails_with_deadline_exceeded_and_the_others_are_untouched():
+    async with llm_gateway(SCRIPTS) as llm:
+        late = asyncio.ensure_future(text(llm.client, "late@Scripted", "x", timeout=0.5))
+        assert await text(llm.client, "echo@Scripted", "meanwhile") == "you said meanwhile"
+        with pytest.raises(DeadlineExceeded):
+            await asyncio.wait_for(late, 20)
+        assert await text(llm.client, "echo@Scripted", "after") == "you said after"
+
+
+async def test_a_turn_the_gateway_refuses_fails_with_its_typed_error_and_the_stream_goes_on():
+    async with llm_gateway(SCRIPTS) as llm:
+        with pytest.raises(NotFound, match="nosuch"):
+            await text(llm.client, "nosuch@Scripted", "x")
+        stream = llm.client.turns._stream
+        assert await text(llm.client, "echo@Scripted", "after") == "you said after"
+        assert llm.client.turns._stream is stream
+
+
+async def test_a_gateway_that_stops_mid_turn_fails_that_turn_and_the_next_turn_reaches_it_again():
+    async with llm_gateway(SCRIPTS) as llm:
+        stream = llm.client.stream_chat("slow@Scripted", [Message("user", "x")])
+        assert (await anext(stream)).content.strip() == "one"
+        await llm.stop()
+        with pytest.raises(Unavailable, match="llm_gateway"):  # its chunks came already: not asked again
+            async for _ in stream:
+                pass
+        await llm.start()
+        assert await text(llm.client, "echo@Scripted", "back") == "you said back"
+
+
+async def test_streams_are_replaced_after_a_number_of_turns_and_the_old_ones_closed(monkeypatch):
+    monkeypatch.setattr(llm_turns, "ROTATE_AFTER_TURNS", 3)
+    async with llm_gateway(SCRIPTS) as llm:
+        streams = []
+        for i in range(7):
+            assert await text(llm.client, "echo@Scripted", str(i)) == f"you said {i}"
+            if llm.client.turns._stream not in streams:
+                streams.append(llm.client.turns._stream)
+        assert [s.opened for s in streams] == [3, 3, 1]
+        for old in streams[:2]:  # retired and idle: their calls end
+            await asyncio.wait_for(old.call.code(), 10)
+            assert old.call.done()
+
+
+class _OlderServicer(LlmServicer):
+    async def ChatTurns(self, requests, context):
+        raise NotImplementedError  # as a gateway from before ChatTurns answers: UNIMPLEMENTED
+        yield  # (a streaming handler)
+
+
+async def test_a_gateway_without_chat_turns_gets_a_chat_call_per_turn():
+    async with llm_gateway(SCRIPTS) as llm:
+        await llm.stop()
+        llm.server, _ = await start_server([_OlderServicer(llm.gateway).binding()], service="llm_gateway", port=llm.port)
+        before = chat_calls("OK")
+        assert await text(llm.client, "echo@Scripted", "old") == "you said old"
+        assert await text(llm.client, "echo@Scripted", "again") == "you said again"
+        assert llm.client.turns.supported is False
+        assert chat_calls("OK") - before == 2
+
+
+async def test_a_turn_carries_the_callers_request_id_to_the_gateway(monkeypatch):
+    from services.common import context as ctxvars
+    from services.llm_gateway.providers.scripted import ScriptedProvider
+
+    seen: list[str] = []
+    real = ScriptedProvider.stream
+
+    def spy(self, call, *, timeout):
+        seen.append(ctxvars.request_id.get())
+        return real(self, call, timeout=timeout)
+
+    monkeypatch.setattr(ScriptedProvider, "stream", spy)
+    async with llm_gateway(SCRIPTS) as llm:
+        token = ctxvars.request_id.set("req-turn-1")
+        try:
+            assert await text(llm.client, "echo@Scripted", "hi") == "you said hi"
+        finally:
+            ctxvars.request_id.reset(token)
+    assert seen == ["req-turn-1"]
+
+
+async def test_a_draining_gateway_finishes_its_turns_ends_its_streams_and_sends_new_turns_elsewhere():
+    """Shutdown: the gateway's running turns finish, its streams end (so the grace period waits for turns,
+    not for streams), and a turn opened meanwhile is opened again on another gateway."""
+    from services.clients import LlmClient
+
+    async with llm_gateway(SCRIPTS) as llm:
+        draining, other = LlmServicer(llm.gateway), LlmServicer(llm.gateway)
+        servers = [await start_server([s.binding()], service="llm_gateway") for s in (draining, other)]
+        client = LlmClient.connect(f"ipv4:127.0.0.1:{servers[0][1]},127.0.0.1:{servers[1][1]}")
+        try:
+            await asyncio.gather(*(client.list_models() for _ in range(4)))  # both gateways connected
+            slow = client.stream_chat("slow@Scripted", [Message("user", "x")])
+            first = await anext(slow)
+            if other.turns._outboxes:  # the stream went to the other one: swap names
+                draining, other = other, draining
+                servers.reverse()
+            await draining.turns.drain()
+            assert await text(client, "echo@Scripted", "elsewhere") == "you said elsewhere"
+            assert other.turns._outboxes  # taken there, on a new stream
+            stopping = asyncio.ensure_future(servers[0][0].stop(60))
+            rest = [d.content async for d in slow]
+            assert "".join([first.content, *rest]) == "one two three four five six"  # finished during the drain
+            await asyncio.wait_for(stopping, 30)  # its stream ended with its last turn: no wait for the grace
+        finally:
+            await client.close()
+            for server, _ in servers:
+                await server.stop(None)
