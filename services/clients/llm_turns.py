@@ -8,6 +8,9 @@ a timer here in case the gateway cannot say so), its cancel when the caller stop
 typed error `_rpc.py` gives a call, and the retry rule: a turn whose stream failed before the turn's first
 chunk, while the channel was not connected, is tried again on a new stream.
 
+A turn whose caller stops reading buffers its chunks here (at most one turn's output), where a call of its own
+would have held the gateway back with HTTP/2 flow control; the stream's reader never waits for a caller.
+
 A stream takes new turns for `ROTATE_AFTER_S` or `ROTATE_AFTER_TURNS`, whichever comes first; the next one is a
 new call, which the channel's round_robin sends to the next gateway replica, so turns keep spreading over
 replicas as calls do. A retired stream is closed once its last turn has ended. A gateway that does not know
@@ -108,19 +111,24 @@ class _TurnStream:
             self._close_if_idle()
 
     async def _read(self) -> None:
+        failure: grpc.aio.AioRpcError | None = None
         try:
             async for response in self.call:
                 for message in response.messages:
                     queue = self.turns.get(message.id)
                     if queue is not None:
                         queue.put_nowait(message)
-            failure: grpc.aio.AioRpcError = _ended()
+            failure = _ended()
         except grpc.aio.AioRpcError as exc:
             failure = exc
-        if self.failure is None:
-            self.failure = failure
-        for queue in self.turns.values():
-            queue.put_nowait(failure)
+        except asyncio.CancelledError:  # the client closed
+            failure = _failure(grpc.StatusCode.CANCELLED, "the LLM client was closed")
+        finally:  # every turn still here hears how the stream ended, whatever ended it
+            failure = failure or _failure(grpc.StatusCode.UNKNOWN, "the stream of turns broke")
+            if self.failure is None:
+                self.failure = failure
+            for queue in self.turns.values():
+                queue.put_nowait(failure)
 
     def cancel(self) -> None:
         self.call.cancel()
@@ -133,6 +141,10 @@ class _StreamEnded(grpc.aio.AioRpcError):
 def _ended() -> grpc.aio.AioRpcError:
     return _StreamEnded(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(),
                         "the LLM gateway ended the stream of turns")
+
+
+def _failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
 class ChatTurns:

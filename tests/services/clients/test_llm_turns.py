@@ -162,3 +162,16 @@ async def test_a_draining_gateway_finishes_its_turns_ends_its_streams_and_sends_
             await client.close()
             for server, _ in servers:
                 await server.stop(None)
+
+
+async def test_closing_the_client_ends_its_running_turns_with_an_error_instead_of_leaving_them_waiting():
+    from services.clients import LlmClient
+    from services.common.errors import Cancelled
+
+    async with llm_gateway(SCRIPTS) as llm:
+        client = LlmClient.connect(llm.addr)
+        slow = client.stream_chat("slow@Scripted", [Message("user", "x")])
+        await anext(slow)
+        await client.close()
+        with pytest.raises(Cancelled):
+            await asyncio.wait_for(anext(slow), 10)
