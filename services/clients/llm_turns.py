@@ -14,7 +14,8 @@ would have held the gateway back with HTTP/2 flow control; the stream's reader n
 A stream takes new turns for `ROTATE_AFTER_S` or `ROTATE_AFTER_TURNS`, whichever comes first; the next one is a
 new call, which the channel's round_robin sends to the next gateway replica, so turns keep spreading over
 replicas as calls do. A retired stream is closed once its last turn has ended. A gateway that does not know
-ChatTurns (an older replica) answers UNIMPLEMENTED: the client then makes a Chat call per turn.
+ChatTurns (an older replica) answers UNIMPLEMENTED: the client then makes a Chat call per turn, and tries a
+stream again after `ROTATE_AFTER_S` (a rolling upgrade replaces the older gateways meanwhile).
 """
 
 from __future__ import annotations
@@ -154,7 +155,13 @@ class ChatTurns:
         self._peer = peer
         self._stream: _TurnStream | None = None
         self._ids = 0
-        self.supported = True  # False once a gateway answered UNIMPLEMENTED: a Chat call per turn from then on
+        self._calls_until = 0.0  # a gateway answered UNIMPLEMENTED: a Chat call per turn until then (monotonic)
+
+    @property
+    def supported(self) -> bool:
+        """Whether turns go on ChatTurns streams: after an UNIMPLEMENTED, not for `ROTATE_AFTER_S` (a rolling
+        upgrade replaces the older gateways meanwhile)."""
+        return time.monotonic() >= self._calls_until
 
     def _current(self) -> _TurnStream:
         stream = self._stream
@@ -200,9 +207,9 @@ class ChatTurns:
                     if item.__class__ is _Expired:
                         raise DeadlineExceeded("Deadline Exceeded")
                     ended = True  # the stream failed or ended: every turn on it ended with it
-                    if item.code() == grpc.StatusCode.UNIMPLEMENTED and self.supported:
-                        self.supported = False
-                        break  # this turn, and every one after it, as a Chat call
+                    if item.code() == grpc.StatusCode.UNIMPLEMENTED:
+                        self._calls_until = time.monotonic() + ROTATE_AFTER_S
+                        break  # this turn, and those after it for a while, as Chat calls
                     if started:
                         raise peer.status_error(item.code(), item.details())
                     if isinstance(item, _StreamEnded):  # the gateway ended it before it took this turn

@@ -103,15 +103,20 @@ class _OlderServicer(LlmServicer):
         yield  # (a streaming handler)
 
 
-async def test_a_gateway_without_chat_turns_gets_a_chat_call_per_turn():
+async def test_a_gateway_without_chat_turns_gets_a_chat_call_per_turn_until_it_is_upgraded():
     async with llm_gateway(SCRIPTS) as llm:
         await llm.stop()
         llm.server, _ = await start_server([_OlderServicer(llm.gateway).binding()], service="llm_gateway", port=llm.port)
         before = chat_calls("OK")
         assert await text(llm.client, "echo@Scripted", "old") == "you said old"
         assert await text(llm.client, "echo@Scripted", "again") == "you said again"
-        assert llm.client.turns.supported is False
+        assert llm.client.turns.supported is False  # for a while: Chat calls, without asking again each time
         assert chat_calls("OK") - before == 2
+        await llm.stop()
+        await llm.start()  # upgraded
+        llm.client.turns._calls_until = 0.0  # (the while has passed)
+        assert await text(llm.client, "echo@Scripted", "new") == "you said new"
+        assert llm.client.turns._stream.opened == 1 and llm.client.turns._stream.failure is None
 
 
 async def test_a_turn_carries_the_callers_request_id_to_the_gateway(monkeypatch):
