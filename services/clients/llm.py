@@ -76,10 +76,10 @@ class LlmClient(Peer):
 
     async def chat(self, model_id: str, messages: Sequence[Message], *, timeout: float | None = None,
                    **options: Any) -> ChatResult:
-        """The whole turn in one message (the gateway's Complete), tool calls complete; `options` as for
-        `stream_chat`."""
+        """The whole turn in one message (the gateway's Complete, as a turn on the shared stream), tool calls
+        complete; `options` as for `stream_chat`."""
         req = convert.chat_request_to_proto(model_id, messages, **options)
-        resp = await self._unary(self._stub.Complete, req, timeout)
+        resp = await self.turns.whole(req, timeout)
         return assemble([convert.delta_from_proto(resp)], resp.model)
 
     async def embed(self, texts: Sequence[str], *, model_id: str = "", timeout: float | None = None) -> Embeddings:

@@ -67,13 +67,13 @@ class _TurnStream:
         self.retired = True
         self._close_if_idle()
 
-    def open(self, turn_id: int, request: llm_pb.ChatRequest, timeout_s: float | None) -> asyncio.Queue:
+    def open(self, turn_id: int, request: llm_pb.ChatRequest, timeout_s: float | None, whole: bool) -> asyncio.Queue:
         metadata = outbound_metadata()
         queue: asyncio.Queue = asyncio.Queue()
         self.turns[turn_id] = queue
         self.opened += 1
         self._opens.append(llm_pb.ChatTurn(id=turn_id, request=request, timeout_s=timeout_s or 0.0,
-                                           metadata=dict(metadata or ())))
+                                           metadata=dict(metadata or ()), whole=whole))
         self._flush()
         return queue
 
@@ -169,21 +169,31 @@ class ChatTurns:
             stream = self._stream = _TurnStream(self._peer._stub)
         return stream
 
+    async def whole(self, request: llm_pb.ChatRequest, timeout_s: float | None) -> llm_pb.ChatResponse:
+        """The whole turn in one message, as Complete gives it."""
+        async for whole in self.stream(request, _same, timeout_s, whole=True):
+            return whole
+        raise AssertionError("the gateway ended a whole turn without its message")  # (it always sends one)
+
     async def stream(self, request: llm_pb.ChatRequest, convert: Callable[[llm_pb.ChatResponse], R],
-                     timeout_s: float | None) -> AsyncIterator[R]:
+                     timeout_s: float | None, *, whole: bool = False) -> AsyncIterator[R]:
+        """The turn's chunks, as a Chat call streams them (`whole`: its one message, as Complete gives it)."""
         peer = self._peer
         deadline = peer._deadline(timeout_s)
         loop = asyncio.get_running_loop()
         attempt = 1
         while True:
             if not self.supported:
+                if whole:
+                    yield convert(await peer._unary(peer._stub.Complete, request, peer._left(deadline)))
+                    return
                 async for item in peer._stream(peer._stub.Chat, request, convert, peer._left(deadline)):
                     yield item
                 return
             stream = self._current()
             self._ids += 1
             turn_id = self._ids
-            queue = stream.open(turn_id, request, peer._left(deadline))
+            queue = stream.open(turn_id, request, peer._left(deadline), whole)
             peer_call_sent()
             timer = loop.call_at(deadline, queue.put_nowait, _Expired()) if deadline is not None else None
             started = ended = False
@@ -235,3 +245,7 @@ class ChatTurns:
 
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def _same(message: llm_pb.ChatResponse) -> llm_pb.ChatResponse:
+    return message

@@ -23,7 +23,7 @@ SERVICE_LABEL = "llm_gateway"  # the `service` of its metrics (its server's name
 class LlmServicer(llm_grpc.LlmServiceServicer):
     def __init__(self, gateway: LlmGateway) -> None:
         self.gateway = gateway
-        self.turns = Turns(self._chat, SERVICE_LABEL)  # ChatTurns' streams (`turns.drain` on shutdown)
+        self.turns = Turns(self._chat, self._complete, SERVICE_LABEL)  # ChatTurns' streams (`turns.drain` on shutdown)
 
     def binding(self) -> Binding:
         return Binding(llm_grpc.add_LlmServiceServicer_to_server, self, SERVICE_NAME)
@@ -51,8 +51,12 @@ class LlmServicer(llm_grpc.LlmServiceServicer):
             model = notice = ""  # the resolved id and the fallback notice ride on the first chunk only
 
     async def Complete(self, request: llm_pb.ChatRequest, context: grpc.aio.ServicerContext) -> llm_pb.ChatResponse:
+        return await self._complete(request, context.time_remaining())
+
+    async def _complete(self, request: llm_pb.ChatRequest, timeout_s: float | None) -> llm_pb.ChatResponse:
+        """One whole turn, for a Complete call or a ChatTurns turn."""
         call = convert.chat_call_from_proto(request)
-        stream = self.gateway.chat(request.model_id, call, timeout_s=context.time_remaining())
+        stream = self.gateway.chat(request.model_id, call, timeout_s=timeout_s)
         # A cancelled call raises inside the provider's read, which closes the upstream request at once.
         whole = whole_turn([d async for d in stream.deltas])
         return convert.delta_to_proto(whole, stream.model, stream.notice)

@@ -1,4 +1,5 @@
-"""LlmService.ChatTurns: many Chat turns on one long-lived stream (the orchestrator's way to call Chat).
+"""LlmService.ChatTurns: many Chat and Complete turns on one long-lived stream (the orchestrator's way to call
+them).
 
 A gRPC call costs both processes hundreds of microseconds of CPU, and each of its messages is written on its
 own; under a burst of runs that is most of a run's start. Here a turn costs neither: the caller opens and
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import aclosing
-from typing import AsyncIterator, Callable
+from typing import AsyncIterator, Awaitable, Callable
 
 import grpc
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
@@ -22,6 +23,7 @@ from trellis.llm.v1 import llm_service_pb2 as llm_pb
 from services.common.interceptors import InnerCall
 
 CHAT_METHOD = "/trellis.llm.v1.LlmService/Chat"
+COMPLETE_METHOD = "/trellis.llm.v1.LlmService/Complete"
 
 
 class _Outbox:
@@ -52,16 +54,19 @@ class _Outbox:
 
 
 Chat = Callable[[llm_pb.ChatRequest, float | None], AsyncIterator[llm_pb.ChatResponse]]
+Complete = Callable[[llm_pb.ChatRequest, float | None], Awaitable[llm_pb.ChatResponse]]
 
 
 class Turns:
-    """The gateway's ChatTurns streams. `chat(request, timeout_s)` streams a turn's chunks, as Chat would.
+    """The gateway's ChatTurns streams. `chat(request, timeout_s)` streams a turn's chunks, as Chat would;
+    `complete(request, timeout_s)` gives a whole turn (`whole`), as Complete would.
     `drain()` (the server is shutting down): every stream refuses new turns (`again`: the caller opens them
     on a new stream, which reaches a gateway that serves) and ends once its running turns are done, so a
     shutdown waits for turns, not for streams that would never end."""
 
-    def __init__(self, chat: Chat, service: str) -> None:
+    def __init__(self, chat: Chat, complete: Complete, service: str) -> None:
         self._chat = chat
+        self._complete = complete
         self._service = service  # the `service` label of the Chat calls the turns are counted as
         self._draining = False
         self._outboxes: set[_Outbox] = set()
@@ -77,12 +82,16 @@ class Turns:
         closed = False  # the caller opens no more turns
 
         async def run(turn: llm_pb.ChatTurn) -> None:
-            call = InnerCall(self._service, CHAT_METHOD, tuple(turn.metadata.items()))
+            call = InnerCall(self._service, COMPLETE_METHOD if turn.whole else CHAT_METHOD, tuple(turn.metadata.items()))
             with call:
                 try:
-                    async with aclosing(self._chat(turn.request, turn.timeout_s or None)) as chunks:  # a cancel closes it
-                        async for chunk in chunks:
-                            await outbox.put(llm_pb.ChatTurnMessage(id=turn.id, chunk=chunk))
+                    if turn.whole:
+                        whole = await self._complete(turn.request, turn.timeout_s or None)
+                        outbox.put(llm_pb.ChatTurnMessage(id=turn.id, chunk=whole))
+                    else:
+                        async with aclosing(self._chat(turn.request, turn.timeout_s or None)) as chunks:  # a cancel closes it
+                            async for chunk in chunks:
+                                await outbox.put(llm_pb.ChatTurnMessage(id=turn.id, chunk=chunk))
                     end = llm_pb.ChatTurnEnd()
                 except BaseException as exc:
                     code, message = call.fail(exc)

@@ -4,25 +4,29 @@ services/llm_gateway/turns.py), against a real llm_gateway: each turn behaves as
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from prometheus_client import REGISTRY
+from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
 from services.clients import llm_turns
 from services.clients.llm_models import Message
 from services.common.errors import DeadlineExceeded, NotFound, Unavailable
 from services.common.testing import start_server
 from services.llm_gateway.server import LlmServicer
-from tests.support.llm_gateway import llm_gateway
+from tests.support.llm_gateway import llm_gateway, user
 
 SCRIPTS = {"chat": {"echo": ["you said {last_user}"],
                     "slow": [{"reply": "one two three four five six", "chunk_delay_s": 0.2}],
-                    "late": [{"reply": "too late", "delay_s": 30}]}}
+                    "late": [{"reply": "too late", "delay_s": 30}],
+                    "tools": [{"tool_calls": [{"name": "calc", "arguments": {"expr": "6*7"}, "id": "c1"},
+                                              {"name": "web", "arguments": {"q": "trellis"}, "id": "c2"}]}]}}
 
 
-def chat_calls(code: str) -> int:
+def chat_calls(code: str, method: str = "Chat") -> int:
     return int(REGISTRY.get_sample_value("trellis_grpc_requests_total", {
-        "service": "llm_gateway", "method": "/trellis.llm.v1.LlmService/Chat", "code": code}) or 0)
+        "service": "llm_gateway", "method": f"/trellis.llm.v1.LlmService/{method}", "code": code}) or 0)
 
 
 async def text(client, model: str, said: str, **kwargs) -> str:
@@ -36,6 +40,20 @@ async def test_concurrent_turns_share_one_stream_and_each_gets_its_own_answer():
         assert answers == [f"you said number {i}" for i in range(50)]
         assert llm.client.turns._stream.opened == 50  # one ChatTurns call carried them all
         assert chat_calls("OK") - before == 50  # each counted as the Chat call it stands for
+
+
+async def test_a_whole_turn_rides_the_stream_and_gives_what_complete_gives():
+    async with llm_gateway(SCRIPTS) as llm:
+        before = chat_calls("OK", "Complete")
+        result = await llm.client.chat("tools@Scripted", [Message("user", "go")])
+        direct = await llm.stub.Complete(llm_pb.ChatRequest(model_id="tools@Scripted", messages=[user("go")]))
+        assert [(c.id, c.name, json.loads(c.arguments)) for c in result.tool_calls] == \
+            [("c1", "calc", {"expr": "6*7"}), ("c2", "web", {"q": "trellis"})]
+        assert [(d.id, d.name, d.arguments_delta) for d in direct.tool_call_deltas] == \
+            [(c.id, c.name, c.arguments) for c in result.tool_calls]
+        assert result.finish_reason == "tool_calls" and result.model == direct.model
+        assert llm.client.turns._stream.opened == 1  # on the stream, not a call
+        assert chat_calls("OK", "Complete") - before == 2  # the turn and the direct call, each a Complete
 
 
 async def test_a_turn_the_caller_stops_reading_is_cancelled_at_the_gateway_and_the_stream_goes_on():
@@ -112,6 +130,9 @@ async def test_a_gateway_without_chat_turns_gets_a_chat_call_per_turn_until_it_i
         assert await text(llm.client, "echo@Scripted", "again") == "you said again"
         assert llm.client.turns.supported is False  # for a while: Chat calls, without asking again each time
         assert chat_calls("OK") - before == 2
+        completes = chat_calls("OK", "Complete")
+        assert (await llm.client.chat("echo@Scripted", [Message("user", "whole")])).content == "you said whole"
+        assert chat_calls("OK", "Complete") - completes == 1  # a Complete call of its own
         await llm.stop()
         await llm.start()  # upgraded
         llm.client.turns._calls_until = 0.0  # (the while has passed)
