@@ -15,8 +15,10 @@ RPC_LATENCY = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
 )
 
-# Probes and discovery are not traffic: counting them would drown the real numbers.
-UNMETERED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
+# Probes and discovery are not traffic: counting them would drown the real numbers. Nor is a stream that carries
+# calls (LlmService.ChatTurns): each of its turns is counted and traced as the Chat or Complete call it stands
+# for, and the carrier, open for minutes, would only add a span and a latency of its own lifetime.
+UNMETERED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.", "/trellis.llm.v1.LlmService/ChatTurns")
 
 
 def start_exporter(port: int) -> None:

@@ -113,6 +113,7 @@ async def test_streams_are_replaced_after_a_number_of_turns_and_the_old_ones_clo
         for old in streams[:2]:  # retired and idle: their calls end
             await asyncio.wait_for(old.call.code(), 10)
             assert old.call.done()
+        assert chat_calls("OK", "ChatTurns") == 0  # the carrier is not a call of its own in the metrics
 
 
 class _OlderServicer(LlmServicer):
