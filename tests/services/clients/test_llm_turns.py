@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import grpc
 import pytest
 from prometheus_client import REGISTRY
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
@@ -175,16 +176,20 @@ async def test_a_draining_gateway_finishes_its_turns_ends_its_streams_and_sends_
             await asyncio.gather(*(client.list_models() for _ in range(4)))  # both gateways connected
             slow = client.stream_chat("slow@Scripted", [Message("user", "x")])
             first = await anext(slow)
+            drained_call = client.turns._stream.call
             if other.turns._outboxes:  # the stream went to the other one: swap names
                 draining, other = other, draining
                 servers.reverse()
             await draining.turns.drain()
             assert await text(client, "echo@Scripted", "elsewhere") == "you said elsewhere"
             assert other.turns._outboxes  # taken there, on a new stream
-            stopping = asyncio.ensure_future(servers[0][0].stop(60))
+            stopping = asyncio.ensure_future(servers[0][0].stop(3600))
             rest = [d.content async for d in slow]
             assert "".join([first.content, *rest]) == "one two three four five six"  # finished during the drain
-            await asyncio.wait_for(stopping, 30)  # its stream ended with its last turn: no wait for the grace
+            # The gateway ended the stream itself once its last turn was done (OK); a stream left to the grace
+            # period would have been cut by the stop instead.
+            assert await asyncio.wait_for(drained_call.code(), 30) == grpc.StatusCode.OK  # (a guard against a hang)
+            await stopping
         finally:
             await client.close()
             for server, _ in servers:
