@@ -256,7 +256,10 @@ class BrowserSession:
         return f"Put {name} into {selector!r}"
 
     async def go_back(self) -> str:
-        await self._page.go_back()
+        try:
+            await self._page.go_back()
+        except Exception as exc:  # the page went away meanwhile (a refused download can detach it): say so
+            return f"Could not go back: {_first_line(exc)}{self._news()}"
         return f"Back at {self._page.url}{self._news()}"
 
 

@@ -192,3 +192,10 @@ async def test_closing_goes_on_when_one_step_fails(caplog):
     assert browser._pw is None  # playwright stopped (and its browser with it)
     assert not os.path.exists(upload_dir)
     assert any("_close_browser failed" in r.getMessage() for r in caplog.records)
+
+
+async def test_going_back_from_a_page_that_is_gone_is_told_not_raised(site):
+    async with OutboundHttp(EgressPolicy.from_entries(["127.0.0.1"])) as http, BrowserSession(http) as browser:
+        assert "(HTTP 200)" in await browser.go_to_url(site.url("/"))
+        await browser._page.close()  # as a page detached under the model (a refused download can do it)
+        assert (await browser.go_back()).startswith("Could not go back: ")
