@@ -3,6 +3,8 @@ span as W3C `traceparent` when tracing is on (services/common/tracing.py), for t
 
 from __future__ import annotations
 
+import weakref
+
 import grpc
 
 from services.common import context as ctxvars
@@ -43,8 +45,18 @@ SERVER_OPTIONS = [
 ]
 
 
+_targets: weakref.WeakKeyDictionary[grpc.aio.Channel, str] = weakref.WeakKeyDictionary()
+
+
 def open_channel(address: str) -> grpc.aio.Channel:
     """An insecure channel (the mesh or NetworkPolicies secure the hop). No client interceptors: grpc.aio
     wraps every call and every streamed message of an intercepted channel in an extra task and queue (a
     tenth of the orchestrator's CPU per token); each call passes `metadata=outbound_metadata()` instead."""
-    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+    channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+    _targets[channel] = address
+    return channel
+
+
+def channel_target(channel: grpc.aio.Channel) -> str | None:
+    """The address `open_channel` opened `channel` to (grpc.aio does not tell); None for another channel."""
+    return _targets.get(channel)

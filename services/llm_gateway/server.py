@@ -11,19 +11,24 @@ from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc
 
 from services.common.coalesce import coalesce
 from services.common.server import Binding
+from services.common.turn_server import Send, TurnServer, TurnTypes
 from services.llm_gateway import convert
 from services.llm_gateway.gateway import LlmGateway
 from services.llm_gateway.models import merge_deltas, whole_turn
-from services.llm_gateway.turns import Turns
 
 SERVICE_NAME = llm_pb.DESCRIPTOR.services_by_name["LlmService"].full_name
 SERVICE_LABEL = "llm_gateway"  # the `service` of its metrics (its server's name), for the turns it counts as Chat calls
+CHAT_METHOD = "/trellis.llm.v1.LlmService/Chat"
+COMPLETE_METHOD = "/trellis.llm.v1.LlmService/Complete"
+_TURN_TYPES = TurnTypes(llm_pb.ChatTurnsResponse, llm_pb.ChatTurnMessage, llm_pb.ChatTurnEnd)
 
 
 class LlmServicer(llm_grpc.LlmServiceServicer):
     def __init__(self, gateway: LlmGateway) -> None:
         self.gateway = gateway
-        self.turns = Turns(self._chat, self._complete, SERVICE_LABEL)  # ChatTurns' streams (`turns.drain` on shutdown)
+        # ChatTurns' streams (`turns.drain` on shutdown): each turn as a Chat call, or a Complete call (`whole`).
+        self.turns = TurnServer(_TURN_TYPES, self._turn, lambda turn: COMPLETE_METHOD if turn.whole else CHAT_METHOD,
+                                service=SERVICE_LABEL, shutting_down="the LLM gateway is shutting down")
 
     def binding(self) -> Binding:
         return Binding(llm_grpc.add_LlmServiceServicer_to_server, self, SERVICE_NAME)
@@ -37,6 +42,15 @@ class LlmServicer(llm_grpc.LlmServiceServicer):
                         ) -> AsyncIterator[llm_pb.ChatTurnsResponse]:
         async for response in self.turns.serve(requests):
             yield response
+
+    async def _turn(self, turn: llm_pb.ChatTurn, send: Send) -> None:
+        timeout_s = turn.timeout_s or None
+        if turn.whole:
+            send(await self._complete(turn.request, timeout_s))  # its end goes in the same message
+            return
+        async with aclosing(self._chat(turn.request, timeout_s)) as chunks:  # a cancel closes it at once
+            async for chunk in chunks:
+                await send(chunk)
 
     async def _chat(self, request: llm_pb.ChatRequest, timeout_s: float | None) -> AsyncIterator[llm_pb.ChatResponse]:
         """One turn's chunks, for a Chat call or a ChatTurns turn."""

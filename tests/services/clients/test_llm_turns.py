@@ -1,5 +1,5 @@
-"""The LLM client's turns on shared ChatTurns streams (services/clients/llm_turns.py, and the gateway's side in
-services/llm_gateway/turns.py), against a real llm_gateway: each turn behaves as a Chat call of its own."""
+"""The LLM client's turns on shared ChatTurns streams (services/clients/llm_turns.py over services/common/turn_client.py,
+and the gateway's side in services/common/turn_server.py), against a real llm_gateway: each turn behaves as a Chat call of its own."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from prometheus_client import REGISTRY
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
-from services.clients import llm_turns
 from services.clients.llm_models import Message
 from services.common.errors import DeadlineExceeded, NotFound, Unavailable
+from services.common import turn_client
 from services.common.testing import start_server
 from services.llm_gateway.server import LlmServicer
 from tests.support.llm_gateway import llm_gateway, user
@@ -30,6 +30,12 @@ def chat_calls(code: str, method: str = "Chat") -> int:
         "service": "llm_gateway", "method": f"/trellis.llm.v1.LlmService/{method}", "code": code}) or 0)
 
 
+def current(client):
+    """The client's one stream (one gateway: one lane)."""
+    (stream,) = client.turns._turns.streams
+    return stream
+
+
 async def text(client, model: str, said: str, **kwargs) -> str:
     return "".join([d.content async for d in client.stream_chat(model, [Message("user", said)], **kwargs)])
 
@@ -39,7 +45,7 @@ async def test_concurrent_turns_share_one_stream_and_each_gets_its_own_answer():
         before = chat_calls("OK")
         answers = await asyncio.gather(*(text(llm.client, "echo@Scripted", f"number {i}") for i in range(50)))
         assert answers == [f"you said number {i}" for i in range(50)]
-        assert llm.client.turns._stream.opened == 50  # one ChatTurns call carried them all
+        assert current(llm.client).opened == 50  # one ChatTurns call carried them all
         assert chat_calls("OK") - before == 50  # each counted as the Chat call it stands for
 
 
@@ -53,7 +59,7 @@ async def test_a_whole_turn_rides_the_stream_and_gives_what_complete_gives():
         assert [(d.id, d.name, d.arguments_delta) for d in direct.tool_call_deltas] == \
             [(c.id, c.name, c.arguments) for c in result.tool_calls]
         assert result.finish_reason == "tool_calls" and result.model == direct.model
-        assert llm.client.turns._stream.opened == 1  # on the stream, not a call
+        assert current(llm.client).opened == 1  # on the stream, not a call
         assert chat_calls("OK", "Complete") - before == 2  # the turn and the direct call, each a Complete
 
 
@@ -85,9 +91,9 @@ async def test_a_turn_the_gateway_refuses_fails_with_its_typed_error_and_the_str
     async with llm_gateway(SCRIPTS) as llm:
         with pytest.raises(NotFound, match="nosuch"):
             await text(llm.client, "nosuch@Scripted", "x")
-        stream = llm.client.turns._stream
+        stream = current(llm.client)
         assert await text(llm.client, "echo@Scripted", "after") == "you said after"
-        assert llm.client.turns._stream is stream
+        assert current(llm.client) is stream
 
 
 async def test_a_gateway_that_stops_mid_turn_fails_that_turn_and_the_next_turn_reaches_it_again():
@@ -103,13 +109,13 @@ async def test_a_gateway_that_stops_mid_turn_fails_that_turn_and_the_next_turn_r
 
 
 async def test_streams_are_replaced_after_a_number_of_turns_and_the_old_ones_closed(monkeypatch):
-    monkeypatch.setattr(llm_turns, "ROTATE_AFTER_TURNS", 3)
+    monkeypatch.setattr(turn_client, "ROTATE_AFTER_TURNS", 3)
     async with llm_gateway(SCRIPTS) as llm:
         streams = []
         for i in range(7):
             assert await text(llm.client, "echo@Scripted", str(i)) == f"you said {i}"
-            if llm.client.turns._stream not in streams:
-                streams.append(llm.client.turns._stream)
+            if current(llm.client) not in streams:
+                streams.append(current(llm.client))
         assert [s.opened for s in streams] == [3, 3, 1]
         for old in streams[:2]:  # retired and idle: their calls end
             await asyncio.wait_for(old.call.code(), 10)
@@ -137,9 +143,9 @@ async def test_a_gateway_without_chat_turns_gets_a_chat_call_per_turn_until_it_i
         assert chat_calls("OK", "Complete") - completes == 1  # a Complete call of its own
         await llm.stop()
         await llm.start()  # upgraded
-        llm.client.turns._calls_until = 0.0  # (the while has passed)
+        llm.client.turns._turns._calls_until = 0.0  # (the while has passed)
         assert await text(llm.client, "echo@Scripted", "new") == "you said new"
-        assert llm.client.turns._stream.opened == 1 and llm.client.turns._stream.failure is None
+        assert current(llm.client).opened == 1 and current(llm.client).failure is None
 
 
 async def test_a_turn_carries_the_callers_request_id_to_the_gateway(monkeypatch):
@@ -176,13 +182,14 @@ async def test_a_draining_gateway_finishes_its_turns_ends_its_streams_and_sends_
             await asyncio.gather(*(client.list_models() for _ in range(4)))  # both gateways connected
             slow = client.stream_chat("slow@Scripted", [Message("user", "x")])
             first = await anext(slow)
-            drained_call = client.turns._stream.call
-            if other.turns._outboxes:  # the stream went to the other one: swap names
+            (drained_call,) = [stream.call for stream in client.turns._turns.streams if stream.turns]
+            if other.turns.running:  # the turn went to the other one: swap names
                 draining, other = other, draining
                 servers.reverse()
             await draining.turns.drain()
-            assert await text(client, "echo@Scripted", "elsewhere") == "you said elsewhere"
-            assert other.turns._outboxes  # taken there, on a new stream
+            for i in range(4):  # whichever stream each is opened on, every turn is taken by the other gateway
+                assert await text(client, "echo@Scripted", f"elsewhere {i}") == f"you said elsewhere {i}"
+            assert (draining.turns.started, other.turns.started) == (1, 4)
             stopping = asyncio.ensure_future(servers[0][0].stop(3600))
             rest = [d.content async for d in slow]
             assert "".join([first.content, *rest]) == "one two three four five six"  # finished during the drain

@@ -1,29 +1,30 @@
-"""LlmService.ChatTurns: many Chat and Complete turns on one long-lived stream (the orchestrator's way to call
-them).
+"""The server side of turns on shared streams: many calls of one method carried by one long-lived stream (how the
+orchestrator reaches the LLM gateway, LlmService.ChatTurns, and how the gateway reaches the orchestrator,
+CanvasService.RunTurns).
 
 A gRPC call costs both processes hundreds of microseconds of CPU, and each of its messages is written on its
 own; under a burst of runs that is most of a run's start. Here a turn costs neither: the caller opens and
 cancels turns by id in its messages, and every turn's chunks go out in shared messages, what queued up while
 one was written going out in the next, whichever turns it belongs to (`bench/mux_floor.py` measures the
-difference). Each turn behaves as a Chat call: its own deadline (`timeout_s`), its cancel, the status it ends
-with, its request id and trace from its metadata, and it is counted and traced as a Chat call
-(`services.common.interceptors.InnerCall`). A turn waits for its previous chunk to be written before it takes
-the next, so its deltas merge meanwhile exactly as a Chat call's do (services/common/coalesce.py).
+difference). Each turn behaves as a call of its own: its deadline (`timeout_s`), its cancel, the status it ends
+with, its request id and trace from its metadata, and it is counted and traced as a call of the method it stands
+for (`services.common.interceptors.InnerCall`). A turn's handler awaits each chunk's `send` before it takes the
+next, so its deltas merge meanwhile exactly as a call's do (services/common/coalesce.py).
+
+The messages of every such service have the same shape (see `TurnTypes`): a request opens turns (`open`:
+`id`, `request`, `timeout_s`, `metadata`) and cancels them by id (`cancel`); a response carries `messages`,
+each with its turn's `id` and a `chunk` or the turn's `end` (`code`, `message`, `again`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from contextlib import aclosing
-from typing import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import grpc
-from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
 from services.common.interceptors import InnerCall
-
-CHAT_METHOD = "/trellis.llm.v1.LlmService/Chat"
-COMPLETE_METHOD = "/trellis.llm.v1.LlmService/Complete"
 
 
 class _Outbox:
@@ -31,11 +32,11 @@ class _Outbox:
     written goes out together in the next. `put` returns a future that is done once its message is written."""
 
     def __init__(self) -> None:
-        self._messages: list[llm_pb.ChatTurnMessage] = []
+        self._messages: list[Any] = []
         self._written: asyncio.Future | None = None
         self._ready = asyncio.Event()
 
-    def put(self, message: llm_pb.ChatTurnMessage) -> asyncio.Future:
+    def put(self, message: Any) -> asyncio.Future:
         if self._written is None:
             self._written = asyncio.get_running_loop().create_future()
         self._messages.append(message)
@@ -45,7 +46,7 @@ class _Outbox:
     def wake(self) -> None:
         self._ready.set()
 
-    async def take(self) -> tuple[list[llm_pb.ChatTurnMessage], asyncio.Future | None]:
+    async def take(self) -> tuple[list[Any], asyncio.Future | None]:
         await self._ready.wait()
         self._ready.clear()
         messages, written = self._messages, self._written
@@ -53,52 +54,69 @@ class _Outbox:
         return messages, written
 
 
-Chat = Callable[[llm_pb.ChatRequest, float | None], AsyncIterator[llm_pb.ChatResponse]]
-Complete = Callable[[llm_pb.ChatRequest, float | None], Awaitable[llm_pb.ChatResponse]]
+@dataclass(frozen=True, slots=True)
+class TurnTypes:
+    """A service's message classes for its turns: `response(messages=[...])`, `message(id=, chunk=)` or
+    `message(id=, end=end(code=, message=, again=))`."""
+
+    response: type
+    message: type
+    end: type
 
 
-class Turns:
-    """The gateway's ChatTurns streams. `chat(request, timeout_s)` streams a turn's chunks, as Chat would;
-    `complete(request, timeout_s)` gives a whole turn (`whole`), as Complete would.
+Send = Callable[[Any], asyncio.Future]  # queue a chunk of the turn; the future is done once it is written
+Handler = Callable[[Any, Send], Awaitable[None]]  # runs one turn (the `open` message), sending its chunks
+
+
+class TurnServer:
+    """A service's turn streams. `handle(turn, send)` runs one turn as its call would, sending its chunks;
+    `method_of(turn)` names the method it is counted as (its full gRPC name); `service` is the `service` label
+    of those calls' metrics; `shutting_down`, what a turn refused while draining is told.
+
     `drain()` (the server is shutting down): every stream refuses new turns (`again`: the caller opens them
-    on a new stream, which reaches a gateway that serves) and ends once its running turns are done, so a
+    on a new stream, which reaches a replica that serves) and ends once its running turns are done, so a
     shutdown waits for turns, not for streams that would never end."""
 
-    def __init__(self, chat: Chat, complete: Complete, service: str) -> None:
-        self._chat = chat
-        self._complete = complete
-        self._service = service  # the `service` label of the Chat calls the turns are counted as
+    def __init__(self, types: TurnTypes, handle: Handler, method_of: Callable[[Any], str], *, service: str,
+                 shutting_down: str) -> None:
+        self._types = types
+        self._handle = handle
+        self._method_of = method_of
+        self._service = service
+        self._shutting_down = shutting_down
         self._draining = False
         self._outboxes: set[_Outbox] = set()
+        self.started = 0  # turns taken, and those running now (for inspection)
+        self.running = 0
 
     async def drain(self) -> None:
         self._draining = True
         for outbox in self._outboxes:
             outbox.wake()
 
-    async def serve(self, requests: AsyncIterator[llm_pb.ChatTurnsRequest]) -> AsyncIterator[llm_pb.ChatTurnsResponse]:
+    async def serve(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        types = self._types
         outbox = _Outbox()
         turns: dict[int, asyncio.Task] = {}
         closed = False  # the caller opens no more turns
 
-        async def run(turn: llm_pb.ChatTurn) -> None:
-            call = InnerCall(self._service, COMPLETE_METHOD if turn.whole else CHAT_METHOD, tuple(turn.metadata.items()))
+        async def run(turn: Any) -> None:
+            turn_id = turn.id
+            call = InnerCall(self._service, self._method_of(turn), tuple(turn.metadata.items()))
+            self.started += 1
+            self.running += 1
             with call:
                 try:
-                    if turn.whole:
-                        whole = await self._complete(turn.request, turn.timeout_s or None)
-                        outbox.put(llm_pb.ChatTurnMessage(id=turn.id, chunk=whole))
-                    else:
-                        async with aclosing(self._chat(turn.request, turn.timeout_s or None)) as chunks:  # a cancel closes it
-                            async for chunk in chunks:
-                                await outbox.put(llm_pb.ChatTurnMessage(id=turn.id, chunk=chunk))
-                    end = llm_pb.ChatTurnEnd()
+                    await self._handle(turn, lambda chunk: outbox.put(types.message(id=turn_id, chunk=chunk)))
+                    end = types.end()
                 except BaseException as exc:
                     code, message = call.fail(exc)
                     if isinstance(exc, asyncio.CancelledError):  # cancelled by the caller, or the stream ended
                         raise
-                    end = llm_pb.ChatTurnEnd(code=code.value[0], message=message)
-                outbox.put(llm_pb.ChatTurnMessage(id=turn.id, end=end))
+                    end = types.end(code=code.value[0], message=message)
+                finally:
+                    self.running -= 1
+                outbox.put(types.message(id=turn_id, end=end))
 
         def ended(turn_id: int, task: asyncio.Task) -> None:
             if turns.get(turn_id) is task:
@@ -116,9 +134,8 @@ class Turns:
                             task.cancel()
                     for turn in request.open:
                         if self._draining:
-                            outbox.put(llm_pb.ChatTurnMessage(id=turn.id, end=llm_pb.ChatTurnEnd(
-                                code=grpc.StatusCode.UNAVAILABLE.value[0], again=True,
-                                message="the LLM gateway is shutting down")))
+                            outbox.put(types.message(id=turn.id, end=types.end(
+                                code=grpc.StatusCode.UNAVAILABLE.value[0], again=True, message=self._shutting_down)))
                             continue
                         task = turns[turn.id] = asyncio.ensure_future(run(turn))
                         task.add_done_callback(lambda task, turn_id=turn.id: ended(turn_id, task))
@@ -132,7 +149,7 @@ class Turns:
             while True:
                 messages, written = await outbox.take()
                 if messages:
-                    yield llm_pb.ChatTurnsResponse(messages=messages)
+                    yield types.response(messages=messages)
                     written.set_result(None)
                 elif (closed or self._draining) and not turns:
                     break
