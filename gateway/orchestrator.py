@@ -8,9 +8,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from contextlib import aclosing, asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable
 
 import grpc
 from aiohttp import web
@@ -23,28 +24,30 @@ from trellis.canvas.v1 import mcp_service_pb2_grpc as mcp_grpc
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
 from gateway.errors import GatewayError, from_rpc_error
-from services.common.channels import outbound_metadata
+from services.common.channels import channel_target, outbound_metadata
 from services.common.coalesce import coalesce
+from services.common.turn_client import ClientTurnTypes, StreamEnded, TurnClient
 
 log = logging.getLogger(__name__)
 
+_TURN_TYPES = ClientTurnTypes(canvas_pb.RunTurnsRequest, canvas_pb.RunTurn, canvas_pb.RunTurnMessage)
+RUN_ATTEMPTS = 4  # tries of a turn no replica started (services/clients/_rpc.py's RetryPolicy has as many)
+
 
 class RunStream:
-    """One Run call. `start()` reads the first event, so a bad request (unknown agent, invalid DSL) fails
+    """A run's events. `start()` reads the first event, so a bad request (unknown agent, invalid DSL) fails
     before any HTTP header is sent and gets a plain error response in the route's dialect."""
 
-    def __init__(self, call: Any) -> None:
-        self._call = call
-        self._first: Any = None
+    def __init__(self, events: AsyncGenerator[events_pb2.RunEvent, None]) -> None:
+        self._events = events
+        self._first: events_pb2.RunEvent | None = None
+        self._done = False
 
     async def start(self) -> None:
-        self._first = await self._read()
-
-    async def _read(self) -> Any:
         try:
-            return await self._call.read()
-        except grpc.aio.AioRpcError as exc:
-            raise from_rpc_error(exc) from None
+            self._first = await self._events.__anext__()
+        except StopAsyncIteration:
+            self._done = True
 
     def __aiter__(self) -> "RunStream":
         return self
@@ -52,12 +55,25 @@ class RunStream:
     async def __anext__(self) -> events_pb2.RunEvent:
         if self._first is not None:
             event, self._first = self._first, None
-        else:
-            event = await self._read()
-        if event is grpc.aio.EOF:
-            self._first = grpc.aio.EOF  # stays exhausted
+            return event
+        if self._done:
             raise StopAsyncIteration
-        return event
+        return await self._events.__anext__()
+
+    async def aclose(self) -> None:
+        """Stops the run's call or turn (a no-op once the run ended)."""
+        await self._events.aclose()
+
+
+async def _call_events(call: Any) -> AsyncGenerator[events_pb2.RunEvent, None]:
+    """The events of a Run or WatchRun call; a failure as the GatewayError for its status."""
+    try:
+        while (event := await call.read()) is not grpc.aio.EOF:
+            yield event
+    except grpc.aio.AioRpcError as exc:
+        raise from_rpc_error(exc) from None
+    finally:
+        call.cancel()  # a no-op once the call has ended
 
 
 def merge_run_events(a: events_pb2.RunEvent, b: events_pb2.RunEvent) -> events_pb2.RunEvent | None:
@@ -112,6 +128,8 @@ class Orchestrator:
         self.attachments = attachment_grpc.AttachmentServiceStub(channel)
         self.rpc_timeout_s = rpc_timeout_s
         self.run_timeout_s = run_timeout_s
+        # Runs go on shared RunTurns streams, one per orchestrator replica (services/common/turn_client.py).
+        self.turns = TurnClient(self.canvas.RunTurns, _TURN_TYPES, peer="orchestrator", target=channel_target(channel))
 
     async def unary(self, method: Callable[..., Awaitable[Any]], request: Any, *, extra_s: float = 0.0) -> Any:
         """AioRpcError propagates: `gateway.endpoint` renders it in the route's dialect. `extra_s`: what the call
@@ -126,24 +144,52 @@ class Orchestrator:
         end: with nothing sent meanwhile there is nothing to merge, and no reader task to pay for."""
         if last_event_id:
             run_id, seq = parse_event_id(last_event_id)
-            call = self.canvas.WatchRun(canvas_pb.WatchRunRequest(tenant_id=request.tenant_id, run_id=run_id,
-                                                                  after_seq=seq), timeout=self.run_timeout_s,
-                                        metadata=outbound_metadata())
+            events = _call_events(self.canvas.WatchRun(
+                canvas_pb.WatchRunRequest(tenant_id=request.tenant_id, run_id=run_id, after_seq=seq),
+                timeout=self.run_timeout_s, metadata=outbound_metadata()))
         else:
-            call = self.canvas.Run(request, timeout=self.run_timeout_s, metadata=outbound_metadata())
-        stream = RunStream(call)
+            events = self._run_events(request)
+        stream = RunStream(events)
         try:
             await stream.start()
             if not merge:
                 yield EventIds(stream)
                 return
             # What arrives while the previous event is being written to the client goes out as one event.
-            async with aclosing(coalesce(stream, merge_run_events)) as events:
-                yield EventIds(events)
+            async with aclosing(coalesce(stream, merge_run_events)) as merged:
+                yield EventIds(merged)
         finally:
             # A no-op once the run ended. On a client disconnect aiohttp cancels the handler, and this
-            # cancels the RPC at once, so the orchestrator stops the run (and its LLM request) too.
-            call.cancel()
+            # cancels the turn at once, so the orchestrator stops the run (and its LLM request) too.
+            await stream.aclose()
 
+    async def _run_events(self, request: canvas_pb.RunRequest) -> AsyncGenerator[events_pb2.RunEvent, None]:
+        """The run's events from a turn on a shared stream; a call of its own while the orchestrator does not
+        know RunTurns (an older replica). A turn no replica started (its stream ended, or a replica that
+        shuts down refused it) is opened again on a new stream, while tries and time are left."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.run_timeout_s
+        attempt = 1
+        while True:
+            if not self.turns.supported:
+                call = self.canvas.Run(request, timeout=max(0.0, deadline - loop.time()), metadata=outbound_metadata())
+                async for event in _call_events(call):
+                    yield event
+                return
+            started = False
+            try:
+                async for event in self.turns.turn(request, deadline):
+                    started = True
+                    yield event
+                return
+            except grpc.aio.AioRpcError as exc:
+                if started or exc.code() != grpc.StatusCode.UNIMPLEMENTED and not (
+                        isinstance(exc, StreamEnded) and attempt < RUN_ATTEMPTS and loop.time() < deadline):
+                    raise from_rpc_error(exc) from None
+            attempt += 1
+
+    async def aclose(self) -> None:
+        """Ends the runs still running on shared streams (before the channel closes)."""
+        await self.turns.close()
 
 ORCHESTRATOR = web.AppKey("orchestrator", Orchestrator)

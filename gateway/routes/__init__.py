@@ -28,6 +28,7 @@ def setup(app: web.Application, cfg: GatewayConfig, upstreams: web.AppKey[Upstre
         app[RETRIEVAL] = Retrieval(app[upstreams].channels["retrieval"], rpc_timeout_s=cfg.rpc_timeout_s,
                                    ingest_timeout_s=cfg.ingest_timeout_s)
         yield
+        await app[ORCHESTRATOR].aclose()  # (its channel closes after this context's end)
 
     app.cleanup_ctx.append(context)
     completions.add_routes(app)  # first: /agents/chat/completions before /agents/{agent_id}/...

@@ -112,9 +112,9 @@ class _Rpc:
 
 
 class InnerCall:
-    """A call carried inside another call's stream (LlmService.ChatTurns' turns), recorded as a call of its
-    method of its own, as the interceptor records a call: its request id and span (from `metadata`, as a call's
-    metadata carries them), its metrics and its status.
+    """A call carried inside another call's stream (the turns of LlmService.ChatTurns and CanvasService.RunTurns),
+    recorded as a call of its method of its own, as the interceptor records a call: its request id and span (from
+    `metadata`, as a call's metadata carries them), its metrics and its status.
 
         call = InnerCall(service, method, metadata)
         with call:  # the request id and the span are this task's meanwhile

@@ -78,11 +78,12 @@ def build(cfg: OrchestratorConfig) -> Service:
             await peer.close()
         await redis.aclose()
 
+    canvas = CanvasServicer(manager)
     bindings = [
-        Binding(canvas_grpc.add_CanvasServiceServicer_to_server, CanvasServicer(manager), _name(canvas_pb, "CanvasService")),
+        Binding(canvas_grpc.add_CanvasServiceServicer_to_server, canvas, _name(canvas_pb, "CanvasService")),
         Binding(agent_grpc.add_AgentServiceServicer_to_server, AgentServicer(agents, sessions), _name(agent_pb, "AgentService")),
         Binding(session_grpc.add_SessionServiceServicer_to_server, SessionServicer(agents, sessions), _name(session_pb, "SessionService")),
         Binding(mcp_grpc.add_McpServerServiceServicer_to_server, McpServerServicer(mcp_servers, mcp_access), _name(mcp_pb, "McpServerService")),
         Binding(att_grpc.add_AttachmentServiceServicer_to_server, AttachmentServicer(attachments), _name(att_pb, "AttachmentService")),
     ]
-    return Service(bindings, on_startup=[start], on_shutdown=[stop])
+    return Service(bindings, on_startup=[start], on_drain=[canvas.turns.drain], on_shutdown=[stop])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from contextlib import aclosing
+
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
@@ -9,7 +12,8 @@ from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
-from services.common.errors import InvalidArgument
+from services.common.errors import DeadlineExceeded, InvalidArgument
+from services.common.turn_server import Send, TurnServer, TurnTypes
 from services.orchestrator import canvases
 from services.orchestrator.convert import (
     agent_to_proto,
@@ -26,6 +30,11 @@ from services.orchestrator.run_manager import RunManager
 from services.orchestrator.store import AgentStore, SessionStore
 from services.orchestrator.store.sessions import message
 from services.orchestrator.validate import validate
+
+
+SERVICE_LABEL = "orchestrator"  # the `service` of its metrics (its server's name), for the turns it counts as Run calls
+RUN_METHOD = "/trellis.canvas.v1.CanvasService/Run"
+_TURN_TYPES = TurnTypes(canvas_pb.RunTurnsResponse, canvas_pb.RunTurnMessage, canvas_pb.RunTurnEnd)
 
 
 def _tenant(request) -> str:
@@ -118,11 +127,31 @@ class SessionServicer(session_grpc.SessionServiceServicer):
 class CanvasServicer(canvas_grpc.CanvasServiceServicer):
     def __init__(self, runs: RunManager) -> None:
         self.runs = runs
+        # RunTurns' streams (`turns.drain` on shutdown): each turn as a Run call.
+        self.turns = TurnServer(_TURN_TYPES, self._turn, lambda turn: RUN_METHOD, service=SERVICE_LABEL,
+                                shutting_down="the orchestrator is shutting down")
 
     async def Run(self, request, context):
         # Answer deltas produced while the previous event is being written go out as one event (RunManager.execute).
         async for event in self.runs.execute(run_spec_from_proto(request)):
             yield event_to_proto(event)
+
+    async def RunTurns(self, requests, context):
+        async for response in self.turns.serve(requests):
+            yield response
+
+    async def _turn(self, turn: canvas_pb.RunTurn, send: Send) -> None:
+        """One Run turn: its events, as Run streams them; past its deadline, cancelled as a Run call would be."""
+        deadline = asyncio.timeout(turn.timeout_s or None)
+        try:
+            async with deadline:
+                async with aclosing(self.runs.execute(run_spec_from_proto(turn.request))) as events:
+                    async for event in events:
+                        await send(event_to_proto(event))
+        except TimeoutError:
+            if deadline.expired():
+                raise DeadlineExceeded("Deadline Exceeded") from None
+            raise
 
     async def Cancel(self, request, context):
         target = request.WhichOneof("target")

@@ -1,5 +1,5 @@
 """The whole pipeline in one process, each part on its own port: HTTP gateway -> orchestrator replicas (one Redis)
--> llm_gateway -> a model. Each replica records the Run and Cancel calls it served. `engine`: the replicas'
+-> llm_gateway -> a model. Each replica records the runs and Cancel calls it served. `engine`: the replicas'
 EngineSettings; other keywords configure the llm_gateway.
 
     async with pipeline(redis_url, replicas=2, openai_base_url=url, openai_api_key="k") as p:
@@ -38,25 +38,28 @@ class Pipeline:
     canvas: list[canvas_grpc.CanvasServiceStub]
     runs: list[list[str]] = field(default_factory=list)  # per replica: session id of each Run served
     cancels: list[int] = field(default_factory=list)  # per replica: Cancel calls served
+    servicers: list[CanvasServicer] = field(default_factory=list)  # per replica: its CanvasService
 
 
-def _recording(runs: list[str], cancels: list[int], index: int):
-    """Wraps a replica's CanvasServicer so it records the Run and Cancel calls it serves."""
+def _recording(runs: list[str], cancels: list[int], index: int, servicers: list[CanvasServicer]):
+    """Wraps a replica's CanvasServicer so it records the runs it serves (Run calls and RunTurns' turns) and the
+    Cancel calls."""
 
     def prepare(service: Service) -> None:
         servicer = next(b.servicer for b in service.bindings if isinstance(b.servicer, CanvasServicer))
-        run, cancel = servicer.Run, servicer.Cancel
+        servicers.append(servicer)
+        execute, cancel = servicer.runs.execute, servicer.Cancel
 
-        async def recorded_run(request, context):
-            runs.append(request.session_id)
-            async for event in run(request, context):
-                yield event
+        def recorded_execute(spec):
+            runs.append(spec.session_id)
+            return execute(spec)
 
         async def recorded_cancel(request, context):
             cancels[index] += 1
             return await cancel(request, context)
 
-        servicer.Run, servicer.Cancel = recorded_run, recorded_cancel  # read when the servicer is added to a server
+        servicer.runs.execute = recorded_execute
+        servicer.Cancel = recorded_cancel  # read when the servicer is added to a server
 
     return prepare
 
@@ -65,12 +68,13 @@ def _recording(runs: list[str], cancels: list[int], index: int):
 async def pipeline(redis_url: str, *, replicas: int = 1, engine: EngineSettings | None = None, **llm_cfg: Any):
     runs: list[list[str]] = [[] for _ in range(replicas)]
     cancels = [0] * replicas
+    servicers: list[CanvasServicer] = []
     async with AsyncExitStack() as stack:
         llm = await stack.enter_async_context(llm_gateway(**llm_cfg))
         ports = []
         for i in range(replicas):
             orch = await stack.enter_async_context(orchestrator(
-                redis_url, llm_gateway_addr=llm.addr, engine=engine, prepare=_recording(runs[i], cancels, i)))
+                redis_url, llm_gateway_addr=llm.addr, engine=engine, prepare=_recording(runs[i], cancels, i, servicers)))
             ports.append(orch.port)
         nowhere = f"127.0.0.1:{free_port()}"
         addr = f"127.0.0.1:{ports[0]}" if replicas == 1 else "ipv4:" + ",".join(f"127.0.0.1:{p}" for p in ports)
@@ -83,7 +87,7 @@ async def pipeline(redis_url: str, *, replicas: int = 1, engine: EngineSettings 
         channels = [grpc.aio.insecure_channel(f"127.0.0.1:{p}") for p in ports]
         for ch in channels:
             stack.push_async_callback(ch.close)
-        yield Pipeline(client, [canvas_grpc.CanvasServiceStub(ch) for ch in channels], runs, cancels)
+        yield Pipeline(client, [canvas_grpc.CanvasServiceStub(ch) for ch in channels], runs, cancels, servicers)
 
 
 def agent_canvas(llm_id: str = "gpt-test") -> dict:
