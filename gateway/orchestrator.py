@@ -173,14 +173,16 @@ class Orchestrator:
         while True:
             if not self.turns.supported:
                 call = self.canvas.Run(request, timeout=max(0.0, deadline - loop.time()), metadata=outbound_metadata())
-                async for event in _call_events(call):
-                    yield event
+                async with aclosing(_call_events(call)) as events:  # closed with this one: the call ends at once
+                    async for event in events:
+                        yield event
                 return
             started = False
             try:
-                async for event in self.turns.turn(request, deadline):
-                    started = True
-                    yield event
+                async with aclosing(self.turns.turn(request, deadline)) as events:  # likewise the turn
+                    async for event in events:
+                        started = True
+                        yield event
                 return
             except grpc.aio.AioRpcError as exc:
                 if started or exc.code() != grpc.StatusCode.UNIMPLEMENTED and not (

@@ -9,6 +9,7 @@ that a gateway refused because it shuts down (`again`). A gateway without ChatTu
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from typing import Any, AsyncIterator, Callable, TypeVar
 
 import grpc
@@ -50,14 +51,16 @@ class ChatTurns:
                 if whole:
                     yield convert(await peer._unary(peer._stub.Complete, request, peer._left(deadline)))
                     return
-                async for item in peer._stream(peer._stub.Chat, request, convert, peer._left(deadline)):
-                    yield item
+                async with aclosing(peer._stream(peer._stub.Chat, request, convert, peer._left(deadline))) as items:
+                    async for item in items:
+                        yield item
                 return
             started = False
             try:
-                async for chunk in self._turns.turn(request, deadline, whole=whole):
-                    started = True
-                    yield convert(chunk)
+                async with aclosing(self._turns.turn(request, deadline, whole=whole)) as chunks:  # a close cancels it
+                    async for chunk in chunks:
+                        started = True
+                        yield convert(chunk)
                 return
             except grpc.aio.AioRpcError as exc:
                 if started:
