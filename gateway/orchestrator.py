@@ -26,7 +26,7 @@ from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 from gateway.errors import GatewayError, from_rpc_error
 from services.common.channels import channel_target, outbound_metadata
 from services.common.coalesce import coalesce
-from services.common.turn_client import ClientTurnTypes, StreamEnded, TurnClient
+from services.common.turn_client import ClientTurnTypes, StreamEnded, TurnClient, TurnsUnsupported
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class Orchestrator:
                         yield event
                 return
             except grpc.aio.AioRpcError as exc:
-                if started or exc.code() != grpc.StatusCode.UNIMPLEMENTED and not (
+                if started or not isinstance(exc, TurnsUnsupported) and not (
                         isinstance(exc, StreamEnded) and attempt < RUN_ATTEMPTS and loop.time() < deadline):
                     raise from_rpc_error(exc) from None
             attempt += 1

@@ -16,7 +16,7 @@ import grpc
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
 from services.common.channels import channel_target
-from services.common.turn_client import ClientTurnTypes, StreamEnded, TurnClient
+from services.common.turn_client import ClientTurnTypes, StreamEnded, TurnClient, TurnsUnsupported
 
 R = TypeVar("R")
 
@@ -65,7 +65,7 @@ class ChatTurns:
             except grpc.aio.AioRpcError as exc:
                 if started:
                     raise peer.status_error(exc.code(), exc.details()) from None
-                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:  # (that one: a call instead, above)
+                if not isinstance(exc, TurnsUnsupported):  # (that one: a call instead, above)
                     again = (self._again_soon(attempt, deadline) if isinstance(exc, StreamEnded)
                              else await peer._again(exc, attempt, deadline))
                     if not again:

@@ -50,6 +50,11 @@ class StreamEnded(grpc.aio.AioRpcError):
     opened again: a new stream reaches a replica that serves."""
 
 
+class TurnsUnsupported(grpc.aio.AioRpcError):
+    """The peer has no such method (UNIMPLEMENTED for the stream itself, not a turn's own status): make a call
+    instead; `TurnClient.supported` is False for a while."""
+
+
 def _failure(code: grpc.StatusCode, details: str, kind: type[grpc.aio.AioRpcError] = grpc.aio.AioRpcError
              ) -> grpc.aio.AioRpcError:
     return kind(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
@@ -72,8 +77,9 @@ class ClientTurnTypes:
 class _TurnStream:
     """One call carrying turns: its turns by id, the opens and cancels to send, its reader."""
 
-    def __init__(self, call: Any, types: ClientTurnTypes, peer: str) -> None:
+    def __init__(self, call: Any, types: ClientTurnTypes, peer: str, on_end: Callable[["_TurnStream"], None]) -> None:
         self.call = call
+        self._on_end = on_end
         self.types = types
         self.peer = peer
         self.turns: dict[int, asyncio.Queue] = {}
@@ -109,8 +115,12 @@ class _TurnStream:
 
     def close_turn(self, turn_id: int, *, cancel: bool) -> None:
         if self.turns.pop(turn_id, None) is not None and cancel and self.failure is None:
-            self._cancels.append(turn_id)
-            self._flush()
+            unsent = [turn for turn in self._opens if turn.id == turn_id]
+            if unsent:  # still queued behind a write: it never leaves
+                self._opens.remove(unsent[0])
+            else:
+                self._cancels.append(turn_id)
+                self._flush()
         self._close_if_idle()
 
     def _close_if_idle(self) -> None:
@@ -163,6 +173,7 @@ class _TurnStream:
                 self.failure = failure
             for queue in self.turns.values():
                 queue.put_nowait(failure)
+            self._on_end(self)
 
     def cancel(self) -> None:
         self.call.cancel()
@@ -181,6 +192,7 @@ class TurnClient:
         self._target = target
         listed = listed_replicas(target) if target is not None else 1
         self._streams: list[_TurnStream | None] = [None] * (listed or 1)
+        self._live: set[_TurnStream] = set()  # every stream not ended yet, retired ones included
         self._next = 0
         # A name is resolved in the background, every `ROTATE_AFTER_S` (monotonic); a list is counted once.
         self._counted_at = -ROTATE_AFTER_S if listed is None else float("inf")
@@ -215,7 +227,8 @@ class TurnClient:
         for lane, old in enumerate(streams):
             if old is not None:
                 old.retire()
-            streams[lane] = _TurnStream(self._open_call(), self._types, self._peer)
+            streams[lane] = _TurnStream(self._open_call(), self._types, self._peer, self._live.discard)
+            self._live.add(streams[lane])
         return streams[self._next]
 
     async def _count_lanes(self, target: str) -> None:
@@ -231,14 +244,17 @@ class TurnClient:
         service's own fields of the turn (ChatTurn's `whole`).
 
         A failure raises the `grpc.aio.AioRpcError` its call would have: a `StreamEnded` one when the turn
-        may be opened again on a new stream (if nothing of it was seen), UNIMPLEMENTED when the peer has no such
-        method (then `supported` is False for a while: make a call instead). Closing the iterator before the
+        may be opened again on a new stream (if nothing of it was seen), a `TurnsUnsupported` one when the peer
+        has no such method (then `supported` is False for a while: make a call instead). Closing the iterator before the
         end cancels the turn at the peer."""
+        loop = asyncio.get_running_loop()
+        left = None if deadline is None else deadline - loop.time()
+        if left is not None and left <= 0:  # (a timeout of 0 would be none at all)
+            raise _failure(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
         stream = self._stream()
         self._ids += 1
         turn_id = self._ids
-        loop = asyncio.get_running_loop()
-        queue = stream.open(turn_id, request, None if deadline is None else max(0.0, deadline - loop.time()), fields)
+        queue = stream.open(turn_id, request, left, fields)
         peer_call_sent()
         timer = loop.call_at(deadline, queue.put_nowait, _Expired()) if deadline is not None else None
         message_type = self._types.message
@@ -261,21 +277,25 @@ class TurnClient:
                 if item.__class__ is _Expired:
                     raise _failure(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
                 ended = True  # the stream failed or ended: every turn on it ended with it
+                kind = type(item)
                 if item.code() == grpc.StatusCode.UNIMPLEMENTED:
                     self._calls_until = time.monotonic() + ROTATE_AFTER_S
-                raise _failure(item.code(), item.details() or "", type(item))  # each turn its own exception
+                    kind = TurnsUnsupported
+                raise _failure(item.code(), item.details() or "", kind)  # each turn its own exception
         finally:
             if timer is not None:
                 timer.cancel()
             stream.close_turn(turn_id, cancel=not ended)
 
     async def close(self) -> None:
-        """Fails the turns still running (CANCELLED)."""
+        """Fails the turns still running (CANCELLED), and lets go of the streams: grpc shares connections between
+        channels, and a call kept alive would keep its connection's reconnect backoff alive for the next channel
+        to the same address."""
         if self._counting is not None:
             self._counting.cancel()
-        for stream in self._streams:
-            if stream is not None:
-                stream.cancel()
+        for stream in list(self._live):
+            stream.cancel()
+        self._live.clear()
         self._streams = [None] * len(self._streams)
 
 

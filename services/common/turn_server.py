@@ -46,6 +46,10 @@ class _Outbox:
     def wake(self) -> None:
         self._ready.set()
 
+    @property
+    def pending(self) -> bool:
+        return bool(self._messages)
+
     async def take(self) -> tuple[list[Any], asyncio.Future | None]:
         await self._ready.wait()
         self._ready.clear()
@@ -64,7 +68,7 @@ class TurnTypes:
     end: type
 
 
-Send = Callable[[Any], asyncio.Future]  # queue a chunk of the turn; the future is done once it is written
+Send = Callable[[Any], Awaitable[None]]  # queue a chunk of the turn; awaiting it waits until it is written
 Handler = Callable[[Any, Send], Awaitable[None]]  # runs one turn (the `open` message), sending its chunks
 
 
@@ -107,7 +111,8 @@ class TurnServer:
             self.running += 1
             with call:
                 try:
-                    await self._handle(turn, lambda chunk: outbox.put(types.message(id=turn_id, chunk=chunk)))
+                    # Every turn in a message waits on the same future: shielded, so one turn's cancel is its own.
+                    await self._handle(turn, lambda chunk: asyncio.shield(outbox.put(types.message(id=turn_id, chunk=chunk))))
                     end = types.end()
                 except BaseException as exc:
                     code, message = call.fail(exc)
@@ -128,17 +133,17 @@ class TurnServer:
             nonlocal closed
             try:
                 async for request in requests:
-                    for turn_id in request.cancel:
-                        task = turns.get(turn_id)
-                        if task is not None:
-                            task.cancel()
-                    for turn in request.open:
+                    for turn in request.open:  # before the cancels: a turn may be opened and cancelled in one message
                         if self._draining:
                             outbox.put(types.message(id=turn.id, end=types.end(
                                 code=grpc.StatusCode.UNAVAILABLE.value[0], again=True, message=self._shutting_down)))
                             continue
                         task = turns[turn.id] = asyncio.ensure_future(run(turn))
                         task.add_done_callback(lambda task, turn_id=turn.id: ended(turn_id, task))
+                    for turn_id in request.cancel:
+                        task = turns.get(turn_id)
+                        if task is not None:
+                            task.cancel()
             finally:
                 closed = True
                 outbox.wake()
@@ -151,7 +156,8 @@ class TurnServer:
                 if messages:
                     yield types.response(messages=messages)
                     written.set_result(None)
-                elif (closed or self._draining) and not turns:
+                # After every pass: the wake that said the last turn ended may have come with its end message.
+                if (closed or self._draining) and not turns and not outbox.pending:
                     break
             if closed:
                 await taking  # (re-raises what ended the caller's requests: a broken stream)

@@ -153,3 +153,19 @@ async def test_an_orchestrator_without_run_turns_gets_a_run_call_per_run(redis_s
         assert await ask(p, agent_id, "again") == "You said: again"
         assert run_calls("OK") - before == 2
         assert [stream.failure.code() for stream in turns_of(p).streams] == [grpc.StatusCode.UNIMPLEMENTED]
+
+
+async def test_a_run_the_orchestrator_ends_as_unimplemented_is_started_once(redis_server):
+    """A run's own UNIMPLEMENTED is its answer, not an orchestrator without RunTurns: it is not started again."""
+    async with pipeline(redis_server.url) as p:
+        agent_id = await create_agent(p.client, echo_canvas())
+        starts = []
+
+        async def unimplemented(spec):
+            starts.append(spec.session_id)
+            raise NotImplementedError("some feature")
+            yield  # (events, as execute streams them)
+
+        p.servicers[0].runs.execute = unimplemented
+        answer = await asyncio.wait_for(ask(p, agent_id, "x"), 20)
+        assert "not implemented" in answer and len(starts) == 1 and turns_of(p).supported

@@ -214,3 +214,58 @@ async def test_closing_the_client_ends_its_running_turns_with_an_error_instead_o
         await client.close()
         with pytest.raises(Cancelled):
             await asyncio.wait_for(anext(slow), 10)
+
+
+async def test_closing_the_client_also_ends_turns_on_streams_it_no_longer_opens_turns_on(monkeypatch):
+    from services.clients import LlmClient
+    from services.common.errors import Cancelled
+
+    monkeypatch.setattr(turn_client, "ROTATE_AFTER_TURNS", 1)
+    async with llm_gateway(SCRIPTS) as llm:
+        client = LlmClient.connect(llm.addr)
+        slow = client.stream_chat("slow@Scripted", [Message("user", "x")])
+        await anext(slow)
+        assert await text(client, "echo@Scripted", "next") == "you said next"  # on a new stream: the first retired
+        await client.turns.close()  # the turns alone: the channel, which would cut every call, stays open
+        try:
+            with pytest.raises(Cancelled):
+                await asyncio.wait_for(anext(slow), 10)
+        finally:
+            await client.close()
+
+
+async def test_a_turn_the_gateway_ends_as_unimplemented_fails_once_and_the_stream_stays_in_use(monkeypatch):
+    """A turn's own UNIMPLEMENTED (a feature the gateway lacks) is its answer, not a gateway without ChatTurns."""
+    from services.common.errors import Unimplemented
+
+    tries = []
+
+    async def unimplemented(self, request, timeout_s):
+        tries.append(request.model_id)
+        raise NotImplementedError("no such feature")
+        yield  # (a stream of chunks)
+
+    monkeypatch.setattr(LlmServicer, "_chat", unimplemented)
+    async with llm_gateway(SCRIPTS) as llm:
+        with pytest.raises(Unimplemented):
+            await asyncio.wait_for(text(llm.client, "echo@Scripted", "x"), 20)
+        assert tries == ["echo@Scripted"] and llm.client.turns.supported
+
+
+async def test_a_callers_cancel_leaves_the_other_turns_of_the_same_messages_alone():
+    words = " ".join(f"w{i}" for i in range(2000))
+    scripts = {"chat": {"long": [{"reply": words, "chunk_delay_s": 0.0002}]}}
+    async with llm_gateway(scripts) as llm:
+        for _ in range(3):
+            leaving = llm.client.stream_chat("long@Scripted", [Message("user", "a")])
+            staying = [llm.client.stream_chat("long@Scripted", [Message("user", f"b{i}")]) for i in range(3)]
+            firsts = [await anext(stream) for stream in staying]
+            await anext(leaving)
+            await asyncio.sleep(0.01)
+            await leaving.aclose()  # its caller goes away while the others' chunks share its messages
+
+            async def rest(stream, first):
+                return first.content + "".join([d.content async for d in stream])
+
+            answers = await asyncio.gather(*(asyncio.wait_for(rest(s, f), 30) for s, f in zip(staying, firsts)))
+            assert answers == [words] * 3

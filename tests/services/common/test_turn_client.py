@@ -55,3 +55,20 @@ async def test_a_closed_client_lets_go_of_its_streams_so_a_new_server_on_that_po
             assert "".join(reply) == "you said b"
         finally:
             await again.close()
+
+
+async def test_a_turn_whose_deadline_passed_fails_at_once_and_opens_nothing():
+    """A timeout of 0 would mean none at all to the server: the turn is not sent."""
+    import grpc
+    from trellis.llm.v1 import llm_service_pb2 as llm_pb
+
+    from services.common.turn_client import ClientTurnTypes, TurnClient
+
+    def no_stream():
+        raise AssertionError("a stream was opened for a turn past its deadline")
+
+    turns = TurnClient(no_stream, ClientTurnTypes(llm_pb.ChatTurnsRequest, llm_pb.ChatTurn, llm_pb.ChatTurnMessage),
+                       peer="LLM gateway")
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        await anext(turns.turn(llm_pb.ChatRequest(), asyncio.get_running_loop().time() - 1))
+    assert failed.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
