@@ -11,14 +11,15 @@ in case the peer cannot say so), its cancel when the caller stops reading, its s
 A turn whose caller stops reading buffers its chunks here (at most one turn's output), where a call of its own
 would have held the peer back with HTTP/2 flow control; the stream's reader never waits for a caller.
 
-Replicas: the client keeps one stream per replica of the peer (`lanes`: the addresses its target lists or its
-name resolves to, as the channel's round_robin sees them) and opens turns on them in turn. Each stream is a
-call, which round_robin sends to the next replica, so turns spread over replicas as calls do. A stream takes new
-turns for `ROTATE_AFTER_S` or `ROTATE_AFTER_TURNS`, whichever comes first; the next one is a new call, so a
-replica that joined (scale-out) gets its share, and the number of lanes is counted again. A retired stream is
-closed once its last turn has ended. A peer that does not know the method (an older replica) answers
-UNIMPLEMENTED: `supported` is then False for `ROTATE_AFTER_S`, and the caller makes a call per turn meanwhile (a
-rolling upgrade replaces the older replicas).
+Replicas: the client keeps one stream per replica of the peer (its lanes: the addresses its target lists or its
+name resolves to, as the channel's round_robin sees them) and opens turns on them in turn. The lanes' streams are
+opened one after the other, and round_robin sends consecutive calls to consecutive replicas, so turns spread over
+replicas as calls do. A stream takes new turns for `ROTATE_AFTER_S` or `ROTATE_AFTER_TURNS`, whichever comes
+first; once no lane takes turns, all are opened again, so a replica that joined (scale-out) gets its share, and a
+name's lanes are counted again every `ROTATE_AFTER_S`. A retired stream is closed once its last turn has ended.
+A peer that does not know the method (an older replica) answers UNIMPLEMENTED for the stream: `supported` is
+then False for `ROTATE_AFTER_S`, and the caller makes a call per turn meanwhile (a rolling upgrade replaces the
+older replicas).
 """
 
 from __future__ import annotations
@@ -245,8 +246,8 @@ class TurnClient:
 
         A failure raises the `grpc.aio.AioRpcError` its call would have: a `StreamEnded` one when the turn
         may be opened again on a new stream (if nothing of it was seen), a `TurnsUnsupported` one when the peer
-        has no such method (then `supported` is False for a while: make a call instead). Closing the iterator before the
-        end cancels the turn at the peer."""
+        has no such method (then `supported` is False for a while: make a call instead). Closing the iterator
+        before the end cancels the turn at the peer."""
         loop = asyncio.get_running_loop()
         left = None if deadline is None else deadline - loop.time()
         if left is not None and left <= 0:  # (a timeout of 0 would be none at all)

@@ -112,7 +112,8 @@ class TurnServer:
             with call:
                 try:
                     # Every turn in a message waits on the same future: shielded, so one turn's cancel is its own.
-                    await self._handle(turn, lambda chunk: asyncio.shield(outbox.put(types.message(id=turn_id, chunk=chunk))))
+                    await self._handle(
+                        turn, lambda chunk: asyncio.shield(outbox.put(types.message(id=turn_id, chunk=chunk))))
                     end = types.end()
                 except BaseException as exc:
                     code, message = call.fail(exc)

@@ -45,7 +45,8 @@ async def test_a_closed_client_lets_go_of_its_streams_so_a_new_server_on_that_po
     failed at once with "connection refused" (an orchestrator restarted on its port, a test's next server)."""
     async with llm_gateway(SCRIPTS) as llm:
         client = LlmClient.connect(llm.addr)
-        assert "".join([d.content async for d in client.stream_chat("echo@Scripted", [Message("user", "a")])]) == "you said a"
+        said = [d.content async for d in client.stream_chat("echo@Scripted", [Message("user", "a")])]
+        assert "".join(said) == "you said a"
         await client.close()
         await llm.stop()
         await llm.start()
