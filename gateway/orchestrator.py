@@ -1,4 +1,5 @@
-"""The gateway's calls into the orchestrator: its service stubs on one channel, each call with the configured timeout.
+"""The gateway's calls into the orchestrator: its service stubs on one channel, each call with the configured timeout,
+and its runs as turns on shared RunTurns streams (services/common/turn_client.py), each a Run call of its own.
 
     orch = request.app[ORCHESTRATOR]
     resp = await orch.unary(orch.agents.GetAgent, agent_pb.GetAgentRequest(tenant_id=t, agent_id=a))
