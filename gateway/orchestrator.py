@@ -80,17 +80,21 @@ async def _call_events(call: Any) -> AsyncGenerator[events_pb2.RunEvent, None]:
 def merge_run_events(a: events_pb2.RunEvent, b: events_pb2.RunEvent) -> events_pb2.RunEvent | None:
     """Two answer deltas of the same node as one event (services/common/coalesce.py), else None.
 
-    `a` is still in the coalescing buffer, nobody has seen it: it takes `b`'s text in place. Think markers
-    stay separate: each dialect renders them as their own event."""
+    A new event each time: `a` lives in the memory of the message it came in (with other runs' events, on a
+    shared stream), and a string set in place there is kept until that message is freed, so merging a slow
+    client's thousands of deltas in place grew with the square of its text. Think markers stay separate: each
+    dialect renders them as their own event."""
     if a.WhichOneof("kind") != "message_delta" or b.WhichOneof("kind") != "message_delta":
         return None
     ma, mb = a.message_delta, b.message_delta
     if (ma.start_to_think or ma.end_to_think or mb.start_to_think or mb.end_to_think or a.node_id != b.node_id
             or a.path != b.path or a.run_id != b.run_id):
         return None
-    ma.content += mb.content
-    a.seq = b.seq  # a client that saw the merged event has seen everything up to b
-    return a
+    merged = events_pb2.RunEvent()
+    merged.CopyFrom(a)
+    merged.message_delta.content = ma.content + mb.content
+    merged.seq = b.seq  # a client that saw the merged event has seen everything up to b
+    return merged
 
 
 class EventIds:

@@ -36,8 +36,9 @@ class ChatTurns:
 
     async def whole(self, request: llm_pb.ChatRequest, timeout_s: float | None) -> llm_pb.ChatResponse:
         """The whole turn in one message, as Complete gives it."""
-        async for whole in self.stream(request, _same, timeout_s, whole=True):
-            return whole
+        async with aclosing(self.stream(request, _same, timeout_s, whole=True)) as chunks:  # its turn ends here
+            async for whole in chunks:
+                return whole
         raise AssertionError("the gateway ended a whole turn without its message")  # (it always sends one)
 
     async def stream(self, request: llm_pb.ChatRequest, convert: Callable[[llm_pb.ChatResponse], R],

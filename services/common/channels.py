@@ -28,9 +28,10 @@ def outbound_metadata(metadata: tuple | grpc.aio.Metadata | None = None) -> grpc
 
 
 # Large messages: DSLs and documents can exceed gRPC's 4 MB default.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 MESSAGE_SIZE_OPTIONS = [
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 ]
 # Spread calls over every replica behind a headless Service (k8s DNS lists each pod). A peer that went
 # away is tried again at least every second (gRPC's default backs off to 120 s), so a restarted peer is

@@ -33,12 +33,13 @@ from typing import Any, AsyncIterator, Callable
 
 import grpc
 
-from services.common.channels import outbound_metadata
+from services.common.channels import MAX_MESSAGE_BYTES, outbound_metadata
 from services.common.context import peer_call_sent
 
 ROTATE_AFTER_S = 30.0
 ROTATE_AFTER_TURNS = 1000
 MAX_LANES = 64
+BATCH_BYTES = 4 * 1024 * 1024  # the opens that queued up go out in messages of about this much at most
 
 
 class _Expired:
@@ -88,7 +89,7 @@ class _TurnStream:
         self.opened = 0
         self.retired = False
         self._born = time.monotonic()
-        self._opens: list[Any] = []
+        self._opens: list[tuple[Any, int]] = []  # turns to open, with their size
         self._cancels: list[int] = []
         self._writing = False
         self._reader = asyncio.ensure_future(self._read())
@@ -105,18 +106,24 @@ class _TurnStream:
         self._close_if_idle()
 
     def open(self, turn_id: int, request: Any, timeout_s: float | None, fields: dict[str, Any]) -> asyncio.Queue:
+        """The turn's queue; a turn larger than a message may be fails here, as its call would, and opens nothing."""
         metadata = outbound_metadata()
+        turn = self.types.turn(id=turn_id, request=request, timeout_s=timeout_s or 0.0, metadata=dict(metadata or ()),
+                               **fields)
+        size = turn.ByteSize()
+        if size > MAX_MESSAGE_BYTES:
+            raise _failure(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                           f"a request of {size} bytes is larger than the {MAX_MESSAGE_BYTES} a message may have")
         queue: asyncio.Queue = asyncio.Queue()
         self.turns[turn_id] = queue
         self.opened += 1
-        self._opens.append(self.types.turn(id=turn_id, request=request, timeout_s=timeout_s or 0.0,
-                                           metadata=dict(metadata or ()), **fields))
+        self._opens.append((turn, size))
         self._flush()
         return queue
 
     def close_turn(self, turn_id: int, *, cancel: bool) -> None:
         if self.turns.pop(turn_id, None) is not None and cancel and self.failure is None:
-            unsent = [turn for turn in self._opens if turn.id == turn_id]
+            unsent = [queued for queued in self._opens if queued[0].id == turn_id]
             if unsent:  # still queued behind a write: it never leaves
                 self._opens.remove(unsent[0])
             else:
@@ -147,7 +154,12 @@ class _TurnStream:
         """Whatever queued up while the previous message was written, in one message."""
         try:
             while self._opens or self._cancels:
-                opens, cancels, self._opens, self._cancels = self._opens, self._cancels, [], []
+                taken, size = 0, 0
+                while taken < len(self._opens) and (not taken or size + self._opens[taken][1] <= BATCH_BYTES):
+                    size += self._opens[taken][1]
+                    taken += 1
+                opens, self._opens = [turn for turn, _ in self._opens[:taken]], self._opens[taken:]
+                cancels, self._cancels = self._cancels, []
                 await self.call.write(self.types.request(open=opens, cancel=cancels))
         except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
             pass  # the call failed or was closed: the reader tells every turn
@@ -199,6 +211,7 @@ class TurnClient:
         self._counted_at = -ROTATE_AFTER_S if listed is None else float("inf")
         self._counting: asyncio.Future | None = None
         self._ids = 0
+        self._closed = False
         self._calls_until = 0.0  # the peer answered UNIMPLEMENTED: a call per turn until then (monotonic)
 
     @property
@@ -248,6 +261,8 @@ class TurnClient:
         may be opened again on a new stream (if nothing of it was seen), a `TurnsUnsupported` one when the peer
         has no such method (then `supported` is False for a while: make a call instead). Closing the iterator
         before the end cancels the turn at the peer."""
+        if self._closed:
+            raise _failure(grpc.StatusCode.CANCELLED, f"the client of the {self._peer} was closed")
         loop = asyncio.get_running_loop()
         left = None if deadline is None else deadline - loop.time()
         if left is not None and left <= 0:  # (a timeout of 0 would be none at all)
@@ -286,18 +301,30 @@ class TurnClient:
         finally:
             if timer is not None:
                 timer.cancel()
-            stream.close_turn(turn_id, cancel=not ended)
+            stream.close_turn(turn_id, cancel=not (ended or _ended_unread(queue, message_type)))
 
     async def close(self) -> None:
         """Fails the turns still running (CANCELLED), and lets go of the streams: grpc shares connections between
         channels, and a call kept alive would keep its connection's reconnect backoff alive for the next channel
         to the same address."""
+        self._closed = True
         if self._counting is not None:
             self._counting.cancel()
         for stream in list(self._live):
             stream.cancel()
         self._live.clear()
         self._streams = [None] * len(self._streams)
+
+
+def _ended_unread(queue: asyncio.Queue, message_type: type) -> bool:
+    """Whether a turn's end (or its stream's) already came, unread: its caller stopped at its last chunk (a whole
+    turn's answer). Then there is nothing to cancel."""
+    while not queue.empty():
+        item = queue.get_nowait()
+        if item.__class__ is _Expired or item.__class__ is message_type and item.HasField("chunk"):
+            continue
+        return True
+    return False
 
 
 def listed_replicas(target: str) -> int | None:

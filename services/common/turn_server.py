@@ -11,6 +11,10 @@ with, its request id and trace from its metadata, and it is counted and traced a
 for (`services.common.interceptors.InnerCall`). A turn's handler awaits each chunk's `send` before it takes the
 next, so its deltas merge meanwhile exactly as a call's do (services/common/coalesce.py).
 
+A message carries what queued up to about `BATCH_BYTES`, the rest going in the next ones, so turns that share a
+stream never make a message larger than gRPC takes; a chunk that alone is larger fails its own turn with
+RESOURCE_EXHAUSTED, as it would fail a call of its own.
+
 The messages of every such service have the same shape (see `TurnTypes`): a request opens turns (`open`:
 `id`, `request`, `timeout_s`, `metadata`) and cancels them by id (`cancel`); a response carries `messages`,
 each with its turn's `id` and a `chunk` or the turn's `end` (`code`, `message`, `again`).
@@ -24,7 +28,11 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import grpc
 
+from services.common.channels import MAX_MESSAGE_BYTES
+from services.common.errors import ResourceExhausted
 from services.common.interceptors import InnerCall
+
+BATCH_BYTES = 4 * 1024 * 1024  # what queued up goes out in messages of about this much at most
 
 
 class _Outbox:
@@ -33,13 +41,15 @@ class _Outbox:
 
     def __init__(self) -> None:
         self._messages: list[Any] = []
+        self._sizes: list[int] = []  # each message's, where known (a chunk's; an end's is small: 0)
         self._written: asyncio.Future | None = None
         self._ready = asyncio.Event()
 
-    def put(self, message: Any) -> asyncio.Future:
+    def put(self, message: Any, size: int = 0) -> asyncio.Future:
         if self._written is None:
             self._written = asyncio.get_running_loop().create_future()
         self._messages.append(message)
+        self._sizes.append(size)
         self._ready.set()
         return self._written
 
@@ -50,12 +60,23 @@ class _Outbox:
     def pending(self) -> bool:
         return bool(self._messages)
 
-    async def take(self) -> tuple[list[Any], asyncio.Future | None]:
+    async def take(self) -> tuple[list[list[Any]], asyncio.Future | None]:
+        """What queued up, in runs of at most `BATCH_BYTES` (at least one message each), and its future."""
         await self._ready.wait()
         self._ready.clear()
-        messages, written = self._messages, self._written
-        self._messages, self._written = [], None
-        return messages, written
+        messages, sizes, written = self._messages, self._sizes, self._written
+        self._messages, self._sizes, self._written = [], [], None
+        if sum(sizes) <= BATCH_BYTES:
+            return [messages] if messages else [], written
+        parts: list[list[Any]] = [[]]
+        size = 0
+        for message, length in zip(messages, sizes):
+            if parts[-1] and size + length > BATCH_BYTES:
+                parts.append([])
+                size = 0
+            parts[-1].append(message)
+            size += length
+        return parts, written
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,16 +130,26 @@ class TurnServer:
             call = InnerCall(self._service, self._method_of(turn), tuple(turn.metadata.items()))
             self.started += 1
             self.running += 1
+
+            def send(chunk: Any) -> Awaitable[None]:
+                message = types.message(id=turn_id, chunk=chunk)
+                size = message.ByteSize()
+                if size > MAX_MESSAGE_BYTES:
+                    raise ResourceExhausted(f"a message of {size} bytes is larger than the {MAX_MESSAGE_BYTES} a "
+                                            "message may have")
+                # Every turn in a message waits on the same future: shielded, so one turn's cancel is its own.
+                return asyncio.shield(outbox.put(message, size))
+
             with call:
                 try:
-                    # Every turn in a message waits on the same future: shielded, so one turn's cancel is its own.
-                    await self._handle(
-                        turn, lambda chunk: asyncio.shield(outbox.put(types.message(id=turn_id, chunk=chunk))))
+                    await self._handle(turn, send)
                     end = types.end()
                 except BaseException as exc:
                     code, message = call.fail(exc)
-                    if isinstance(exc, asyncio.CancelledError):  # cancelled by the caller, or the stream ended
-                        raise
+                    if isinstance(exc, asyncio.CancelledError):
+                        if asyncio.current_task().cancelling():  # cancelled by the caller, or the stream ended
+                            raise
+                        message = "the turn's work was cancelled in the server"  # the caller still hears its end
                     end = types.end(code=code.value[0], message=message)
                 finally:
                     self.running -= 1
@@ -153,9 +184,10 @@ class TurnServer:
         taking = asyncio.ensure_future(take_requests())
         try:
             while True:
-                messages, written = await outbox.take()
-                if messages:
-                    yield types.response(messages=messages)
+                parts, written = await outbox.take()
+                if parts:
+                    for part in parts:
+                        yield types.response(messages=part)
                     written.set_result(None)
                 # After every pass: the wake that said the last turn ended may have come with its end message.
                 if (closed or self._draining) and not turns and not outbox.pending:
@@ -168,3 +200,4 @@ class TurnServer:
             for task in list(turns.values()):
                 task.cancel()
             await asyncio.gather(taking, *turns.values(), return_exceptions=True)
+

@@ -269,3 +269,35 @@ async def test_a_callers_cancel_leaves_the_other_turns_of_the_same_messages_alon
 
             answers = await asyncio.gather(*(asyncio.wait_for(rest(s, f), 30) for s, f in zip(staying, firsts)))
             assert answers == [words] * 3
+
+
+async def test_turns_that_queue_up_go_out_in_messages_of_bounded_size_and_one_too_large_fails_alone(monkeypatch):
+    from services.common.errors import ResourceExhausted
+
+    monkeypatch.setattr(turn_client, "BATCH_BYTES", 1000)
+    async with llm_gateway(SCRIPTS) as llm:
+        await text(llm.client, "echo@Scripted", "warm")  # the stream is open
+        writes = []
+        stream = current(llm.client)
+        real = stream.call.write
+
+        async def write(request):
+            writes.append(request.ByteSize())
+            return await real(request)
+
+        stream.call.write = write
+        prompts = [str(i) * 600 for i in range(4)]
+        answers = await asyncio.gather(*(text(llm.client, "echo@Scripted", p) for p in prompts))
+        assert answers == [f"you said {p}" for p in prompts]
+        assert len(writes) >= 2 and all(size <= 1000 + 800 for size in writes)
+        monkeypatch.setattr(turn_client, "MAX_MESSAGE_BYTES", 2000)
+        with pytest.raises(ResourceExhausted, match="larger than"):
+            await text(llm.client, "echo@Scripted", "x" * 5000)
+        assert await text(llm.client, "echo@Scripted", "small") == "you said small"
+
+
+async def test_a_whole_turn_is_closed_when_its_answer_is_returned():
+    async with llm_gateway(SCRIPTS) as llm:
+        await llm.client.chat("echo@Scripted", [Message("user", "whole")])
+        stream = current(llm.client)
+        assert stream.turns == {} and stream._cancels == []  # ended by its end, nothing to cancel

@@ -73,3 +73,20 @@ async def test_a_turn_whose_deadline_passed_fails_at_once_and_opens_nothing():
     with pytest.raises(grpc.aio.AioRpcError) as failed:
         await anext(turns.turn(llm_pb.ChatRequest(), asyncio.get_running_loop().time() - 1))
     assert failed.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+async def test_a_closed_turn_client_opens_nothing_more():
+    import grpc
+    from trellis.llm.v1 import llm_service_pb2 as llm_pb
+
+    from services.common.turn_client import ClientTurnTypes, TurnClient
+
+    def no_stream():
+        raise AssertionError("a stream was opened after close")
+
+    turns = TurnClient(no_stream, ClientTurnTypes(llm_pb.ChatTurnsRequest, llm_pb.ChatTurn, llm_pb.ChatTurnMessage),
+                       peer="LLM gateway")
+    await turns.close()
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        await anext(turns.turn(llm_pb.ChatRequest(), None))
+    assert failed.value.code() == grpc.StatusCode.CANCELLED and turns.streams == []

@@ -101,3 +101,54 @@ async def test_a_draining_stream_refuses_new_turns_as_worth_opening_again():
     response = await asyncio.wait_for(anext(caller.responses), 10)
     (message,) = response.messages
     assert message.end.again and message.end.code == 14 and message.end.message == "going away"  # UNAVAILABLE
+
+
+async def test_what_queued_up_goes_out_in_messages_of_bounded_size(monkeypatch):
+    from services.common import turn_server
+
+    monkeypatch.setattr(turn_server, "BATCH_BYTES", 1000)
+
+    async def big(turn, send):
+        send(llm_pb.ChatResponse(content_delta="x" * 600))  # each alone fits; together they would not
+
+    turns = server(big)
+    caller = Caller(turns)
+    caller.send(open=[turn(i) for i in range(1, 5)])
+    await asyncio.sleep(0.05)
+    seen = []
+    while len(seen) < 8:  # four chunks and four ends
+        response = await asyncio.wait_for(anext(caller.responses), 10)
+        assert response.ByteSize() <= 1000 + 700  # the budget, overshot by one message at most
+        seen += [(m.id, m.WhichOneof("kind")) for m in response.messages]
+    assert sorted(seen) == sorted([(i, kind) for i in range(1, 5) for kind in ("chunk", "end")])
+
+
+async def test_a_chunk_larger_than_a_message_may_be_fails_its_own_turn_only(monkeypatch):
+    from services.common import turn_server
+
+    monkeypatch.setattr(turn_server, "MAX_MESSAGE_BYTES", 1000)
+
+    async def sized(turn, send):
+        await send(llm_pb.ChatResponse(content_delta="x" * (5000 if turn.id == 1 else 10)))
+
+    turns = server(sized)
+    caller = Caller(turns)
+    caller.send(open=[turn(1), turn(2)])
+    seen = []
+    while len(seen) < 3:
+        seen += await caller.next()
+    assert sorted(seen) == [(1, "end 8"), (2, "chunk"), (2, "end 0")]  # RESOURCE_EXHAUSTED, as a call's would be
+
+
+async def test_a_cancel_from_inside_the_work_ends_the_turn_instead_of_leaving_its_caller_waiting():
+    async def cancelled_inside(turn, send):
+        await send(llm_pb.ChatResponse(content_delta="one"))
+        gone = asyncio.get_running_loop().create_future()
+        gone.cancel()
+        await gone  # something the work waited on was cancelled; the turn itself was not
+
+    turns = server(cancelled_inside)
+    caller = Caller(turns)
+    caller.send(open=[turn(1)])
+    assert await caller.next() == [(1, "chunk")]
+    assert await caller.next() == [(1, "end 1")]  # CANCELLED, told
