@@ -33,6 +33,23 @@ MESSAGE_SIZE_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 ]
+# What a stream of turns sends in one message at most, about (services/common/turn_client.py, turn_server.py).
+BATCH_BYTES = 4 * 1024 * 1024
+
+
+def in_batches(items: list, sizes: list[int]) -> list[list]:
+    """`items` (of `sizes` bytes) in consecutive runs of at most `BATCH_BYTES`, at least one item each."""
+    if sum(sizes) <= BATCH_BYTES:
+        return [items] if items else []
+    batches: list[list] = [[]]
+    size = 0
+    for item, length in zip(items, sizes):
+        if batches[-1] and size + length > BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(item)
+        size += length
+    return batches
 # Spread calls over every replica behind a headless Service (k8s DNS lists each pod). A peer that went
 # away is tried again at least every second (gRPC's default backs off to 120 s), so a restarted peer is
 # reached within the retry budget of services/clients/_rpc.py.

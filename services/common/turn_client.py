@@ -33,13 +33,13 @@ from typing import Any, AsyncIterator, Callable
 
 import grpc
 
+from services.common import channels
 from services.common.channels import MAX_MESSAGE_BYTES, outbound_metadata
 from services.common.context import peer_call_sent
 
 ROTATE_AFTER_S = 30.0
 ROTATE_AFTER_TURNS = 1000
 MAX_LANES = 64
-BATCH_BYTES = 4 * 1024 * 1024  # the opens that queued up go out in messages of about this much at most
 
 
 class _Expired:
@@ -154,13 +154,11 @@ class _TurnStream:
         """Whatever queued up while the previous message was written, in one message."""
         try:
             while self._opens or self._cancels:
-                taken, size = 0, 0
-                while taken < len(self._opens) and (not taken or size + self._opens[taken][1] <= BATCH_BYTES):
-                    size += self._opens[taken][1]
-                    taken += 1
-                opens, self._opens = [turn for turn, _ in self._opens[:taken]], self._opens[taken:]
+                queued, self._opens = self._opens, []
                 cancels, self._cancels = self._cancels, []
-                await self.call.write(self.types.request(open=opens, cancel=cancels))
+                batches = channels.in_batches([turn for turn, _ in queued], [size for _, size in queued]) or [[]]
+                for i, opens in enumerate(batches):
+                    await self.call.write(self.types.request(open=opens, cancel=cancels if i == 0 else []))
         except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
             pass  # the call failed or was closed: the reader tells every turn
         finally:

@@ -11,8 +11,8 @@ with, its request id and trace from its metadata, and it is counted and traced a
 for (`services.common.interceptors.InnerCall`). A turn's handler awaits each chunk's `send` before it takes the
 next, so its deltas merge meanwhile exactly as a call's do (services/common/coalesce.py).
 
-A message carries what queued up to about `BATCH_BYTES`, the rest going in the next ones, so turns that share a
-stream never make a message larger than gRPC takes; a chunk that alone is larger fails its own turn with
+A message carries what queued up to about `channels.BATCH_BYTES`, the rest going in the next ones, so turns that
+share a stream never make a message larger than gRPC takes; a chunk that alone is larger fails its own turn with
 RESOURCE_EXHAUSTED, as it would fail a call of its own.
 
 The messages of every such service have the same shape (see `TurnTypes`): a request opens turns (`open`:
@@ -28,11 +28,10 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import grpc
 
+from services.common import channels
 from services.common.channels import MAX_MESSAGE_BYTES
 from services.common.errors import ResourceExhausted
 from services.common.interceptors import InnerCall
-
-BATCH_BYTES = 4 * 1024 * 1024  # what queued up goes out in messages of about this much at most
 
 
 class _Outbox:
@@ -61,22 +60,12 @@ class _Outbox:
         return bool(self._messages)
 
     async def take(self) -> tuple[list[list[Any]], asyncio.Future | None]:
-        """What queued up, in runs of at most `BATCH_BYTES` (at least one message each), and its future."""
+        """What queued up, in messages' worth (`channels.in_batches`), and its future."""
         await self._ready.wait()
         self._ready.clear()
         messages, sizes, written = self._messages, self._sizes, self._written
         self._messages, self._sizes, self._written = [], [], None
-        if sum(sizes) <= BATCH_BYTES:
-            return [messages] if messages else [], written
-        parts: list[list[Any]] = [[]]
-        size = 0
-        for message, length in zip(messages, sizes):
-            if parts[-1] and size + length > BATCH_BYTES:
-                parts.append([])
-                size = 0
-            parts[-1].append(message)
-            size += length
-        return parts, written
+        return channels.in_batches(messages, sizes), written
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
-"""The LLM client's turns on shared ChatTurns streams (services/clients/llm_turns.py over services/common/turn_client.py,
-and the gateway's side in services/common/turn_server.py), against a real llm_gateway: each turn behaves as a Chat call of its own."""
+"""The LLM client's turns on shared ChatTurns streams (services/clients/llm_turns.py over
+services/common/turn_client.py, and the gateway's side in services/common/turn_server.py), against a real
+llm_gateway: each turn behaves as a Chat call of its own."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
 from services.clients.llm_models import Message
 from services.common.errors import DeadlineExceeded, NotFound, Unavailable
-from services.common import turn_client
+from services.common import channels, turn_client
 from services.common.testing import start_server
 from services.llm_gateway.server import LlmServicer
 from tests.support.llm_gateway import llm_gateway, user
@@ -274,7 +275,7 @@ async def test_a_callers_cancel_leaves_the_other_turns_of_the_same_messages_alon
 async def test_turns_that_queue_up_go_out_in_messages_of_bounded_size_and_one_too_large_fails_alone(monkeypatch):
     from services.common.errors import ResourceExhausted
 
-    monkeypatch.setattr(turn_client, "BATCH_BYTES", 1000)
+    monkeypatch.setattr(channels, "BATCH_BYTES", 1000)
     async with llm_gateway(SCRIPTS) as llm:
         await text(llm.client, "echo@Scripted", "warm")  # the stream is open
         writes = []

@@ -104,9 +104,9 @@ async def test_a_draining_stream_refuses_new_turns_as_worth_opening_again():
 
 
 async def test_what_queued_up_goes_out_in_messages_of_bounded_size(monkeypatch):
-    from services.common import turn_server
+    from services.common import channels
 
-    monkeypatch.setattr(turn_server, "BATCH_BYTES", 1000)
+    monkeypatch.setattr(channels, "BATCH_BYTES", 1000)
 
     async def big(turn, send):
         send(llm_pb.ChatResponse(content_delta="x" * 600))  # each alone fits; together they would not
