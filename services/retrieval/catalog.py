@@ -1,8 +1,9 @@
 """Changing what describes a dataset or a document (RAGFlow's dataset and document updates).
 
-A dataset: its name, description, settings, pagerank, and its embedding model while it holds no chunks (vectors of
-two models cannot be compared; a change resets its vector size for the next ingest). A document: its
-name, metadata, settings, and whether search sees its chunks (`disabled`). Chunks are never touched here.
+A dataset: its name, description, settings, pagerank, and its embedding model. A new model while the dataset
+holds chunks re-embeds every chunk with it first (vectors of two models cannot be compared), as RAGFlow
+allows the change; if that fails, nothing changes. A dataset without chunks only resets its vector size for
+the next ingest. A document: its name, metadata, settings, and whether search sees its chunks (`disabled`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import dataclasses
 from collections import defaultdict
 from typing import Any
 
-from services.common.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from services.common.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, ServiceError
 from services.retrieval.backends.base import Backend
-from services.retrieval.models import Dataset, Document, now
+from services.retrieval.llm import LlmPeer
+from services.retrieval.models import ChunkRecord, Dataset, Document, now
 
 NAME_LIMIT = 128  # a dataset's name, as CreateDataset
 
@@ -29,8 +31,9 @@ def _name(value: str, what: str, limit: int | None = None) -> str:
 
 
 class Catalog:
-    def __init__(self, backend: Backend, document_locks: defaultdict[str, asyncio.Lock]) -> None:
+    def __init__(self, backend: Backend, document_locks: defaultdict[str, asyncio.Lock], llm: LlmPeer) -> None:
         self.backend = backend
+        self.llm = llm
         self._locks = document_locks  # shared with the chunk editor: one write of a document at a time
 
     async def update_dataset(self, tenant_id: str, dataset_id: str, *, name: str | None = None,
@@ -51,12 +54,34 @@ class Catalog:
                 raise InvalidArgument(f"pagerank must be between 0 and 100, got {pagerank}")
             changed.pagerank = pagerank
         if embedding_model is not None and embedding_model.strip() != ds.embedding_model:
-            if ds.chunk_count:
-                raise FailedPrecondition(f"the dataset holds {ds.chunk_count} chunks embedded with "
-                                         f"{ds.embedding_model!r}: its embedding model can change only while it holds none")
             changed.embedding_model, changed.dimension = embedding_model.strip(), 0
+            if ds.chunk_count:
+                return await self._reembed(tenant_id, changed)
         await self.backend.update_dataset(changed)  # AlreadyExists when the name is another dataset's
         return changed
+
+    async def _reembed(self, tenant_id: str, ds: Dataset) -> Dataset:
+        """Store `ds` (its new model) with every chunk of its documents embedded again by that model."""
+        docs = await self.backend.get_documents(tenant_id, [ds.id])
+        held = [(doc, await self.backend.get_chunks(tenant_id, ds.id, doc.id)) for doc in docs]
+        texts = [c.content for _, chunks in held for c in chunks]
+        try:
+            vectors, _ = await self.llm.embed(texts, ds.embedding_model)
+        except ServiceError as exc:
+            raise FailedPrecondition(f"the dataset's chunks could not be embedded with {ds.embedding_model!r}: "
+                                     f"{exc.message}") from None
+        await self.backend.update_dataset(ds)  # drops the old vectors' index (dimension 0)
+        ds.dimension = int(vectors.shape[1]) if len(texts) else 0
+        if ds.dimension:
+            await self.backend.set_embedding(tenant_id, ds.id, ds.embedding_model, ds.dimension)
+        row = 0
+        for doc, chunks in held:
+            async with self._locks[doc.id]:
+                renewed = [ChunkRecord(c.id, c.content, vectors[row + i], c.positions, c.extra) for i, c in enumerate(chunks)]
+                row += len(chunks)
+                if renewed:
+                    await self.backend.replace_chunks(tenant_id, ds, doc, renewed)
+        return ds
 
     async def update_document(self, tenant_id: str, dataset_id: str, document_id: str, *, name: str | None = None,
                               metadata: dict[str, Any] | None = None, settings: str | None = None,

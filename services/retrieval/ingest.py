@@ -1,7 +1,9 @@
 """Ingestion: parse -> chunk -> embed (batched, via llm_gateway) -> store, with the document's status kept current.
 
-The document row is written RUNNING before any work, so ListDocuments shows progress; it ends DONE with
-its chunk count, or FAILED with the reason. A failure never touches other documents, and a failed
+A document is either ingested whole (`ingest`) or stored first, PENDING, and parsed later (`ingest(...,
+store_only=True)`, then `parse_stored`, which parse_jobs.py runs in the background). The document row is
+written RUNNING before any work, so ListDocuments shows progress; it ends DONE with its chunk count, or
+FAILED with the reason. A failure never touches other documents, and a failed
 re-ingest keeps the document's previous chunks searchable (the swap happens only on success). The uploaded
 file is kept with the document as soon as its row is written (GetDocumentFile), parsed or not.
 """
@@ -51,7 +53,7 @@ class Ingestor:
         self._model_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def ingest(self, tenant_id: str, dataset_id: str, *, document_id: str, name: str, mime_type: str,
-                     content: bytes, metadata_json: str) -> Document:
+                     content: bytes, metadata_json: str, store_only: bool = False) -> Document:
         ds = await self.backend.get_dataset(tenant_id, dataset_id)
         if ds is None:
             raise NotFound(f"dataset {dataset_id!r} not found")
@@ -72,9 +74,11 @@ class Ingestor:
             doc.name, doc.mime_type, doc.size, doc.metadata = name, kind, len(content), metadata
         else:
             doc = Document(new_id(), ds.id, name, kind, len(content), metadata=metadata)
-        doc.status, doc.error, doc.updated_at = DocStatus.RUNNING, "", now()
+        doc.status, doc.error, doc.updated_at = DocStatus.PENDING if store_only else DocStatus.RUNNING, "", now()
         await self.backend.put_document(tenant_id, doc)
         await self.backend.put_file(tenant_id, ds.id, doc.id, content)  # kept for download, parsed or not
+        if store_only:
+            return doc
         try:
             await self._run(tenant_id, ds, doc, content)
         except asyncio.CancelledError:
@@ -85,6 +89,26 @@ class Ingestor:
         except Exception:
             log.exception("ingesting document %s of dataset %s failed", doc.id, ds.id)
             await self._fail(tenant_id, doc, "internal error while ingesting; see the retrieval service log")
+        return doc
+
+    async def parse_stored(self, tenant_id: str, dataset_id: str, doc: Document) -> Document:
+        """Parse, chunk and embed a stored document's kept file; `doc` (already RUNNING) ends DONE or FAILED.
+        A cancellation is the caller's to record (parse_jobs.py: CANCELLED)."""
+        ds = await self.backend.get_dataset(tenant_id, dataset_id)
+        if ds is None:
+            return doc
+        try:
+            content = await self.backend.get_file(tenant_id, dataset_id, doc.id)
+            if not content:
+                raise _Failed("the document's file is not kept (it was ingested before files were); upload it again")
+            await self._run(tenant_id, ds, doc, content)
+        except _Failed as exc:
+            await self._fail(tenant_id, doc, str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("parsing document %s of dataset %s failed", doc.id, dataset_id)
+            await self._fail(tenant_id, doc, "internal error while parsing; see the retrieval service log")
         return doc
 
     async def _run(self, tenant_id: str, ds: Dataset, doc: Document, content: bytes) -> None:

@@ -23,6 +23,7 @@ class DocStatus(enum.IntEnum):
     RUNNING = 2
     DONE = 3
     FAILED = 4
+    CANCELLED = 5  # its parsing was stopped; it holds no chunks
 
 
 @dataclass

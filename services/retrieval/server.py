@@ -19,6 +19,7 @@ from services.retrieval.ingest import Ingestor
 from services.retrieval.llm import LlmPeer
 from services.common.json_fields import json_object
 from services.retrieval.models import ChunkRecord, Dataset, Document, new_id
+from services.retrieval.parse_jobs import ParseJobs
 from services.retrieval.search import Searcher
 
 SERVICE_NAME = rr_pb.DESCRIPTOR.services_by_name["RetrievalService"].full_name
@@ -49,8 +50,9 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
         self.backend = backend
         self.llm = llm
         self.ingestor = Ingestor(backend, llm, max_document_bytes=int(cfg.max_document_mb * 1024 * 1024))
+        self.parse_jobs = ParseJobs(backend, self.ingestor)
         self.chunks = ChunkEditor(backend, llm)
-        self.catalog = Catalog(backend, self.chunks.locks)
+        self.catalog = Catalog(backend, self.chunks.locks, llm)
         self.searcher = Searcher(backend, llm, max_candidates=cfg.max_candidates, rerank_limit=cfg.rerank_limit)
 
     async def start(self) -> None:
@@ -60,6 +62,7 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
         return Binding(rr_grpc.add_RetrievalServiceServicer_to_server, self, SERVICE_NAME)
 
     async def aclose(self) -> None:
+        await self.parse_jobs.aclose()
         await self.llm.close()
         await self.backend.aclose()
 
@@ -101,6 +104,7 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
         return rr_pb.UpdateDatasetResponse(dataset=convert.dataset_to_proto(ds))
 
     async def DeleteDataset(self, request: rr_pb.DeleteDatasetRequest, context: grpc.aio.ServicerContext) -> rr_pb.DeleteDatasetResponse:
+        await self.parse_jobs.forget(_tenant(request), dataset_id=request.dataset_id)
         if not await self.backend.delete_dataset(_tenant(request), request.dataset_id):
             raise NotFound(f"dataset {request.dataset_id!r} not found")
         return rr_pb.DeleteDatasetResponse()
@@ -112,8 +116,22 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
             raise InvalidArgument("dataset_id is required")
         doc = await self.ingestor.ingest(
             tenant, request.dataset_id, document_id=request.document_id, name=request.name,
-            mime_type=request.mime_type, content=request.content, metadata_json=request.metadata_json)
+            mime_type=request.mime_type, content=request.content, metadata_json=request.metadata_json,
+            store_only=request.store_only)
         return rr_pb.IngestDocumentResponse(document=convert.document_to_proto(doc))
+
+    async def ParseDocuments(self, request: rr_pb.ParseDocumentsRequest, context: grpc.aio.ServicerContext) -> rr_pb.ParseDocumentsResponse:
+        if not request.document_ids:
+            raise InvalidArgument("document_ids is required (the documents to parse)")
+        docs = await self.parse_jobs.start(_tenant(request), request.dataset_id, list(request.document_ids))
+        return rr_pb.ParseDocumentsResponse(documents=[convert.document_to_proto(d) for d in docs])
+
+    async def StopParsing(self, request: rr_pb.StopParsingRequest, context: grpc.aio.ServicerContext) -> rr_pb.StopParsingResponse:
+        if not request.document_ids:
+            raise InvalidArgument("document_ids is required (the documents to stop parsing)")
+        stopped, idle = await self.parse_jobs.stop(_tenant(request), request.dataset_id, list(request.document_ids))
+        return rr_pb.StopParsingResponse(stopped=[convert.document_to_proto(d) for d in stopped],
+                                         not_running=[convert.document_to_proto(d) for d in idle])
 
     async def ListDocuments(self, request: rr_pb.ListDocumentsRequest, context: grpc.aio.ServicerContext) -> rr_pb.ListDocumentsResponse:
         tenant = _tenant(request)
@@ -127,6 +145,7 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
         tenant = _tenant(request)
         if await self.backend.get_dataset(tenant, request.dataset_id) is None:
             raise NotFound(f"dataset {request.dataset_id!r} not found")
+        await self.parse_jobs.forget(tenant, dataset_id=request.dataset_id, document_id=request.document_id)
         if not await self.backend.delete_document(tenant, request.dataset_id, request.document_id):
             raise NotFound(f"document {request.document_id!r} not found in dataset {request.dataset_id!r}")
         return rr_pb.DeleteDocumentResponse()

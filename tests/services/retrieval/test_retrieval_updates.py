@@ -56,20 +56,24 @@ async def test_update_dataset_changes_only_what_is_given(stack):
                                            grpc.StatusCode.INVALID_ARGUMENT)
 
 
-async def test_embedding_model_changes_only_while_the_dataset_holds_no_chunks(stack):
+async def test_embedding_model_change_re_embeds_the_chunks_held(stack):
     ds = await stack.dataset("models")  # bow@Scripted: 256 dimensions
     await stack.stub.UpdateDataset(_update_dataset(stack, ds.id, embedding_model="tiny@Scripted"))  # 8 dimensions
     doc = await stack.ingest(ds.id, "a.txt", "The lighthouse keeper polishes the lens.")
     assert doc.status == rr_pb.DOCUMENT_STATUS_DONE
     assert (await stack.search("lighthouse lens", [ds.id])).chunks[0].document_id == doc.id
-    details = await _fails(stack.stub.UpdateDataset(_update_dataset(stack, ds.id, embedding_model="bow@Scripted")),
-                           grpc.StatusCode.FAILED_PRECONDITION)
-    assert "tiny@Scripted" in details and "holds 1 chunks" in details
-    await stack.stub.DeleteDocument(rr_pb.DeleteDocumentRequest(tenant_id=stack.tenant, dataset_id=ds.id, document_id=doc.id))
-    # Empty again: the model may change, and the next ingest stores vectors of the new size.
-    await stack.stub.UpdateDataset(_update_dataset(stack, ds.id, embedding_model="bow@Scripted"))
+    # Holding chunks, the model may change (RAGFlow allows it): each chunk is embedded again with it.
+    changed = (await stack.stub.UpdateDataset(_update_dataset(stack, ds.id, embedding_model="bow@Scripted"))).dataset
+    assert changed.embedding_model == "bow@Scripted" and changed.chunk_count == 1
+    hit = (await stack.search("lighthouse lens", [ds.id], keywords_similarity_weight=0.0)).chunks[0]
+    assert hit.document_id == doc.id and hit.vector_similarity > 0.5  # the query's 256-dim vector meets the chunk's
     again = await stack.ingest(ds.id, "b.txt", "Zebras graze on the savanna.")
     assert again.status == rr_pb.DOCUMENT_STATUS_DONE, again.error
+    # A model that cannot embed leaves the dataset as it was.
+    await _fails(stack.stub.UpdateDataset(_update_dataset(stack, ds.id, embedding_model="missing@Scripted")),
+                 grpc.StatusCode.FAILED_PRECONDITION)
+    listed = await stack.stub.ListDatasets(rr_pb.ListDatasetsRequest(tenant_id=stack.tenant))
+    assert [d.embedding_model for d in listed.datasets if d.id == ds.id] == ["bow@Scripted"]
     hit = (await stack.search("zebras savanna", [ds.id], keywords_similarity_weight=0.0)).chunks[0]
     assert hit.document_id == again.id and hit.vector_similarity > 0.5
 
