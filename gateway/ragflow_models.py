@@ -15,6 +15,7 @@ from uuid import UUID
 
 from aiohttp import web
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -123,6 +124,23 @@ class RaptorConfig(StrictBody):
     scope: Literal["file", "dataset"] = "file"
     auto_disable_for_structured_data: bool = True
 
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, value: Any) -> Any:
+        """RAGFlow accepts its old RAPTOR fields without keeping them (a max_token under 512 becomes 512)."""
+        if not isinstance(value, dict):
+            return value
+        value = dict(value)
+        ext = value.pop("ext", None)
+        if isinstance(ext, dict) and value.get("clustering_threshold") is None and "clustering_threshold" in ext:
+            value["clustering_threshold"] = ext["clustering_threshold"]
+        for legacy in ("threshold", "clustering_method", "tree_builder"):
+            value.pop(legacy, None)
+        max_token = value.get("max_token")
+        if isinstance(max_token, (int, float)) and not isinstance(max_token, bool) and max_token < 512:
+            value["max_token"] = 512
+        return value
+
 
 class GraphragConfig(StrictBody):
     use_graphrag: bool = False
@@ -134,6 +152,12 @@ class GraphragConfig(StrictBody):
     retry_attempts: Annotated[int, Field(ge=1, le=10)] = 2
     retry_backoff_seconds: Annotated[float, Field(ge=0.0, le=600.0)] = 2.0
     retry_backoff_max_seconds: Annotated[float, Field(ge=0.0, le=3600.0)] = 60.0
+    build_subgraph_timeout_per_chunk_seconds: Annotated[int, Field(ge=1, le=86400)] = 300
+    build_subgraph_min_timeout_seconds: Annotated[int, Field(ge=1, le=86400)] = 600
+    merge_timeout_seconds: Annotated[int, Field(ge=0, le=86400)] = 180
+    resolution_timeout_seconds: Annotated[int, Field(ge=0, le=86400)] = 1800
+    community_timeout_seconds: Annotated[int, Field(ge=0, le=86400)] = 1800
+    lock_acquire_timeout_seconds: Annotated[int, Field(ge=0, le=86400)] = 600
 
 
 class ParentChildConfig(StrictBody):
@@ -146,19 +170,23 @@ class ParserConfig(StrictBody):
     auto_questions: Annotated[int, Field(ge=0, le=10)] = 0
     chunk_token_num: Annotated[int, Field(ge=1, le=2048)] = 512
     delimiter: Annotated[str, Field(min_length=1)] = "\n"
-    graphrag: GraphragConfig | None = None
+    # Not given: off (RAGFlow's ParserConfig), whatever the chunk method's defaults say.
+    graphrag: GraphragConfig = Field(default_factory=lambda: GraphragConfig(use_graphrag=False))
     html4excel: bool = False
     layout_recognize: str = "DeepDOC"
-    parent_child: ParentChildConfig | None = None
+    parent_child: ParentChildConfig = Field(default_factory=lambda: ParentChildConfig(use_parent_child=False))
     enable_children: bool = False
     children_delimiter: str = ""
-    raptor: RaptorConfig | None = None
+    raptor: RaptorConfig = Field(default_factory=lambda: RaptorConfig(use_raptor=False))
     tag_kb_ids: list[str] = Field(default_factory=list)
     topn_tags: Annotated[int, Field(ge=1, le=10)] = 1
     filename_embd_weight: Annotated[float | None, Field(ge=0.0, le=1.0)] = 0.1
     task_page_size: Annotated[int | None, Field(ge=1)] = None
     pages: list[list[int]] | None = None
+    compilation_template_group_id: list[str] = Field(default_factory=list)
     ext: dict[str, Any] = Field(default_factory=dict)
+    table_column_mode: Literal["auto", "manual"] | None = None
+    table_column_roles: dict[str, Literal["indexing", "metadata", "both"]] | None = None
 
 
 def default_parser_config(chunk_method: str) -> dict[str, Any]:
@@ -264,7 +292,17 @@ class CreateDatasetBody(StrictBody):
         return self
 
     def parser_config_given(self) -> dict[str, Any] | None:
+        """What the request set in parser_config (exclude_unset)."""
         return self.parser_config.model_dump(exclude_unset=True) if self.parser_config else None
+
+    def parser_config_full(self) -> dict[str, Any] | None:
+        """parser_config with every default filled in, as RAGFlow's create stores it (so raptor and graphrag
+        are off unless given), `ext` lifted."""
+        if not self.parser_config:
+            return None
+        config = self.parser_config.model_dump()
+        config.update(config.pop("ext", None) or {})
+        return config
 
 
 class AutoMetadataField(StrictBody):
@@ -446,14 +484,27 @@ class ListSessionsQuery(PageQuery):
     user_id: str | None = None
 
 
-class ListDatasetsQuery(PageQuery):
-    """RAGFlow's ListDatasetReq: ordered by `orderby`, newest first unless `desc` is false."""
+def _max_page_size(v: int) -> int:
+    if v > MAX_PAGE_SIZE:
+        raise PydanticCustomError("page_size", "page_size must be less than or equal to {max}", {"max": MAX_PAGE_SIZE})
+    return v
 
+
+class ListDatasetsQuery(BaseModel):
+    """RAGFlow's ListDatasetReq, strict as its validate_and_parse_request_args reads it: page and page_size
+    integers of at least 1, orderby exactly create_time or update_time, desc a boolean as pydantic reads one
+    ("yes", "0"...), no unknown parameter; ordered by `orderby`, newest first unless `desc` is false."""
+
+    model_config = ConfigDict(extra="forbid")
     ragflow_errors: ClassVar[bool] = True
     id: str | None = None
     ids: Multi | None = None
     name: str | None = None
+    page: Annotated[int, Field(ge=1)] = 1
+    page_size: Annotated[int, Field(ge=1), AfterValidator(_max_page_size)] = 30
     orderby: Literal["create_time", "update_time"] = "create_time"
+    desc: bool = True
+    include_parsing_status: bool = False
 
     @field_validator("id", mode="before")
     @classmethod

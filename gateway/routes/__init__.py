@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import grpc
 from aiohttp import web
 
@@ -10,11 +12,17 @@ from gateway.config import GatewayConfig
 from gateway.endpoint import KEYS, Dialect, endpoint
 from gateway.errors import GatewayError
 from gateway.openapi import routes as openapi_routes
+from gateway.llm_models import MODELS, ModelCatalog
 from gateway.orchestrator import ORCHESTRATOR, Orchestrator
+from gateway.responses import json_response
 from gateway.retrieval import RETRIEVAL, Retrieval
 from gateway.routes import (agents, attachments, chunks, completions, datasets, documents, envelope, mcp, openai, retrieve,
                             runs, sessions, ui)
 from gateway.upstreams import Upstreams
+from gateway import a2a, mcp_server
+
+
+_CATCH_ALL = "/api/{tail:.*}"
 
 
 def setup(app: web.Application, cfg: GatewayConfig, upstreams: web.AppKey[Upstreams]) -> None:
@@ -25,6 +33,7 @@ def setup(app: web.Application, cfg: GatewayConfig, upstreams: web.AppKey[Upstre
         app[KEYS] = KeyRing(load_keys(cfg))
         app[ORCHESTRATOR] = Orchestrator(app[upstreams].channels["orchestrator"], rpc_timeout_s=cfg.rpc_timeout_s,
                                          run_timeout_s=cfg.run_timeout_s)
+        app[MODELS] = ModelCatalog(app[upstreams].channels["llm_gateway"], timeout_s=cfg.rpc_timeout_s)
         app[RETRIEVAL] = Retrieval(app[upstreams].channels["retrieval"], rpc_timeout_s=cfg.rpc_timeout_s,
                                    ingest_timeout_s=cfg.ingest_timeout_s)
         yield
@@ -43,11 +52,30 @@ def setup(app: web.Application, cfg: GatewayConfig, upstreams: web.AppKey[Upstre
     chunks.add_routes(app)
     retrieve.add_routes(app)
     mcp.add_routes(app)
+    mcp_server.add_routes(app)  # the agents as MCP tools: /mcp and /api/v1/agents/{agent_id}/mcp
+    a2a.add_routes(app)  # the agents as A2A agents: /a2a/{agent_id} and the agent cards
     ui.add_routes(app)  # the run viewer at /ui/
     openapi_routes.add_routes(app)  # /openapi.json (built from every route registered here) and /docs
     # Last: any other path under an API prefix gets a 404 in that API's dialect, not aiohttp's text page.
-    app.router.add_route("*", "/api/{tail:.*}", _no_route(Dialect.RAGFLOW))
+    app.router.add_route("*", _CATCH_ALL, _ragflow_no_route)
     app.router.add_route("*", "/v1/{tail:.*}", _no_route(Dialect.OPENAI))
+
+
+async def _ragflow_no_route(request: web.Request) -> web.StreamResponse:
+    """RAGFlow's answers for a path it serves no route at, key or no key: a path with an empty segment is
+    read with its slashes merged (`/datasets//documents` is `/datasets/documents`), as RAGFlow's server does
+    (here by a 308 to it, which clients follow with the same method and body); a path served for other
+    methods is its 405 (code 100); any other a JSON 404."""
+    merged = re.sub(r"/{2,}", "/", request.path)
+    if merged != request.path:
+        raise web.HTTPPermanentRedirect(request.rel_url.with_path(merged))
+    for resource in request.app.router.resources():
+        if resource.canonical == _CATCH_ALL:
+            continue
+        match, allowed = await resource.resolve(request)
+        if match is None and allowed:
+            return json_response({"code": 100, "data": None, "message": "<MethodNotAllowed '405: Method Not Allowed'>"})
+    return json_response({"code": 404, "error": "Not Found", "message": f"Not Found: {request.path}"}, status=404)
 
 
 def _no_route(dialect: Dialect):

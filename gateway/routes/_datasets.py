@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import PurePath
 from typing import Any
 
@@ -20,7 +21,8 @@ from gateway.routes._views import _date
 
 TAGS = ("datasets",)
 _RUN = {rr_pb.DOCUMENT_STATUS_PENDING: "UNSTART", rr_pb.DOCUMENT_STATUS_RUNNING: "RUNNING",
-        rr_pb.DOCUMENT_STATUS_DONE: "DONE", rr_pb.DOCUMENT_STATUS_FAILED: "FAIL"}
+        rr_pb.DOCUMENT_STATUS_DONE: "DONE", rr_pb.DOCUMENT_STATUS_FAILED: "FAIL",
+        rr_pb.DOCUMENT_STATUS_CANCELLED: "CANCEL"}
 
 
 def retrieval(request: web.Request) -> Retrieval:
@@ -77,18 +79,26 @@ def document_view(doc: rr_pb.Document, dataset: dict[str, Any] | None = None) ->
     created, updated = _ms(doc.created_at), _ms(doc.updated_at)
     parsed = run in ("DONE", "FAIL")
     own = settings_of(doc)
+    # RAGFlow's progress log: its last line says how the parse ended
+    message = {"DONE": f"{_clock(updated)} Task done", "FAIL": f"{_clock(updated)} [ERROR]{doc.error}",
+               "CANCEL": f"{_clock(updated)} {doc.error or 'Task stopped by user.'}",
+               "RUNNING": f"{_clock(updated)} Task has been received."}.get(run, "")
     return {
         "id": doc.id, "name": doc.name, "dataset_id": doc.dataset_id, "knowledgebase_id": doc.dataset_id,
         "chunk_method": own.get("chunk_method") or (dataset or {}).get("chunk_method", "naive"),
         "parser_config": own.get("parser_config") or (dataset or {}).get("parser_config") or {"pages": [[1, 1000000]]},
         "source_type": "local", "type": doc.mime_type, "created_by": "", "size": doc.size,
-        "token_count": 0, "chunk_count": doc.chunk_count, "progress": 1.0 if parsed else 0.0,
-        "progress_msg": doc.error, "process_begin_at": _date(created) if parsed else None,
+        "token_count": 0, "chunk_count": doc.chunk_count, "progress": 1.0 if run == "DONE" else -1.0 if run == "FAIL" else 0.0,
+        "progress_msg": message, "process_begin_at": _date(updated) if run != "UNSTART" else None,
         "process_duration": max(updated - created, 0) / 1000 if parsed else 0.0, "run": run,
         "status": "0" if doc.disabled else "1",
         "meta_fields": json.loads(doc.metadata_json) if doc.metadata_json else {}, "location": doc.name,
         "thumbnail": None, "create_time": created, "update_time": updated,
     }
+
+
+def _clock(ms: int) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ms / 1000))
 
 
 def _extra(c: rr_pb.Chunk) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 from gateway.contract import Contract, body, query
 from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.errors import GatewayError
+from gateway.llm_models import MODELS
 from gateway.ragflow_models import (
     AutoMetadataConfig,
     CreateDatasetBody,
@@ -54,25 +55,48 @@ _ORDER = {"create_time": rr_pb.DATASET_ORDER_CREATE_TIME, "update_time": rr_pb.D
 _SETTINGS = ("avatar", "permission", "chunk_method", "parser_config", "language")  # kept in settings_json
 
 
+async def embedding_model_for(request: web.Request, given: str | None) -> str:
+    """The embedding model a dataset gets: the one given when the llm_gateway serves it (else RAGFlow's
+    message, code 102), the default embedding model when none is given."""
+    listing = await request.app[MODELS].listing()
+    if not given:
+        return listing.default("embedding")
+    if (problem := listing.embedding_problem(given)) is not None:
+        raise data_error(problem)
+    return given
+
+
+def _free_name(name: str, taken: set[str]) -> str:
+    """RAGFlow's duplicate_name, case-insensitive as its database compares names: `a` -> `a(1)` -> `a(2)`."""
+    while name.lower() in taken:
+        name = next_name(name)
+    return name
+
+
 @endpoint(Dialect.RAGFLOW, contract=Contract("Create a dataset", body=CreateDatasetBody, response=DatasetOut, tags=TAGS))
 async def create_dataset(request: web.Request) -> web.Response:
     req_body: CreateDatasetBody = await body(request)
     rv, given = retrieval(request), req_body.parser_config_given()
     chunk_method = req_body.chunk_method or "naive"
+    model = await embedding_model_for(request, req_body.embedding_model)
+    parser_config = merged_parser_config(chunk_method, req_body.parser_config_full())
+    parser_config["llm_id"] = (await request.app[MODELS].listing()).default("chat")
     settings = {"avatar": req_body.avatar, "permission": req_body.permission, "chunk_method": chunk_method,
-                "parser_config": merged_parser_config(chunk_method, given)}
+                "parser_config": parser_config}
     size = max(int((given or {}).get("chunk_token_num") or 0), 16) if given and "chunk_token_num" in given else 0
-    name = req_body.name
-    for _ in range(1000):  # RAGFlow: a taken name gets (1), (2), ... appended
+    taken = {d.name.lower() for d in await owned_datasets(request)}
+    name = _free_name(req_body.name, taken)
+    for _ in range(1000):  # a name taken since the listing: the next one
         req = rr_pb.CreateDatasetRequest(tenant_id=request[TENANT], name=name, description=req_body.description or "",
-                                         embedding_model=req_body.embedding_model or "", chunk_size=size,
+                                         embedding_model=model, chunk_size=size,
                                          settings_json=json.dumps(settings, ensure_ascii=False))
         try:
             created = await rv.call(rv.rpc.CreateDataset, req)
         except GatewayError as err:
             if err.code != grpc.StatusCode.ALREADY_EXISTS:
                 raise
-            name = next_name(name)
+            taken.add(name.lower())
+            name = _free_name(name, taken)
             continue
         return ok(dataset_view(created.dataset))
     raise data_error(f"Dataset name '{req_body.name}' already exists")
@@ -167,10 +191,8 @@ async def update_dataset(request: web.Request) -> web.Response:
         if any(d.name.lower() == name.lower() for d in await owned_datasets(request)):
             raise data_error(f"Dataset name '{name}' already exists")
     model = None
-    if "embedding_model" in given:
-        model = given["embedding_model"] or current.embedding_model
-        if current.chunk_count and model != current.embedding_model:
-            raise data_error(f"When chunk_num ({current.chunk_count}) > 0, embedding_model must remain {current.embedding_model}")
+    if "embedding_model" in given:  # RAGFlow allows a new model while the dataset holds chunks
+        model = await embedding_model_for(request, given["embedding_model"] or current.embedding_model)
     req = rr_pb.UpdateDatasetRequest(
         tenant_id=tenant, dataset_id=dataset_id, name=name, embedding_model=model, pagerank=given.get("pagerank"),
         description=(given["description"] or "") if "description" in given else None,

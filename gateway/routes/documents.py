@@ -116,7 +116,8 @@ async def upload_documents(request: web.Request) -> web.Response:
             name = next_name(name)
         taken.add(name)
         mime = "" if mime in ("application/octet-stream", "") else mime
-        req = rr_pb.IngestDocumentRequest(tenant_id=tenant, dataset_id=dataset_id, name=name, mime_type=mime, content=content)
+        req = rr_pb.IngestDocumentRequest(tenant_id=tenant, dataset_id=dataset_id, name=name, mime_type=mime,
+                                          content=content, store_only=True)
         try:
             docs.append(document_view(await rv.ingest(req), dataset))
         except GatewayError as err:
@@ -318,38 +319,74 @@ async def delete_documents(request: web.Request) -> web.Response:
     return ok({"deleted": len(ids)})
 
 
-async def _document_ids(request: web.Request) -> tuple[list[str], list[str]]:
-    """The body's `document_ids`, unique, all of the dataset; and RAGFlow's message per duplicate."""
-    req_body: ParseDocumentsBody = await body(request)
+async def _read_any(request: web.Request) -> Any:
+    """The body's JSON value, whatever it is (RAGFlow's parse routes tell a non-object apart)."""
+    try:
+        return json.loads(await request.read() or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise GatewayError("request body is not valid JSON", param="body") from None
+
+
+def _not_an_object(raw: Any) -> GatewayError:
+    """What RAGFlow answers for a body that is JSON but not an object (its route reads it with `.get`)."""
+    return GatewayError(f"'{type(raw).__name__}' object has no attribute 'get'", param="body", ragflow_code=100)
+
+
+async def _document_ids(request: web.Request) -> tuple[str, list[str], list[str]]:
+    """The dataset, the body's `document_ids` (unique, all of the dataset) and RAGFlow's message per duplicate."""
     dataset_id = request.match_info["dataset_id"]
-    await owned_dataset(request, dataset_id)
-    if not req_body.document_ids:
+    await _owned(request, dataset_id)
+    raw = await _read_any(request)
+    if not isinstance(raw, dict):
+        raise _not_an_object(raw)
+    ids = raw.get("document_ids")
+    if not isinstance(ids, list) or not ids:
         raise data_error("`document_ids` is required")
+    ids = [str(i) for i in ids]
     known = {d.id for d in await documents(request, dataset_id)}
-    unique = list(dict.fromkeys(req_body.document_ids))
+    unique = list(dict.fromkeys(ids))
     missing = [i for i in unique if i not in known]
     if missing:
         raise data_error(f"Documents not found: {missing}")
-    return unique, [f"Duplicate document ids: {i}" for i in unique if req_body.document_ids.count(i) > 1]
+    return dataset_id, unique, [f"Duplicate document ids: {i}" for i in unique if ids.count(i) > 1]
 
 
-@endpoint(Dialect.RAGFLOW, contract=Contract("Parse documents (already parsed on upload)", body=ParseDocumentsBody,
-                                             response=PartialDelete | None, tags=TAGS))
+def _counted(count: int, errors: list[str]) -> dict[str, Any]:
+    return {"success_count": count, **({"errors": errors} if errors else {})}
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("Parse documents (in the background: each RUNNING, then DONE or FAIL)",
+                                             body=ParseDocumentsBody, response=PartialDelete, tags=TAGS))
 async def parse_documents(request: web.Request) -> web.Response:
-    """Documents are parsed on upload; this checks them as RAGFlow does (ownership, unknown ids, duplicates)."""
-    unique, duplicates = await _document_ids(request)
-    if duplicates:
-        return ok({"success_count": len(unique), "errors": duplicates},
-                  message=f"Partially parsed {len(unique)} documents with {len(duplicates)} errors")
-    return ok(None)
+    """RAGFlow's parse_documents: answers at once; a document parsed before is parsed again."""
+    dataset_id, unique, duplicates = await _document_ids(request)
+    rv = retrieval(request)
+    req = rr_pb.ParseDocumentsRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_ids=unique)
+    try:
+        started = await rv.call(rv.rpc.ParseDocuments, req)
+    except GatewayError as err:  # deleted since the check
+        if err.code == grpc.StatusCode.NOT_FOUND:
+            raise data_error(f"Documents not found: {unique}") from None
+        raise
+    return ok(_counted(len(started.documents), duplicates))
 
 
-@endpoint(Dialect.RAGFLOW, contract=Contract("Stop parsing documents", body=ParseDocumentsBody, response=None, tags=TAGS))
+@endpoint(Dialect.RAGFLOW, contract=Contract("Stop parsing documents", body=ParseDocumentsBody, response=PartialDelete,
+                                             tags=TAGS))
 async def stop_parsing(request: web.Request) -> web.Response:
-    """Every document is parsed by the time its upload answers, so, as RAGFlow answers for a document whose
-    parsing ended, there is nothing to stop."""
-    await _document_ids(request)
-    raise data_error("Can't stop parsing document with progress at 0 or 1")
+    """RAGFlow's stop_parse_documents: a parsing document ends CANCEL without chunks; one not parsing is
+    named in `errors`."""
+    dataset_id, unique, errors = await _document_ids(request)
+    rv = retrieval(request)
+    req = rr_pb.StopParsingRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_ids=unique)
+    try:
+        resp = await rv.call(rv.rpc.StopParsing, req)
+    except GatewayError as err:
+        if err.code == grpc.StatusCode.NOT_FOUND:
+            raise data_error(f"Documents not found: {unique}") from None
+        raise
+    errors += ["Can't stop parsing document that has not started or already completed"] * len(resp.not_running)
+    return ok(_counted(len(resp.stopped), errors))
 
 
 def add_routes(app: web.Application) -> None:
@@ -360,5 +397,7 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/api/v1/datasets/{dataset_id}/documents/{document_id}", download_document)
     r.add_put("/api/v1/datasets/{dataset_id}/documents/{document_id}", update_document)  # ragflow-sdk 0.22
     r.add_patch("/api/v1/datasets/{dataset_id}/documents/{document_id}", update_document)
-    r.add_post("/api/v1/datasets/{dataset_id}/chunks", parse_documents)
+    r.add_post("/api/v1/datasets/{dataset_id}/documents/parse", parse_documents)
+    r.add_post("/api/v1/datasets/{dataset_id}/documents/stop", stop_parsing)
+    r.add_post("/api/v1/datasets/{dataset_id}/chunks", parse_documents)  # the SDKs' form
     r.add_delete("/api/v1/datasets/{dataset_id}/chunks", stop_parsing)

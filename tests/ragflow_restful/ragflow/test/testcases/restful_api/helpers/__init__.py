@@ -1,0 +1,1 @@
+# Copyright 2026 The InfiniFlow Authors. All Rights Reserved.
