@@ -10,23 +10,25 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake pkg-config \
  && rm -rf /var/lib/apt/lists/*
+# uv, hashed, outside the venv (the runtime stage does not need it).
+COPY requirements/tools.lock requirements/
+RUN pip install --require-hashes -r requirements/tools.lock
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /app
 
-# Dependencies first, from pyproject.toml alone, so a source change does not rebuild them. llama-cpp-python
-# compiles from source, with a CPU backend per x86-64 level: the image runs on any x86-64 host, not just this one.
-COPY pyproject.toml ./
-COPY scripts/install_llama_cpp.sh scripts/
-RUN bash scripts/install_llama_cpp.sh python
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
-      > /tmp/requirements.txt \
- && pip install -r /tmp/requirements.txt
+# Dependencies first, from the locks alone, so a source change does not rebuild them: runtime.lock exactly
+# (the versions `make test` ran with, see scripts/lock.sh). Then llama-cpp-python, which the lock leaves out: it
+# compiles from source for the x86-64 baseline, so the image runs on any x86-64 host, not just this one.
+COPY requirements/runtime.lock requirements/llama-cpp-python.lock requirements/models.lock requirements/
+COPY scripts/install_llama_cpp.sh scripts/install_extras.sh scripts/
+RUN uv pip sync --python /opt/venv/bin/python --require-hashes requirements/runtime.lock \
+ && bash scripts/install_llama_cpp.sh python \
+ && TRELLIS_SKIP_TEST_PACKAGES=1 bash scripts/install_extras.sh python
 
 COPY . .
 # Editable: the code stays in /app (one copy), and the `trellis` command works too.
 RUN pip install --no-deps -e . \
- && bash scripts/install_extras.sh python \
  && python scripts/gen_protos.py --force \
  && python -m compileall -q services gateway trellis_cli gen/python
 

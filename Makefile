@@ -5,17 +5,30 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install proto up test bench clean
+.PHONY: install lock proto up test bench clean
 
-# llama-cpp-python first: the script builds it for any x86-64 CPU and rebuilds it when its flags change.
-$(VENV)/.installed: pyproject.toml scripts/install_system_deps.sh scripts/install_llama_cpp.sh scripts/install_extras.sh
-	bash scripts/install_system_deps.sh
+# Installs come from the hashed locks in requirements/ (`make lock` recompiles them from pyproject.toml, see
+# scripts/lock.sh), so a fresh machine gets what the tests ran with; any change to them reinstalls.
+# uv first, itself hashed (tools.lock); then the venv is synced to dev.lock exactly. Then what the lock leaves
+# out: llama-cpp-python (built for any x86-64 CPU, rebuilt when its flags change), the project itself, and the
+# model packages (scripts/install_extras.sh).
+$(BIN)/uv: requirements/tools.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/tools.lock
+	touch $@
+
+LOCKS := requirements/dev.lock requirements/llama-cpp-python.lock requirements/models.lock requirements/ragflow-sdk-0.27.lock
+$(VENV)/.installed: $(BIN)/uv pyproject.toml $(LOCKS) scripts/install_system_deps.sh scripts/install_llama_cpp.sh scripts/install_extras.sh
+	bash scripts/install_system_deps.sh
+	$(BIN)/uv pip sync --quiet --python $(BIN)/python --require-hashes requirements/dev.lock
 	bash scripts/install_llama_cpp.sh $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	bash scripts/install_extras.sh $(BIN)/python
 	touch $@
+
+# After a change to a dependency in pyproject.toml or requirements/*.in; commit the locks with it.
+lock: $(BIN)/uv
+	UV=$(BIN)/uv bash scripts/lock.sh $(ARGS)
 
 proto: $(VENV)/.installed
 	$(BIN)/python scripts/gen_protos.py
@@ -29,7 +42,7 @@ test: install
 	$(BIN)/python -m pytest
 
 bench: install
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps --require-hashes -r requirements/bench.lock
 	$(BIN)/python scripts/run_benchmarks.py
 
 clean:
