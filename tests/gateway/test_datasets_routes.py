@@ -4,6 +4,8 @@ real retrieval service: the validation rules, defaults, codes and messages of RA
 
 from __future__ import annotations
 
+import asyncio
+
 import uuid
 
 import aiohttp
@@ -17,6 +19,19 @@ def _form(*files: tuple[str, bytes]) -> aiohttp.FormData:
     for name, content in files:
         form.add_field("file", content, filename=name, content_type="application/octet-stream")
     return form
+
+
+async def _parsed(live, dataset_id: str, docs: list[dict]) -> list[dict]:
+    """Parse uploaded documents (RAGFlow's upload leaves them UNSTART) and wait until each has ended."""
+    ids = [d["id"] for d in docs]
+    res = await live.call("POST", f"/api/v1/datasets/{dataset_id}/documents/parse", json={"document_ids": ids})
+    assert res["code"] == 0, res
+    while True:  # the parse runs in the retrieval service's background; each poll is one request
+        listed = (await live.call("GET", f"/api/v1/datasets/{dataset_id}/documents", params={"page_size": 100}))["data"]
+        runs = {d["id"]: d for d in listed["docs"] if d["id"] in ids}
+        if all(d["run"] in ("DONE", "FAIL", "CANCEL") for d in runs.values()):
+            return [runs[i] for i in ids]
+        await asyncio.sleep(0.05)
 
 
 async def _dataset(live, name: str = "kb", **extra) -> dict:
@@ -58,8 +73,9 @@ async def test_create_keeps_chunk_method_permission_avatar_and_merges_parser_con
     ds = await _dataset(live, "qa-set", chunk_method="qa", permission="team", avatar=avatar,
                         parser_config={"chunk_token_num": 128, "raptor": {"use_raptor": True}})
     assert (ds["chunk_method"], ds["permission"], ds["avatar"]) == ("qa", "team", avatar)
-    assert ds["parser_config"]["chunk_token_num"] == 128 and ds["parser_config"]["raptor"] == {"use_raptor": True}
-    assert ds["parser_config"]["graphrag"] == {"use_graphrag": False}
+    # A parser_config given is stored whole with its defaults (RAGFlow's create): GraphRAG off unless given.
+    assert ds["parser_config"]["chunk_token_num"] == 128 and ds["parser_config"]["raptor"]["use_raptor"] is True
+    assert ds["parser_config"]["raptor"]["max_token"] == 512 and ds["parser_config"]["graphrag"]["use_graphrag"] is False
     again = await live.call("GET", "/api/v1/datasets", params={"name": "qa-set"})
     assert again["data"][0]["chunk_method"] == "qa" and again["data"][0]["permission"] == "team"
 
@@ -124,8 +140,10 @@ async def test_list_pagination_and_filters(live):
         await _dataset(live, f"page-{i}")
     page = await live.call("GET", "/api/v1/datasets", params={"page": 2, "page_size": 2})
     assert page["code"] == 0 and page["total_datasets"] == 3 and len(page["data"]) == 1
-    assert [d["name"] for d in (await live.call("GET", "/api/v1/datasets", params={"page": "x"}))["data"]] == \
-        ["page-2", "page-1", "page-0"]  # an invalid page is page 1, newest first
+    bad_page = await live.call("GET", "/api/v1/datasets", params={"page": "x"})  # RAGFlow's ListDatasetReq is strict
+    assert bad_page["code"] == 101 and "Input should be a valid integer" in bad_page["message"]
+    zero = await live.call("GET", "/api/v1/datasets", params={"page": 0})
+    assert zero["code"] == 101 and "Input should be greater than or equal to 1" in zero["message"]
     too_big = await live.call("GET", "/api/v1/datasets", params={"page_size": 101})
     assert too_big["code"] == 101 and "page_size must be less than or equal to 100" in too_big["message"]
     unknown = uuid.uuid4().hex
@@ -164,8 +182,10 @@ async def test_delete_ids_null_deletes_nothing_and_delete_all_deletes_all(live):
 async def test_upload_renames_duplicates_refuses_unsupported_types_and_lists(live):
     ds = (await _dataset(live, "docs"))["id"]
     first = await live.call("POST", f"/api/v1/datasets/{ds}/documents", data=_form(("a.txt", b"Bleed the radiator valve.")))
-    assert first["code"] == 0 and first["data"][0]["name"] == "a.txt" and first["data"][0]["run"] == "DONE"
-    doc = first["data"][0]
+    assert first["code"] == 0 and first["data"][0]["name"] == "a.txt" and first["data"][0]["run"] == "UNSTART"
+    assert first["data"][0]["process_begin_at"] is None and first["data"][0]["chunk_count"] == 0
+    [doc] = await _parsed(live, ds, first["data"])
+    assert doc["run"] == "DONE" and "Task done" in doc["progress_msg"] and doc["chunk_count"] == 1
     assert doc["process_begin_at"] and doc["chunk_method"] == "naive" and doc["dataset_id"] == ds
     second = await live.call("POST", f"/api/v1/datasets/{ds}/documents",
                              data=_form(("a.txt", b"Second copy."), ("a.txt", b"Third copy.")))
@@ -216,6 +236,7 @@ async def test_chunks_list_add_update_delete_and_search(live):
     ds = (await _dataset(live, "chunks"))["id"]
     doc = (await live.call("POST", f"/api/v1/datasets/{ds}/documents",
                            data=_form(("boiler.md", b"# Boiler\n\nBleed the radiator valve every autumn."))))["data"][0]
+    await _parsed(live, ds, [doc])
     base = f"/api/v1/datasets/{ds}/documents/{doc['id']}/chunks"
     listed = await live.call("GET", base)
     assert listed["code"] == 0 and listed["data"]["total"] == 1 and listed["data"]["doc"]["id"] == doc["id"]
@@ -263,7 +284,8 @@ async def test_chunks_list_add_update_delete_and_search(live):
 
 async def test_retrieval_validation_and_tenants(live):
     ds = (await _dataset(live, "search"))["id"]
-    await live.call("POST", f"/api/v1/datasets/{ds}/documents", data=_form(("a.txt", b"Bleed the radiator valve.")))
+    uploaded = await live.call("POST", f"/api/v1/datasets/{ds}/documents", data=_form(("a.txt", b"Bleed the radiator valve.")))
+    await _parsed(live, ds, uploaded["data"])
     cases = [({"question": "x"}, "`dataset_ids` is required."),
              ({"question": "x", "dataset_ids": ds}, "`dataset_ids` should be a list"),
              ({"dataset_ids": [ds]}, "`question` is required."),

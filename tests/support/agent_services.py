@@ -22,7 +22,7 @@ from tests.support.llm_gateway import llm_gateway
 from tests.support.net import free_port
 from tests.support.orchestrator import orchestrator
 
-LONG_ANSWER = " ".join(f"w{i}" for i in range(300))
+LONG_ANSWER = " ".join(f"w{i}" for i in range(120))
 SCRIPTS = {"chat": {"slow": [{"reply": LONG_ANSWER, "chunk_delay_s": 0.05}]}}
 
 

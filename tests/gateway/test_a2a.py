@@ -1,0 +1,149 @@
+"""The agents as A2A agents, driven by the official a2a-sdk client (JSON-RPC, 1.0 and the 0.3 method names) against
+a real gateway, orchestrator (test Redis) and llm_gateway: send, stream, get and list tasks, an INPUT_REQUIRED
+answered, a cancel, a resubscribe after a disconnect, the agent cards, and tenants sealed from each other."""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import aclosing, asynccontextmanager
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.types import a2a_pb2 as a2a
+
+from tests.support.agent_services import ECHO, FILL_UP, LONG_ANSWER, SLOW, agent_stack
+
+VERSIONS = ["1.0", "0.3"]
+
+
+@pytest.fixture
+async def stack(redis_server):
+    async with agent_stack(redis_server.url) as s:
+        yield s
+
+
+@asynccontextmanager
+async def a2a_client(stack, agent_id: str, version: str, *, streaming: bool = True, key: str | None = None):
+    async with httpx.AsyncClient(headers=stack.auth(key), timeout=60) as http:
+        card = await A2ACardResolver(http, f"{stack.url}/a2a/{agent_id}").get_agent_card()
+        kept = [i for i in card.supported_interfaces if i.protocol_version == version]
+        del card.supported_interfaces[:]
+        card.supported_interfaces.extend(kept)
+        client = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
+        try:
+            yield client
+        finally:
+            await client.close()
+
+
+def message(text: str = "", *, context_id: str = "", task_id: str = "") -> a2a.SendMessageRequest:
+    msg = a2a.Message(message_id=uuid.uuid4().hex, role=a2a.ROLE_USER, context_id=context_id, task_id=task_id,
+                      parts=[a2a.Part(text=text)] if text else [])
+    return a2a.SendMessageRequest(message=msg)
+
+
+def answer_of(events: list[a2a.StreamResponse]) -> str:
+    return "".join(p.text for e in events if e.HasField("artifact_update") for p in e.artifact_update.artifact.parts)
+
+
+def final_state(events: list[a2a.StreamResponse]) -> int:
+    states = [e.status_update.status.state if e.HasField("status_update") else e.task.status.state
+              for e in events if e.HasField("status_update") or e.HasField("task")]
+    return states[-1]
+
+
+async def collect(stream) -> list[a2a.StreamResponse]:
+    return [e async for e in stream]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_send_stream_get_list_and_input_required(stack, version):
+    echo = await stack.create(ECHO, title="Echo")
+    async with a2a_client(stack, echo, version, streaming=False) as client:
+        [sent] = await collect(client.send_message(message("hi")))
+        task = sent.task
+        assert task.status.state == a2a.TASK_STATE_COMPLETED and task.context_id and task.id
+        assert task.artifacts[0].parts[0].text == "You said: hi"
+    async with a2a_client(stack, echo, version) as client:
+        events = await collect(client.send_message(message("again", context_id=task.context_id)))
+        assert answer_of(events) == "You said: again"
+        assert final_state(events) == a2a.TASK_STATE_COMPLETED
+        second = next(e.task for e in events if e.HasField("task"))
+        assert second.context_id == task.context_id and second.id != task.id
+
+        got = await client.get_task(a2a.GetTaskRequest(id=task.id))
+        assert got.status.state == a2a.TASK_STATE_COMPLETED and got.artifacts[0].parts[0].text == "You said: hi"
+        if version == "1.0":  # ListTasks is new in 1.0
+            listed = await client.list_tasks(a2a.ListTasksRequest(context_id=task.context_id))
+            assert {t.id for t in listed.tasks} == {task.id, second.id}
+
+    form = await stack.create(FILL_UP, title="Travel")
+    async with a2a_client(stack, form, version) as client:
+        events = await collect(client.send_message(message("trip")))
+        assert final_state(events) == a2a.TASK_STATE_INPUT_REQUIRED
+        paused = next(e.task for e in events if e.HasField("task"))
+        [asked] = [e.status_update.status.message for e in events if e.HasField("status_update")]
+        assert asked.parts[0].text == "Which city?"
+        events = await collect(client.send_message(message("Lisbon", context_id=paused.context_id,
+                                                           task_id=paused.id)))
+        assert answer_of(events) == "Going to Lisbon" and final_state(events) == a2a.TASK_STATE_COMPLETED
+        assert {e.status_update.task_id for e in events if e.HasField("status_update")} == {paused.id}
+        done = await client.get_task(a2a.GetTaskRequest(id=paused.id))
+        assert done.status.state == a2a.TASK_STATE_COMPLETED
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_resubscribe_after_a_disconnect_then_cancel(stack, version):
+    slow = await stack.create(SLOW, title="Talker")
+    async with a2a_client(stack, slow, version) as client:
+        async with aclosing(client.send_message(message("talk"))) as stream:  # leaves after the first chunk
+            async for event in stream:
+                if event.HasField("task"):
+                    task = event.task
+                if event.HasField("artifact_update"):
+                    break
+        events = await collect(client.subscribe(a2a.SubscribeToTaskRequest(id=task.id)))
+        assert answer_of(events) == LONG_ANSWER and final_state(events) == a2a.TASK_STATE_COMPLETED
+
+        async with aclosing(client.send_message(message("talk more", context_id=task.context_id))) as stream:
+            async for event in stream:
+                if event.HasField("task"):
+                    running = event.task
+                if event.HasField("artifact_update"):
+                    break
+        cancelled = await client.cancel_task(a2a.CancelTaskRequest(id=running.id))
+        assert cancelled.status.state in (a2a.TASK_STATE_CANCELED, a2a.TASK_STATE_WORKING)
+        got = await client.get_task(a2a.GetTaskRequest(id=running.id))
+        events = [] if got.status.state == a2a.TASK_STATE_CANCELED else await collect(
+            client.subscribe(a2a.SubscribeToTaskRequest(id=running.id)))
+        assert a2a.TASK_STATE_CANCELED in (got.status.state, final_state(events) if events else None)
+
+
+async def test_cards_and_tenants_are_sealed(stack):
+    agent_a = await stack.create(ECHO, title="Secret", description="A's own.")
+    async with httpx.AsyncClient(base_url=stack.url) as http:
+        root = (await http.get("/.well-known/agent-card.json", headers=stack.auth())).json()
+        assert [s["id"] for s in root["skills"]] == [agent_a]
+        assert (await http.get("/.well-known/agent-card.json", headers=stack.auth(stack.key_b))).json().get(
+            "skills", []) == []
+        assert (await http.get("/.well-known/agent-card.json")).json().get("skills", []) == []
+        card = (await http.get(f"/a2a/{agent_a}/.well-known/agent-card.json", headers=stack.auth())).json()
+        assert card["name"] == "Secret" and card["description"] == "A's own."
+        assert {i["protocolVersion"] for i in card["supportedInterfaces"]} == {"1.0", "0.3"}
+        assert card["url"].endswith(f"/a2a/{agent_a}")  # what 0.3 clients read
+        for key, status in ((stack.key_b, 404), ("wrong", 401)):
+            assert (await http.get(f"/a2a/{agent_a}/.well-known/agent-card.json",
+                                   headers=stack.auth(key))).status == status
+            resp = await http.post(f"/a2a/{agent_a}", headers=stack.auth(key), json={
+                "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {}})
+            assert resp.status_code == status
+    async with a2a_client(stack, agent_a, "1.0") as client:
+        [sent] = await collect(client.send_message(message("hi")))
+        task_id = sent.task.id if sent.HasField("task") else sent.status_update.task_id
+    agent_b = await stack.create(ECHO, title="B's", key=stack.key_b)
+    async with a2a_client(stack, agent_b, "1.0", key=stack.key_b) as client_b:
+        with pytest.raises(Exception, match="not found"):
+            await client_b.get_task(a2a.GetTaskRequest(id=task_id))
+        listed = await client_b.list_tasks(a2a.ListTasksRequest())
+        assert task_id not in {t.id for t in listed.tasks}
