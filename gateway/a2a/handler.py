@@ -290,7 +290,7 @@ class TrellisRequestHandler(RequestHandler):
                 while latest.run_id in children:
                     latest = children[latest.run_id]
                 state = _STATES.get(latest.status, a2a.TASK_STATE_WORKING)
-                if params.HasField("status") and params.status != a2a.TASK_STATE_UNSPECIFIED and params.status != state:
+                if params.status != a2a.TASK_STATE_UNSPECIFIED and params.status != state:
                     continue
                 tasks.append(a2a.Task(id=root.run_id, context_id=session_id, status=a2a.TaskStatus(state=state),
                                       metadata=_struct({"run_id": latest.run_id})))

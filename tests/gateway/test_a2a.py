@@ -134,13 +134,13 @@ async def test_cards_and_tenants_are_sealed(stack):
         assert card["url"].endswith(f"/a2a/{agent_a}")  # what 0.3 clients read
         for key, status in ((stack.key_b, 404), ("wrong", 401)):
             assert (await http.get(f"/a2a/{agent_a}/.well-known/agent-card.json",
-                                   headers=stack.auth(key))).status == status
+                                   headers=stack.auth(key))).status_code == status
             resp = await http.post(f"/a2a/{agent_a}", headers=stack.auth(key), json={
                 "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {}})
             assert resp.status_code == status
     async with a2a_client(stack, agent_a, "1.0") as client:
-        [sent] = await collect(client.send_message(message("hi")))
-        task_id = sent.task.id if sent.HasField("task") else sent.status_update.task_id
+        events = await collect(client.send_message(message("hi")))
+        task_id = next(e.task.id for e in events if e.HasField("task"))
     agent_b = await stack.create(ECHO, title="B's", key=stack.key_b)
     async with a2a_client(stack, agent_b, "1.0", key=stack.key_b) as client_b:
         with pytest.raises(Exception, match="not found"):
