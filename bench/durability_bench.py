@@ -32,14 +32,14 @@ from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc  # noqa: E4
 from services.common.config import ServerConfig  # noqa: E402
 from services.common.testing import start_server  # noqa: E402
 from services.orchestrator.app import build  # noqa: E402
-from services.orchestrator.checkpoint import NodeRecord  # noqa: E402
 from services.orchestrator.config import OrchestratorConfig  # noqa: E402
-from services.orchestrator.dsl import load_canvas  # noqa: E402
-from services.orchestrator.engine_settings import EngineSettings, Services  # noqa: E402
-from services.orchestrator.runner import run  # noqa: E402
-from services.orchestrator.state import RunRequest  # noqa: E402
+from services.orchestrator.engine.checkpoint import NodeRecord  # noqa: E402
+from services.orchestrator.engine.dsl import load_canvas  # noqa: E402
+from services.orchestrator.engine.runner import run  # noqa: E402
+from services.orchestrator.engine.settings import EngineSettings, Services  # noqa: E402
+from services.orchestrator.engine.state import RunRequest  # noqa: E402
+from services.orchestrator.engine.validate import compile_plan  # noqa: E402
 from services.orchestrator.store import keys  # noqa: E402
-from services.orchestrator.validate import compile_plan  # noqa: E402
 from trellis_cli.stack import redis_binary  # noqa: E402
 
 

@@ -33,12 +33,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from services.orchestrator.components.base import Component, NodeContext, register  # noqa: E402
-from services.orchestrator.dsl import load_canvas  # noqa: E402
-from services.orchestrator.engine_settings import EngineSettings, Services  # noqa: E402
-from services.orchestrator.events import RunFinished  # noqa: E402
-from services.orchestrator.runner import start  # noqa: E402
-from services.orchestrator.state import RunRequest, SessionState  # noqa: E402
-from services.orchestrator.validate import compile_plan  # noqa: E402
+from services.orchestrator.engine.dsl import load_canvas  # noqa: E402
+from services.orchestrator.engine.events import RunFinished  # noqa: E402
+from services.orchestrator.engine.runner import start  # noqa: E402
+from services.orchestrator.engine.settings import EngineSettings, Services  # noqa: E402
+from services.orchestrator.engine.state import RunRequest, SessionState  # noqa: E402
+from services.orchestrator.engine.validate import compile_plan  # noqa: E402
 
 perf = time.perf_counter
 

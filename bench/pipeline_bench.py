@@ -27,8 +27,8 @@ import collections
 import json
 import os
 import signal
-import statistics
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -385,12 +385,13 @@ async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any
     from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 
     from services.common.config import ServerConfig
+    from services.orchestrator.api.canvas import CanvasServicer
+    from services.orchestrator.api.sessions import SessionServicer
     from services.orchestrator.app import build
     from services.orchestrator.config import OrchestratorConfig
-    from services.orchestrator.engine_settings import EngineSettings
-    from services.orchestrator.redis_client import Connection, SharedConnection  # the orchestrator's classes
-    from services.orchestrator.server import CanvasServicer, SessionServicer
+    from services.orchestrator.engine.settings import EngineSettings
     from services.orchestrator.store import AgentStore
+    from services.orchestrator.store.redis_client import Connection, SharedConnection  # the orchestrator's classes
 
     nowhere = f"127.0.0.1:{free_port()}"
     orch = build(OrchestratorConfig(server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0),

@@ -28,7 +28,7 @@ def redis_server(tmp_path_factory):
 
 @pytest.fixture
 async def redis_client(redis_server):
-    from services.orchestrator.redis_client import connect
+    from services.orchestrator.store.redis_client import connect
 
     client = connect(redis_server.url)  # the orchestrator's own client
     yield client

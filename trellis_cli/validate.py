@@ -6,7 +6,7 @@ import sys
 
 
 def main(args) -> int:
-    from services.orchestrator.validate import validate_file
+    from services.orchestrator.engine.validate import validate_file
 
     issues = validate_file(args.file)
     if not issues:

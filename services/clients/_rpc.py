@@ -27,7 +27,6 @@ from typing import Any, AsyncIterator, Callable, ClassVar, Self, TypeVar
 import grpc
 
 from services.common.channels import open_channel, outbound_metadata
-from services.common.context import peer_call_sent
 from services.common.errors import (
     AlreadyExists,
     Cancelled,
@@ -140,7 +139,6 @@ class Peer:
         while True:
             try:
                 call = method(request, timeout=self._left(deadline), metadata=outbound_metadata())
-                peer_call_sent()
                 return await call
             except grpc.aio.AioRpcError as exc:
                 if not await self._again(exc, attempt, deadline):
@@ -155,7 +153,6 @@ class Peer:
         attempt = 1
         while True:
             call = method(request, timeout=self._left(deadline), metadata=outbound_metadata())
-            peer_call_sent()
             started = False
             try:
                 async for message in call:

@@ -35,7 +35,6 @@ import grpc
 
 from services.common import channels
 from services.common.channels import MAX_MESSAGE_BYTES, outbound_metadata
-from services.common.context import peer_call_sent
 
 ROTATE_AFTER_S = 30.0
 ROTATE_AFTER_TURNS = 1000
@@ -269,7 +268,6 @@ class TurnClient:
         self._ids += 1
         turn_id = self._ids
         queue = stream.open(turn_id, request, left, fields)
-        peer_call_sent()
         timer = loop.call_at(deadline, queue.put_nowait, _Expired()) if deadline is not None else None
         message_type = self._types.message
         ended = False

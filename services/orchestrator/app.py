@@ -20,20 +20,22 @@ from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
 from services.clients import LlmClient, RetrievalClient, SandboxClient
 from services.common.server import Binding, Service
-from services.orchestrator.attachment_servicer import AttachmentServicer
-from services.orchestrator.attachments import AttachmentStore
+from services.common.speed_policies import journal_policy
+from services.orchestrator.api.convert import ProtoEventCodec
+from services.orchestrator.api.agents import AgentServicer
+from services.orchestrator.api.attachments import AttachmentServicer
+from services.orchestrator.api.canvas import CanvasServicer
+from services.orchestrator.api.mcp_servers import McpServerServicer
+from services.orchestrator.api.sessions import SessionServicer
 from services.orchestrator.config import OrchestratorConfig
-from services.orchestrator.engine_settings import Services
-from services.orchestrator.http_client import EgressPolicy, OutboundHttp
-from services.orchestrator.mcp_client import McpAccess
-from services.orchestrator.mcp_servicer import McpServerServicer
-from services.orchestrator import redis_client
-from services.orchestrator.redis_client import wait_until_ready
-from services.orchestrator.run_manager import RunManager
-from services.orchestrator.server import AgentServicer, CanvasServicer, SessionServicer
-from services.orchestrator.store import AgentStore, RunStore, SessionStore
-from services.orchestrator.store import layout
+from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
+from services.orchestrator.egress.mcp import McpAccess
+from services.orchestrator.engine.settings import Services
+from services.orchestrator.runs.manager import RunManager
+from services.orchestrator.store import AgentStore, RunStore, SessionStore, layout, redis_client
+from services.orchestrator.store.attachments import AttachmentStore
 from services.orchestrator.store.mcp_servers import McpServerStore
+from services.orchestrator.store.redis_client import wait_until_ready
 from services.orchestrator.store.runs import CancelListener
 
 
@@ -57,9 +59,8 @@ def build(cfg: OrchestratorConfig) -> Service:
     services = Services(
         settings=cfg.engine, http=http, llm=peers[0], retrieval=peers[1], sandbox=peers[2],
         mcp_servers=mcp_servers, attachments=attachments)
-    manager = RunManager(agents, sessions, runs, services, max_attempts=cfg.run_max_attempts,
-                         journal_delay_s=cfg.journal_delay_ms / 1000, journal_busy_runs=cfg.journal_busy_runs,
-                         journal_pace_s=cfg.journal_pace_ms / 1000)
+    manager = RunManager(agents, sessions, runs, services, codec=ProtoEventCodec(), max_attempts=cfg.run_max_attempts,
+                         journal=journal_policy(cfg.journal_policy))
     listener = CancelListener(redis, manager.cancel_local, manager.recheck_cancels)
 
     async def start() -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.common.speed_policies import DEFAULT_JOURNAL_POLICY, journal_policy
 from services.common.config import ServerConfig, env_bool, env_float, env_int, env_str, peer_address
-from services.orchestrator.attachments import DEFAULT_MAX_BYTES, DEFAULT_TTL_S
-from services.orchestrator.engine_settings import EngineSettings
+from services.orchestrator.engine.settings import EngineSettings
+from services.orchestrator.store.attachments import DEFAULT_MAX_BYTES, DEFAULT_TTL_S
 
 
 def _engine_from_env() -> EngineSettings:
@@ -50,13 +51,8 @@ class OrchestratorConfig:
     run_lease_s: float = 10.0
     # TRELLIS_RUN_MAX_ATTEMPTS: a run resumed after this many crashes is failed instead
     run_max_attempts: int = 3
-    # TRELLIS_JOURNAL_DELAY_MS, TRELLIS_JOURNAL_BUSY_RUNS: a run that starts while at least this many other runs
-    # run on this replica writes its journal (event stream and checkpoint) no sooner than this long after its
-    # start (store/journal.py; 0 ms: always at once)
-    journal_delay_ms: float = 250.0
-    journal_busy_runs: int = 16
-    # TRELLIS_JOURNAL_PACE_MS: while that many runs run here, the journal writer writes at most once per this long
-    journal_pace_ms: float = 50.0
+    # TRELLIS_JOURNAL_POLICY: when runs' journals are written, `at_once` or `batched` (services/common/speed_policies.py)
+    journal_policy: str = DEFAULT_JOURNAL_POLICY
     attachment_ttl_s: float = DEFAULT_TTL_S  # TRELLIS_ATTACHMENT_TTL_S: a file a run produced stays this long
     attachment_max_bytes: int = DEFAULT_MAX_BYTES  # TRELLIS_ATTACHMENT_MAX_BYTES: larger files are refused
 
@@ -72,9 +68,7 @@ class OrchestratorConfig:
             session_ttl_s=env_int("TRELLIS_SESSION_TTL_S", cls.session_ttl_s),
             run_lease_s=env_float("TRELLIS_RUN_LEASE_S", cls.run_lease_s),
             run_max_attempts=env_int("TRELLIS_RUN_MAX_ATTEMPTS", cls.run_max_attempts),
-            journal_delay_ms=env_float("TRELLIS_JOURNAL_DELAY_MS", cls.journal_delay_ms),
-            journal_busy_runs=max(0, env_int("TRELLIS_JOURNAL_BUSY_RUNS", cls.journal_busy_runs)),
-            journal_pace_ms=max(0.0, env_float("TRELLIS_JOURNAL_PACE_MS", cls.journal_pace_ms)),
+            journal_policy=journal_policy().name,  # an unknown name stops start-up, naming the known ones
             attachment_ttl_s=env_float("TRELLIS_ATTACHMENT_TTL_S", cls.attachment_ttl_s),
             attachment_max_bytes=env_int("TRELLIS_ATTACHMENT_MAX_BYTES", cls.attachment_max_bytes),
         )

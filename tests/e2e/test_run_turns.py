@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 
 from gateway.orchestrator import ORCHESTRATOR
 from services.common import context as ctxvars
-from services.orchestrator.run_manager import RunManager
+from services.orchestrator.runs.manager import RunManager
 from tests.support.fake_openai import FakeOpenAI, Reply, text_chunks
 from tests.support.pipeline import HEADERS, agent_canvas, create_agent, echo_canvas, pipeline
 

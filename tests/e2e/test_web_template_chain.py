@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from services.orchestrator.engine_settings import EngineSettings
+from services.orchestrator.engine.settings import EngineSettings
 from tests.support.data import DATA
 from tests.support.fake_openai import FakeOpenAI, Reply, chunk, text_chunks, tool_delta
 from tests.support.fake_web_api import FakeWebApi

@@ -12,7 +12,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from gateway.app import create_app
-from services.orchestrator.engine_settings import EngineSettings
+from services.orchestrator.engine.settings import EngineSettings
 from tests.support.llm_gateway import llm_gateway
 from tests.support.mcp_server import serving
 from tests.support.net import free_port

@@ -15,12 +15,12 @@ from typing import Any, Iterable, Iterator
 
 from services.orchestrator.components import base as cbase
 from services.orchestrator.components.base import Component, NodeContext
-from services.orchestrator.dsl import load_canvas
-from services.orchestrator.engine_settings import EngineSettings, Services
-from services.orchestrator.events import RunFinished
-from services.orchestrator.runner import run
-from services.orchestrator.state import RunRequest, SessionState
-from services.orchestrator.validate import compile_plan
+from services.orchestrator.engine.dsl import load_canvas
+from services.orchestrator.engine.events import RunFinished
+from services.orchestrator.engine.runner import run
+from services.orchestrator.engine.settings import EngineSettings, Services
+from services.orchestrator.engine.state import RunRequest, SessionState
+from services.orchestrator.engine.validate import compile_plan
 
 
 def cpn(name: str, down: Iterable[str] = (), params: dict[str, Any] | None = None,

@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiDict
 
-from services.orchestrator.engine_settings import EngineSettings
+from services.orchestrator.engine.settings import EngineSettings
 
 
 @dataclass

@@ -19,7 +19,7 @@ from services.common.server import Service
 from services.common.testing import start_service, stop_service
 from services.orchestrator.app import build
 from services.orchestrator.config import OrchestratorConfig
-from services.orchestrator.engine_settings import EngineSettings
+from services.orchestrator.engine.settings import EngineSettings
 from tests.support.net import free_port
 
 

@@ -22,8 +22,8 @@ from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from gateway.app import create_app
 from gateway.config import GatewayConfig
 from services.common.server import Service
-from services.orchestrator.engine_settings import EngineSettings
-from services.orchestrator.server import CanvasServicer
+from services.orchestrator.api.canvas import CanvasServicer
+from services.orchestrator.engine.settings import EngineSettings
 from tests.support.llm_gateway import llm_gateway
 from tests.support.net import free_port
 from tests.support.orchestrator import orchestrator

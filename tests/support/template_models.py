@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from services.llm_gateway import factories
-from services.orchestrator.events import NodeFinished, RunFinished
+from services.orchestrator.engine.events import NodeFinished, RunFinished
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.llm_gateway import RunningLlmGateway, llm_gateway
 from tests.support.scripted_openai import ScriptedOpenAI

@@ -12,8 +12,8 @@ from typing import Any
 from services.orchestrator.components import get_class
 from services.orchestrator.components._tools import build_toolset, call_tool
 from services.orchestrator.components.base import NodeContext
-from services.orchestrator.engine_settings import EngineSettings, Services
-from services.orchestrator.state import RunRequest, SessionState
+from services.orchestrator.engine.settings import EngineSettings, Services
+from services.orchestrator.engine.state import RunRequest, SessionState
 from tests.support.fake_web_api import allow_local
 
 

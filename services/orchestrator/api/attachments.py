@@ -6,7 +6,8 @@ from trellis.canvas.v1 import attachment_service_pb2 as att_pb
 from trellis.canvas.v1 import attachment_service_pb2_grpc as att_grpc
 
 from services.common.errors import InvalidArgument, NotFound
-from services.orchestrator.attachments import AttachmentStore
+from services.orchestrator.api.requests import tenant_of
+from services.orchestrator.store.attachments import AttachmentStore
 
 
 class AttachmentServicer(att_grpc.AttachmentServiceServicer):
@@ -14,11 +15,10 @@ class AttachmentServicer(att_grpc.AttachmentServiceServicer):
         self.store = store
 
     async def GetAttachment(self, request: att_pb.GetAttachmentRequest, context) -> att_pb.Attachment:
-        if not request.tenant_id:
-            raise InvalidArgument("tenant_id is required")
+        tenant = tenant_of(request)
         if not request.attachment_id:
             raise InvalidArgument("attachment_id is required")
-        found = await self.store.get(request.tenant_id, request.attachment_id)
+        found = await self.store.get(tenant, request.attachment_id)
         if found is None:
             raise NotFound(f"attachment {request.attachment_id} not found")
         return att_pb.Attachment(id=found.id, filename=found.filename, mime_type=found.mime_type,

@@ -14,8 +14,9 @@ from trellis.canvas.v1 import session_service_pb2 as session_pb
 
 from services.common.errors import InvalidArgument
 from services.common.json_fields import dumps, json_object
-from services.orchestrator import events as ev
-from services.orchestrator.run_spec import RunSpec
+from services.orchestrator.engine import events as ev
+from services.orchestrator.runs.spec import RunSpec
+from services.orchestrator.runs.stream import Numbered
 from services.orchestrator.store import AgentRecord, SessionRecord, VersionRecord
 
 
@@ -66,28 +67,29 @@ def _kind(event: ev.Event) -> dict[str, Any]:
     raise TypeError(f"unknown event type {type(event).__name__}")
 
 
-def merge_events(a: ev.Event, b: ev.Event) -> ev.Event | None:
-    """Two answer deltas of the same node as one (services/common/coalesce.py), else None. Think markers
-    stay their own events: each dialect renders them as a separate marker."""
-    if (a.__class__ is ev.MessageDelta and b.__class__ is ev.MessageDelta and a.node_id == b.node_id
-            and a.path == b.path and a.run_id == b.run_id and not (a.start_to_think or a.end_to_think)
-            and not (b.start_to_think or b.end_to_think)):
-        merged = ev.MessageDelta.make(run_id=a.run_id, session_id=a.session_id, node_id=a.node_id,
-                         timestamp=a.timestamp, path=a.path, content=a.content + b.content)
-        merged.__dict__["seq"] = b.seq  # a client that saw it has seen everything up to b
-        return merged
-    return None
-
-
-def event_to_proto(event: ev.Event) -> ev_pb.RunEvent:
-    """The event's message, built once: the run's journal and its caller both send it (run_manager.py, server.py).
-    Call it once the event is numbered (seq); the message is kept on the event and must not be changed."""
-    pb = event.__dict__.get("_pb")
-    if pb is None or pb.seq != event.seq:
-        pb = event.__dict__["_pb"] = ev_pb.RunEvent(
+def numbered_to_proto(item: Numbered) -> ev_pb.RunEvent:
+    """The event's message with its place in the run's stream, built once: the run's journal and its caller
+    both send it (`item.encoded` keeps it; it must not be changed)."""
+    pb = item.encoded
+    if pb is None:
+        event = item.event
+        pb = item.encoded = ev_pb.RunEvent(
             run_id=event.run_id, session_id=event.session_id, node_id=event.node_id, timestamp=_ts(event.timestamp),
-            path=list(event.path), seq=event.seq, **_kind(event))
+            path=list(event.path), seq=item.seq, **_kind(event))
     return pb
+
+
+class ProtoEventCodec:
+    """The run journal's format (runs/stream.py): each event stored as its `RunEvent` message, which WatchRun
+    sends as it is."""
+
+    @staticmethod
+    def encode(item: Numbered) -> bytes:
+        return numbered_to_proto(item).SerializeToString()
+
+    @staticmethod
+    def decode(data: bytes) -> ev.Event:
+        return event_from_proto(ev_pb.RunEvent.FromString(data))
 
 
 def issues_to_proto(issues: list[Any]) -> canvas_pb.ValidateResponse:
@@ -226,5 +228,4 @@ def event_from_proto(pb: ev_pb.RunEvent) -> ev.Event:
                                                                      "total_tokens", "calls")},
                             error=k.error or None, cancelled=k.cancelled, waiting_for_user=k.waiting_for_user,
                             **common)
-    event.__dict__["seq"] = pb.seq
     return event

@@ -16,20 +16,14 @@ from trellis.canvas.v1 import mcp_service_pb2_grpc as mcp_grpc
 
 from services.common.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from services.common.json_fields import json_object
-from services.orchestrator import mcp_client
-from services.orchestrator.mcp_client import McpAccess, McpError, McpServer
+from services.orchestrator.api.requests import tenant_of as _tenant
+from services.orchestrator.egress import mcp as mcp_client
+from services.orchestrator.egress.mcp import McpAccess, McpError, McpServer
 from services.orchestrator.store.mcp_servers import McpServerRecord, McpServerStore, check_name
-
 
 # Listing a server's tools while saving or testing it: the request's `timeout`, else RAGFlow's 10 s (the gateway
 # waits that long plus a margin for each server).
 LIST_TIMEOUT_S = 10.0
-
-
-def _tenant(request) -> str:
-    if not request.tenant_id:
-        raise InvalidArgument("tenant_id is required")
-    return request.tenant_id
 
 
 def _ts(seconds: float) -> Timestamp:

@@ -8,8 +8,17 @@ from __future__ import annotations
 
 import importlib
 
-from .base import (Component, NodeContext, Pause, Route, RunEnv, UnknownComponent, get_class, register,
-                   registered)
+from services.orchestrator.components.base import (
+    Component,
+    NodeContext,
+    Pause,
+    Route,
+    RunEnv,
+    UnknownComponent,
+    get_class,
+    register,
+    registered,
+)
 
 # Explicit list: adding a component = one module + one name here (docs/adding-a-component.md).
 _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop", "loop_item",

@@ -24,7 +24,7 @@ from typing import Any
 
 from yarl import URL
 
-from ._browser_proxy import GuardedProxy
+from services.orchestrator.components._browser_proxy import GuardedProxy
 
 EXECUTABLE_ENV = "TRELLIS_BROWSER_EXECUTABLE"
 _CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .base import NodeContext
+from services.orchestrator.components.base import NodeContext
 
 
 class FieldError(ValueError):

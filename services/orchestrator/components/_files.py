@@ -13,8 +13,8 @@ import os
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from ._fields import FieldError, decode_json_container
-from .base import NodeContext
+from services.orchestrator.components._fields import FieldError, decode_json_container
+from services.orchestrator.components.base import NodeContext
 
 
 async def run_files(ctx: NodeContext, ref: str, value: Any, field: str, *, data_name: str, text_name: str,

@@ -18,14 +18,21 @@ from typing import Any, AsyncIterator, Sequence
 
 import json_repair
 
-from services.clients.llm_models import (ChatDelta, ChatResult, Message, ResponseFormat, Sampling, Tool, ToolCallDelta,
-                                         ToolChoice)
-
-from ..variables import StreamValue, to_text
-from ._fields import as_bool
-from ._llm_params import LlmParams
-from ._memory import Prompt, message_tokens, prompt_budget
-from .base import NodeContext
+from services.clients.llm_models import (
+    ChatDelta,
+    ChatResult,
+    Message,
+    ResponseFormat,
+    Sampling,
+    Tool,
+    ToolCallDelta,
+    ToolChoice,
+)
+from services.orchestrator.components._fields import as_bool
+from services.orchestrator.components._llm_params import LlmParams
+from services.orchestrator.components._memory import Prompt, message_tokens, prompt_budget
+from services.orchestrator.components.base import NodeContext
+from services.orchestrator.engine.variables import StreamValue, to_text
 
 log = logging.getLogger(__name__)
 

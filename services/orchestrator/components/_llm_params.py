@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .params import Entry, Number, Params, TextOr
+from services.orchestrator.components.params import Entry, Number, Params, TextOr
 
 
 class Prompt(Entry):

@@ -13,12 +13,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from services.clients.llm_models import Tool
-
-from .. import mcp_client
-from ..http_client import EgressPolicy, OutboundHttp
-from ._tools import ToolSpec
-from .base import Component, NodeContext
-from .params import Entry, OrEmpty, Params, Required, validator
+from services.orchestrator.components._tools import ToolSpec
+from services.orchestrator.components.base import Component, NodeContext
+from services.orchestrator.components.params import Entry, OrEmpty, Params, Required, validator
+from services.orchestrator.egress import mcp as mcp_client
+from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
 
 EMPTY_SCHEMA = {"type": "object", "properties": {}}
 

@@ -15,8 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from services.clients.llm_models import Message
-
-from .base import NodeContext
+from services.orchestrator.components.base import NodeContext
 
 log = logging.getLogger(__name__)
 

@@ -32,13 +32,12 @@ from typing import Any, AsyncIterator
 import grpc
 import json_repair
 
-from services.common.errors import ServiceError
 from services.clients.llm_models import Message, ToolCall, ToolCallAssembler
-
-from ..events import ToolCallFinished, ToolCallStarted
-from . import _llm, _tools
-from ._llm_params import LlmParams
-from .base import NodeContext
+from services.common.errors import ServiceError
+from services.orchestrator.components import _llm, _tools
+from services.orchestrator.components._llm_params import LlmParams
+from services.orchestrator.components.base import NodeContext
+from services.orchestrator.engine.events import ToolCallFinished, ToolCallStarted
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.clients.sandbox import Language, SandboxClient, SandboxRun
-
-from ..tracing import traced_sandbox
+from services.orchestrator.engine.tracing import traced_sandbox
 
 __all__ = ["LANGUAGES", "SandboxRun", "SandboxUnavailable", "execute"]
 

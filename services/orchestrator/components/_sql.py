@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from tabulate import tabulate
 
-from ..http_client import EgressPolicy, blocked_reason
+from services.orchestrator.egress.http import EgressPolicy, blocked_reason
 
 NETWORK_TYPES = ("mysql", "mariadb", "oceanbase", "postgres", "mssql")
 DB_TYPES = (*NETWORK_TYPES, "sqlite")

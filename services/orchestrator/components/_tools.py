@@ -26,12 +26,11 @@ import json_repair
 from pydantic import Field, ValidationInfo, field_validator
 
 from services.clients.llm_models import Tool
-
-from ..tracing import traced_tool
-from ..variables import Scope, to_text
-from . import _llm
-from .base import Component, NodeContext, UnknownComponent, get_class
-from .params import Entry, Params, problem
+from services.orchestrator.components import _llm
+from services.orchestrator.components.base import Component, NodeContext, UnknownComponent, get_class
+from services.orchestrator.components.params import Entry, Params, problem
+from services.orchestrator.engine.tracing import traced_tool
+from services.orchestrator.engine.variables import Scope, to_text
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +66,10 @@ class ToolEntry(Entry):
     @field_validator("component_name")
     @classmethod
     def _known(cls, name: Any, info: ValidationInfo) -> Any:
-        from . import PENDING, is_available  # the registry imports the components, which import this
+        from services.orchestrator.components import (  # the registry imports the components, which import this
+            PENDING,
+            is_available,
+        )
 
         if not isinstance(name, str) or not name:
             raise problem("must name the tool's component")

@@ -24,12 +24,11 @@ import logging
 from typing import Any, Literal
 
 from services.clients.llm_models import Message, ResponseFormat
-
-from . import _llm, _mcp_tools, _react, _tools
-from ._llm_params import LlmParams
-from .base import Component, NodeContext, register
-from .llm import build_prompt
-from .params import Number
+from services.orchestrator.components import _llm, _mcp_tools, _react, _tools
+from services.orchestrator.components._llm_params import LlmParams
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.llm import build_prompt
+from services.orchestrator.components.params import Number
 
 log = logging.getLogger(__name__)
 

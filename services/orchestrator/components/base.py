@@ -65,17 +65,17 @@ then `await Cls("Cls:x", params).run(ctx)`; emitted events are in `ctx.env.event
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import dataclass, field
-import re
 from typing import Any, AsyncIterable, Callable, ClassVar, Iterable, Iterator
 
-from ..dsl.issues import ValidationIssue
-from ..engine_settings import EngineSettings, Services
-from ..events import MessageDelta, MessageEnd
-from ..state import RunRequest
-from ..variables import Resolver, Scope, StreamValue, find_refs, is_ref, to_jsonable, to_text
-from .params import Params, ParamsInvalid, parse_params
+from services.orchestrator.components.params import Params, ParamsInvalid, parse_params
+from services.orchestrator.engine.dsl.issues import ValidationIssue
+from services.orchestrator.engine.events import MessageDelta, MessageEnd
+from services.orchestrator.engine.settings import EngineSettings, Services
+from services.orchestrator.engine.state import RunRequest
+from services.orchestrator.engine.variables import Resolver, Scope, StreamValue, find_refs, is_ref, to_jsonable, to_text
 
 __all__ = ["Component", "NodeContext", "Pause", "Route", "RunEnv", "UnknownComponent", "ValidationIssue",
            "get_class", "id_list", "register", "registered"]

@@ -5,8 +5,8 @@ import json
 import logging
 from typing import Any, Literal
 
-from .base import Component, NodeContext, register
-from .params import Params
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Params
 
 log = logging.getLogger(__name__)
 

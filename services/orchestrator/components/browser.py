@@ -23,15 +23,14 @@ from typing import Annotated, Any
 from pydantic import model_validator
 
 from services.clients.llm_models import Message, Tool, ToolCall, ToolCallAssembler
-
-from .. import attachments
-from ..events import ToolCallFinished, ToolCallStarted
-from . import _browser, _llm
-from ._fields import as_bool, decode_json_container
-from ._files import run_files
-from ._llm_params import LlmParams
-from .base import Component, NodeContext, register
-from .params import problem, validator
+from services.orchestrator.components import _browser, _llm
+from services.orchestrator.components._fields import as_bool, decode_json_container
+from services.orchestrator.components._files import run_files
+from services.orchestrator.components._llm_params import LlmParams
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import problem, validator
+from services.orchestrator.engine.events import ToolCallFinished, ToolCallStarted
+from services.orchestrator.store import attachments
 
 DEFAULT_MAX_STEPS = 30
 SYSTEM_PROMPT = """You operate a web browser to complete the user's task. Use the tools: open pages, read

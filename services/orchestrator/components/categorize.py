@@ -19,12 +19,11 @@ from typing import Annotated, Any, Iterator
 from pydantic import AfterValidator
 
 from services.clients.llm_models import Message
-
-from ..variables import StreamValue, to_text
-from . import _llm
-from ._llm_params import LlmParams
-from .base import Component, NodeContext, Route, id_list, register
-from .params import Entry, IdList, Required, validator
+from services.orchestrator.components import _llm
+from services.orchestrator.components._llm_params import LlmParams
+from services.orchestrator.components.base import Component, NodeContext, Route, id_list, register
+from services.orchestrator.components.params import Entry, IdList, Required, validator
+from services.orchestrator.engine.variables import StreamValue, to_text
 
 
 class Category(Entry):

@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from ..variables import StreamValue, to_text
-from . import _sandbox
-from ._fields import resolve_operand
-from .base import Component, NodeContext, register
-from .params import Params, validator
+from services.orchestrator.components import _sandbox
+from services.orchestrator.components._fields import resolve_operand
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Params, validator
+from services.orchestrator.engine.variables import StreamValue, to_text
 
 SYSTEM_OUTPUTS = frozenset({"content", "actual_type", "attachments", "_ERROR", "_ARTIFACTS",
                             "_ATTACHMENT_CONTENT", "raw_result", "_created_time", "_elapsed_time", "stdout"})

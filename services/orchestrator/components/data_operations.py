@@ -28,10 +28,10 @@ from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter, ValidationInfo, field_validator
 
-from ..variables import StreamValue, parse_ref
-from ._fields import FieldError, decode_json_container
-from .base import Component, NodeContext, register
-from .params import Entry, Params, validator
+from services.orchestrator.components._fields import FieldError, decode_json_container
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Entry, Params, validator
+from services.orchestrator.engine.variables import StreamValue, parse_ref
 
 OPERATIONS = ("select_keys", "literal_eval", "combine", "filter_values", "append_or_update",
               "remove_keys", "rename_keys")

@@ -21,11 +21,11 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from .. import attachments
-from ._documents import Decorations, docx, html_page, markdown_file, pdf, plain_text
-from ._fields import as_bool
-from .base import Component, NodeContext, register
-from .params import Params, validator
+from services.orchestrator.components._documents import Decorations, docx, html_page, markdown_file, pdf, plain_text
+from services.orchestrator.components._fields import as_bool
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Params, validator
+from services.orchestrator.store import attachments
 
 # format -> (extension, mime type, writer)
 FORMATS: dict[str, tuple[str, str, Any]] = {

@@ -17,12 +17,12 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any, Literal
 
-from .. import attachments
-from . import _sheets
-from ._files import run_files
-from ._fields import FieldError, decode_json_container
-from .base import Component, NodeContext, register
-from .params import Params, validator
+from services.orchestrator.components import _sheets
+from services.orchestrator.components._fields import FieldError, decode_json_container
+from services.orchestrator.components._files import run_files
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Params, validator
+from services.orchestrator.store import attachments
 
 OPERATIONS = ("read", "merge", "transform", "output")
 FORMATS = {"xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", "csv": "text/csv"}

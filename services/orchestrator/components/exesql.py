@@ -21,10 +21,10 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from ..http_client import EgressPolicy
-from . import _sql
-from .base import Component, NodeContext, register
-from .params import Params, validator
+from services.orchestrator.components import _sql
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Params, validator
+from services.orchestrator.egress.http import EgressPolicy
 
 ALL_TYPES = (*_sql.DB_TYPES, *_sql.UNSUPPORTED_TYPES)
 

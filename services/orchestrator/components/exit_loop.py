@@ -1,7 +1,7 @@
 """ExitLoop: ends the enclosing Loop after the current pass (control flow only, no outputs)."""
 from __future__ import annotations
 
-from .base import Component, NodeContext, register
+from services.orchestrator.components.base import Component, NodeContext, register
 
 
 @register

@@ -26,11 +26,11 @@ import aiohttp
 import html_text
 from pydantic import Field
 
-from ..http_client import EgressBlocked, EgressPolicy, HttpResponse, OutboundHttp, ResponseTooLarge
-from ..variables import StreamValue, to_jsonable, to_text
-from ._fields import FieldError, as_bool, type_name
-from .base import Component, NodeContext, register
-from .params import Entry, Params, validator
+from services.orchestrator.components._fields import FieldError, as_bool, type_name
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Entry, Params, validator
+from services.orchestrator.egress.http import EgressBlocked, EgressPolicy, HttpResponse, OutboundHttp, ResponseTooLarge
+from services.orchestrator.engine.variables import StreamValue, to_jsonable, to_text
 
 METHODS = ("get", "post", "put")
 DATATYPES = ("json", "formdata")

@@ -12,9 +12,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ..variables import Resolver, Scope
-from .base import Component, NodeContext, register
-from .params import Entry, OptionalRef, Params, Ref
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Entry, OptionalRef, Params, Ref
+from services.orchestrator.engine.variables import Resolver, Scope
 
 
 class Collected(Entry):

@@ -1,7 +1,7 @@
 """IterationItem: the start of an Iteration body; outputs the current `item`/`index` (`result` alias)."""
 from __future__ import annotations
 
-from .base import Component, NodeContext, register
+from services.orchestrator.components.base import Component, NodeContext, register
 
 
 @register

@@ -21,9 +21,9 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from ._fields import FieldError, as_bool, decode_json_container, type_name
-from .base import Component, NodeContext, register
-from .params import Entry, Params, Required, validator
+from services.orchestrator.components._fields import FieldError, as_bool, decode_json_container, type_name
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Entry, Params, Required, validator
 
 OPERATIONS = ("nth", "head", "tail", "filter", "sort", "drop_duplicates")
 FILTER_OPERATORS = ("=", "≠", "contains", "start with", "end with")

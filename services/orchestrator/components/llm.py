@@ -20,10 +20,9 @@ import logging
 from typing import Any
 
 from services.clients.llm_models import Message, ResponseFormat
-
-from . import _llm
-from ._llm_params import LlmParams
-from .base import Component, NodeContext, register
+from services.orchestrator.components import _llm
+from services.orchestrator.components._llm_params import LlmParams
+from services.orchestrator.components.base import Component, NodeContext, register
 
 log = logging.getLogger(__name__)
 

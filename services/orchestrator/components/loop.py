@@ -13,10 +13,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ..state import default_for_type
-from ..variables import Resolver, Scope, is_ref, to_text
-from .base import Component, NodeContext, register
-from .params import Entry, Number, Params, validator
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Entry, Number, Params, validator
+from services.orchestrator.engine.state import default_for_type
+from services.orchestrator.engine.variables import Resolver, Scope, is_ref, to_text
 
 OPERATORS = ("contains", "not contains", "start with", "end with", "is", "is not", "empty",
              "not empty", "=", "≠", ">", "<", "≥", "≤")

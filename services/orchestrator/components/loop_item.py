@@ -1,7 +1,7 @@
 """LoopItem: the start of a Loop body; outputs the pass number (`index`, from 0)."""
 from __future__ import annotations
 
-from .base import Component, NodeContext, register
+from services.orchestrator.components.base import Component, NodeContext, register
 
 
 @register

@@ -20,10 +20,10 @@ from typing import Annotated, Any
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import AfterValidator, Field
 
-from ..attachments import download_infos
-from ..variables import REF_PATTERN, StreamValue, to_text
-from .base import Component, NodeContext, register
-from .params import Params
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Params
+from services.orchestrator.engine.variables import REF_PATTERN, StreamValue, to_text
+from services.orchestrator.store.attachments import download_infos
 
 log = logging.getLogger(__name__)
 

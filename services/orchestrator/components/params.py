@@ -26,15 +26,24 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Annotated, Any, Callable
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, ValidationError, ValidationInfo,
-                      WrapValidator, field_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    ValidationInfo,
+    WrapValidator,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
-from ..dsl.issues import ValidationIssue
-from ..variables import is_ref
+from services.orchestrator.engine.dsl.issues import ValidationIssue
+from services.orchestrator.engine.variables import is_ref
 
 if TYPE_CHECKING:
-    from .base import Component
+    from services.orchestrator.components.base import Component
 
 __all__ = ["Entry", "IdList", "Number", "OptionalRef", "OrEmpty", "Params", "ParamsInvalid", "Ref", "Required", "StrList",
            "TextOr", "as_issues", "lenient_params", "parse_params", "problem", "validator"]

@@ -23,11 +23,10 @@ from typing import Annotated, Any, Awaitable, TypeVar
 
 from services.clients.retrieval import Chunk, MetadataCondition, RetrievalClient
 from services.common.errors import Cancelled, DeadlineExceeded, InvalidArgument, NotFound, ServiceError, Unavailable
-
-from ..tracing import traced_retrieval
-from ._fields import FieldError
-from .base import Component, NodeContext, register
-from .params import Params, validator
+from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Params, validator
+from services.orchestrator.engine.tracing import traced_retrieval
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,10 @@ from jinja2 import StrictUndefined, meta
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import AfterValidator
 
-from ..variables import ALIAS_PATTERN, REF_PATTERN, Scope, StreamValue, to_text
-from ._fields import FieldError, type_name
-from .base import Component, NodeContext, register
-from .params import Params
+from services.orchestrator.components._fields import FieldError, type_name
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Params
+from services.orchestrator.engine.variables import ALIAS_PATTERN, REF_PATTERN, Scope, StreamValue, to_text
 
 _JINJA_MARKERS = ("{{", "{%", "{#")
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numbers
 from typing import Annotated, Any, Iterator, Literal
 
-from ..variables import to_text
-from .base import Component, NodeContext, Route, id_list, register
-from .params import Entry, IdList, OptionalRef, Params, Required, validator
+from services.orchestrator.components.base import Component, NodeContext, Route, id_list, register
+from services.orchestrator.components.params import Entry, IdList, OptionalRef, Params, Required, validator
+from services.orchestrator.engine.variables import to_text
 
 OPERATORS = ("contains", "not contains", "start with", "end with", "empty", "not empty",
              "=", "≠", ">", "<", "≥", "≤")

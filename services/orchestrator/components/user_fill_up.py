@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import Field
 
-from ..events import UserInputRequired
-from .base import Component, NodeContext, Pause, register
-from .params import Params
+from services.orchestrator.components.base import Component, NodeContext, Pause, register
+from services.orchestrator.components.params import Params
+from services.orchestrator.engine.events import UserInputRequired
 
 DEFAULT_TIPS = "Please fill up the form"
 

@@ -13,9 +13,9 @@ from typing import Annotated, Any
 
 from pydantic import Field, WrapValidator
 
-from ..variables import StreamValue
-from .base import Component, NodeContext, register
-from .params import Entry, Params, Required, validator
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Entry, Params, Required, validator
+from services.orchestrator.engine.variables import StreamValue
 
 
 def _ref(value: Any) -> Any:

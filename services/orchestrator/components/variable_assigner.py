@@ -27,10 +27,10 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from ..variables import VariableError, parse_ref, to_jsonable
-from ._fields import FieldError, decode_json_container, resolve_operand
-from .base import Component, NodeContext, register
-from .params import Entry, OrEmpty, Params, validator
+from services.orchestrator.components._fields import FieldError, decode_json_container, resolve_operand
+from services.orchestrator.components.base import Component, NodeContext, register
+from services.orchestrator.components.params import Entry, OrEmpty, Params, validator
+from services.orchestrator.engine.variables import VariableError, parse_ref, to_jsonable
 
 log = logging.getLogger(__name__)
 

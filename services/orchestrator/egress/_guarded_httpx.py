@@ -15,7 +15,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from .http_client import OutboundHttp
+from services.orchestrator.egress.http import OutboundHttp
 
 __all__ = ["guarded_transport"]
 

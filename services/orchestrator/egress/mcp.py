@@ -31,7 +31,7 @@ from datetime import timedelta
 from string import Template
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
-from .http_client import EgressBlocked, OutboundHttp
+from services.orchestrator.egress.http import EgressBlocked, OutboundHttp
 
 if TYPE_CHECKING:  # the `mcp` package (and httpx with it) is imported where it is first used: it is slow to
     import httpx  # import, and the orchestrator starts without talking to any MCP server
@@ -267,7 +267,7 @@ def _http_client(http: OutboundHttp, headers: dict[str, str] | None = None, time
                  auth: httpx.Auth | None = None) -> httpx.AsyncClient:
     import httpx
 
-    from ._guarded_httpx import guarded_transport
+    from services.orchestrator.egress._guarded_httpx import guarded_transport
 
     # trust_env=False: a proxy from the environment must not route around the SSRF guard. Every connection
     # goes to an address the guard checked then (_guarded_httpx.py): a DNS rebind after _check_url gets nowhere.

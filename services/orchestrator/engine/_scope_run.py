@@ -4,8 +4,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .plan import BodyPlan
-from .variables import Scope
+from services.orchestrator.engine.plan import BodyPlan
+from services.orchestrator.engine.variables import Scope
 
 
 class ScopeRun:

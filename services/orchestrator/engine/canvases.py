@@ -7,10 +7,10 @@ from collections import OrderedDict
 
 from services.common.errors import InvalidArgument
 from services.orchestrator.components.params import Params
-from services.orchestrator.dsl import CanvasV2, DslError, load_with_state
-from services.orchestrator.plan import Plan, build_plan
-from services.orchestrator.state import SessionState
-from services.orchestrator.validate import validate
+from services.orchestrator.engine.dsl import CanvasV2, DslError, load_with_state
+from services.orchestrator.engine.plan import Plan, build_plan
+from services.orchestrator.engine.state import SessionState
+from services.orchestrator.engine.validate import validate
 
 
 def parse(dsl_json: str, *, require_available: bool,

@@ -20,9 +20,6 @@ class _Base:
     timestamp: float  # epoch seconds
     # Enclosing Iteration/Loop ids, outermost first; an Iteration adds the item index as a string.
     path: tuple[str, ...] = ()
-    # Position in the run's stream (1, 2, ...), set by the run manager as the event enters it; a client
-    # that lost its connection rejoins after the last one it saw.
-    seq: ClassVar[int] = 0
     # `NodeStarted.make(run_id=..., ...)`: the one way an event is built (generated per class, see _maker).
     make: ClassVar[Callable[..., Any]]
 
@@ -137,6 +134,17 @@ def run_failed(run_id: str, session_id: str, message: str, code: str, elapsed_s:
             RunFinished.make(outputs={}, elapsed_s=elapsed_s, error=message, **common)]
 
 
+def merge_deltas(a: Event, b: Event) -> MessageDelta | None:
+    """Two answer deltas of the same node as one (services/common/coalesce.py), else None. Think markers
+    stay their own events: each dialect renders them as a separate marker."""
+    if (a.__class__ is MessageDelta and b.__class__ is MessageDelta and a.node_id == b.node_id
+            and a.path == b.path and a.run_id == b.run_id and not (a.start_to_think or a.end_to_think)
+            and not (b.start_to_think or b.end_to_think)):
+        return MessageDelta.make(run_id=a.run_id, session_id=a.session_id, node_id=a.node_id,
+                                 timestamp=a.timestamp, path=a.path, content=a.content + b.content)
+    return None
+
+
 Event = Union[RunStarted, NodeStarted, NodeFinished, MessageDelta, MessageEnd, ToolCallStarted,
               ToolCallFinished, UserInputRequired, RunError, RunFinished]
 
@@ -146,5 +154,5 @@ for _cls in Event.__args__:
 # What a caller that asked for the answer only (RunSpec.answer_only) is sent: the answer, the pause, the end.
 ANSWER_EVENTS = frozenset({RunStarted, MessageDelta, MessageEnd, UserInputRequired, RunError, RunFinished})
 
-__all__ = ["ANSWER_EVENTS", "Event", "run_failed", "MessageDelta", "MessageEnd", "NodeFinished", "NodeStarted", "RunError",
+__all__ = ["ANSWER_EVENTS", "Event", "merge_deltas", "run_failed", "MessageDelta", "MessageEnd", "NodeFinished", "NodeStarted", "RunError",
            "RunFinished", "RunStarted", "ToolCallFinished", "ToolCallStarted", "UserInputRequired"]

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .components import base as cbase
-from .components.params import Params, parse_params
-from .dsl.model import CanvasV2
+from services.orchestrator.components import base as cbase
+from services.orchestrator.components.params import Params, parse_params
+from services.orchestrator.engine.dsl.model import CanvasV2
 
 
 def component_class(name: str) -> type[cbase.Component]:

@@ -22,18 +22,24 @@ from contextlib import aclosing
 from typing import Any, AsyncIterator
 
 from services.common import context as ctxvars
-
-from .checkpoint import NodeRecord, Replay
-from .components.base import NodeContext, Pause, Route, RunEnv
-from .engine_settings import Services
-from .events import MessageDelta, NodeFinished, NodeStarted, RunError, RunFinished, RunStarted
-from .plan import BodyPlan, NodePlan, Plan
-from .state import RunRequest, SessionState
-from .validate import ValidationFailed, compile_plan
-from .variables import Scope, to_jsonable, to_text
-from ._scope_run import ScopeRun as _ScopeRun
-from .tracing import RunTrace, start_run
-from .watchdog import Watchdog
+from services.orchestrator.components.base import NodeContext, Pause, Route, RunEnv
+from services.orchestrator.engine._scope_run import ScopeRun as _ScopeRun
+from services.orchestrator.engine.checkpoint import NodeRecord, Replay
+from services.orchestrator.engine.events import (
+    MessageDelta,
+    NodeFinished,
+    NodeStarted,
+    RunError,
+    RunFinished,
+    RunStarted,
+)
+from services.orchestrator.engine.plan import BodyPlan, NodePlan, Plan
+from services.orchestrator.engine.settings import Services
+from services.orchestrator.engine.state import RunRequest, SessionState
+from services.orchestrator.engine.tracing import RunTrace, start_run
+from services.orchestrator.engine.validate import ValidationFailed, compile_plan
+from services.orchestrator.engine.variables import Scope, to_jsonable, to_text
+from services.orchestrator.engine.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 perf = time.perf_counter
@@ -441,7 +447,9 @@ class Running:
     def cancel(self) -> None:
         self._cancelled = True
         if self._driver is not None:
-            self._driver.cancel()
+            # Soon, not now: a driver cancelled before its first step never runs, so it would never end its
+            # stream with RunFinished (its first step is already scheduled, so it comes first).
+            asyncio.get_running_loop().call_soon(self._driver.cancel)
 
     async def batches(self) -> AsyncIterator[list[Any]]:
         """Close it (or cancel its reader) to cancel the run: what runs is cancelled and waited for."""

@@ -19,14 +19,14 @@ import logging
 from pathlib import Path
 from typing import Any, Iterator
 
-from . import components as registry
-from .dsl import DslError, load_canvas
-from .dsl.issues import ValidationIssue
-from .dsl.model import CanvasV2
-from .components.base import Component
-from .components.params import Params, lenient_params, parse_params
-from .plan import Plan, build_graph, build_plan, component_class, goto_targets
-from .variables import find_refs, parse_ref
+from services.orchestrator import components as registry
+from services.orchestrator.components.base import Component
+from services.orchestrator.components.params import Params, lenient_params, parse_params
+from services.orchestrator.engine.dsl import DslError, load_canvas
+from services.orchestrator.engine.dsl.issues import ValidationIssue
+from services.orchestrator.engine.dsl.model import CanvasV2
+from services.orchestrator.engine.plan import Plan, build_graph, build_plan, component_class, goto_targets
+from services.orchestrator.engine.variables import find_refs, parse_ref
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.orchestrator import events as ev
-from services.orchestrator.checkpoint import node_key
+from services.orchestrator.engine import events as ev
+from services.orchestrator.engine.checkpoint import node_key
 
 
 @dataclass

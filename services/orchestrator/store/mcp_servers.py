@@ -13,7 +13,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from services.common.errors import AlreadyExists, InvalidArgument, NotFound
-from services.orchestrator.mcp_client import McpServer
+from services.orchestrator.egress.mcp import McpServer
 from services.orchestrator.store import keys
 from services.orchestrator.store._records import field as _s
 from services.orchestrator.store._records import write_if_exists

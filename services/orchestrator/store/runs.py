@@ -125,28 +125,16 @@ class RunStore:
 
     async def start(self, tenant: str, run_id: str, session_id: str, agent_id: str = "", *,
                     spec: dict[str, Any] | None = None, parent_run_id: str = "",
-                    before: Callable[[aioredis.client.Pipeline], Any] | None = None, fresh: bool = False) -> bool:
+                    before: Callable[[aioredis.client.Pipeline], Any] | None = None) -> bool:
         """Claim the run's session, record the run and take its lease, in one round trip: one run at a time per
         session, or turns would overwrite each other's state. A busy session fails at once, naming the run
         that holds it (and the run is not left recorded). Returns whether the run was cancelled before it started.
-        `before(pipe)` queues writes that go first in the same round trip (the run's new session).
-
-        `fresh`: this replica has just made both ids, so no other run holds either and no cancel names them yet:
-        the same keys are written with plain commands, without the scripts that check (a script call costs
-        Redis several times the commands it runs)."""
+        `before(pipe)` queues writes that go first in the same round trip (the run's new session)."""
         now = time.time()
         record = {"session_id": session_id, "agent_id": agent_id, "started_at": now, "finished_at": "", "error": "",
                   "owner": self.owner, "attempts": 1, "parent_run_id": parent_run_id,
                   "spec": dump_bytes(spec or {})}
         member = f"{tenant}/{run_id}"
-        if fresh:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                if before is not None:
-                    before(pipe)
-                self._queue_fresh_start(pipe, tenant, run_id, session_id, record, now)
-                pipe.zadd(keys.ACTIVE_RUNS, {member: now + self.lease_s})
-                await pipe.execute()
-            return False
         session_keys = [keys.session_active_run(tenant, session_id), keys.session_runs(tenant, session_id)] if session_id else []
         run_keys = [keys.run(tenant, run_id), keys.run_lease(run_id), keys.cancel_flag(run_id)]
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -172,19 +160,6 @@ class RunStore:
                 await self._unclaim(keys=session_keys, args=[run_id, 0 if detail.decode() == session_id else 1])
             raise AlreadyExists(f"run {run_id!r} already exists: run ids must be unique")
         return detail == b"1"
-
-    def _queue_fresh_start(self, pipe, tenant: str, run_id: str, session_id: str, record: dict[str, Any],
-                           now: float) -> None:
-        """What `_CLAIM` and `_START` write, for ids nobody else can hold yet."""
-        if session_id:
-            pipe.set(keys.session_active_run(tenant, session_id), run_id, px=self._lease_ms)
-            runs_key = keys.session_runs(tenant, session_id)
-            pipe.zadd(runs_key, {run_id: now})
-            pipe.expire(runs_key, RUN_TTL_S)
-        run_key = keys.run(tenant, run_id)
-        pipe.hset(run_key, mapping={"status": "running", **record})
-        pipe.expire(run_key, RUN_TTL_S)
-        pipe.set(keys.run_lease(run_id), self.owner, px=self._lease_ms)
 
     async def renew(self, runs: list[tuple[str, str, str]]) -> list[bool]:
         """Heartbeat for (tenant, run id, session id) of this replica: whether each lease is still ours. The
@@ -233,6 +208,10 @@ class RunStore:
         if await self.redis.set(claim, run_id, nx=True, px=self._lease_ms):
             return True
         return (await self.redis.get(claim) or b"").decode() == run_id
+
+    def queue_paused_at(self, pipe, tenant: str, run_id: str, node: str) -> None:
+        """On `pipe`: the component (checkpoint.node_key) a run waiting for the user paused at."""
+        pipe.hset(keys.run(tenant, run_id), "paused_node", node)
 
     async def queue_finish(self, pipe, tenant: str, run_id: str, session_id: str, *, status: str, error: str = "") -> None:
         """The run's end on `pipe`: status, lease and cancel flag gone, out of the active set, the session freed

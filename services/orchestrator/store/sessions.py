@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 
 from services.common.errors import NotFound
 from services.common.json_fields import dump_bytes, dumps
-from services.orchestrator.state import SessionState
+from services.orchestrator.engine.state import SessionState
 from services.orchestrator.store import keys
 from services.orchestrator.store._records import field as _s
 from services.orchestrator.store._records import queue_script, write_if_exists

@@ -10,7 +10,6 @@ from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
 from services.clients import MetadataCondition, RetrievalClient, SandboxClient
 from services.clients.llm_models import Message
-from services.common.context import on_peer_call
 from services.common.errors import InvalidArgument, NotFound, Unavailable
 from services.sandbox.config import SandboxConfig
 from tests.support.llm_gateway import llm_gateway, user
@@ -99,15 +98,3 @@ async def test_an_llm_stream_after_the_gateway_restarted_on_the_same_address_suc
         assert text == "Hello there."
 
 
-async def test_the_peer_call_hook_hears_of_each_request_as_it_goes_out():
-    """`on_peer_call` (the orchestrator writes a run's start on it) is called once per call, as soon as the
-    request is on its way: before the peer has it, for a unary call and for a stream alike."""
-    async with llm_gateway(DOWN) as llm:
-        heard: list[int] = []
-        token = on_peer_call.set(lambda: heard.append(len(llm.calls_to("hello"))))
-        try:
-            assert (await llm.client.chat("hello@Scripted", [Message("user", "x")])).content == "Hello there."
-            text = "".join([d.content async for d in llm.client.stream_chat("hello@Scripted", [Message("user", "y")])])
-        finally:
-            on_peer_call.reset(token)
-        assert text == "Hello there." and heard == [0, 1]

@@ -15,7 +15,13 @@ import pytest
 
 from services.orchestrator.components._fields import resolve_operand
 from services.orchestrator.components.base import Component, NodeContext
-from services.orchestrator.events import MessageDelta, NodeFinished, RunFinished, ToolCallFinished, ToolCallStarted
+from services.orchestrator.engine.events import (
+    MessageDelta,
+    NodeFinished,
+    RunFinished,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from tests.support.canvas import of, registered, run_canvas, services
 from tests.support.sandbox import sandbox_service
 from tests.support.template_models import MODES, template_models

@@ -28,13 +28,19 @@ from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 
 from services.orchestrator.components import _llm
 from services.orchestrator.components.retrieval import hash_str2int
-from services.orchestrator.dsl import load_canvas
-from services.orchestrator.engine_settings import Services
-from services.orchestrator.events import (MessageDelta, MessageEnd, NodeFinished, RunFinished, ToolCallFinished,
-                                         ToolCallStarted)
-from services.orchestrator.runner import run
-from services.orchestrator.state import RunRequest
-from services.orchestrator.validate import compile_plan
+from services.orchestrator.engine.dsl import load_canvas
+from services.orchestrator.engine.events import (
+    MessageDelta,
+    MessageEnd,
+    NodeFinished,
+    RunFinished,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from services.orchestrator.engine.runner import run
+from services.orchestrator.engine.settings import Services
+from services.orchestrator.engine.state import RunRequest
+from services.orchestrator.engine.validate import compile_plan
 from tests.support.canvas import cpn, of
 from tests.support.llm_gateway import llm_gateway
 from tests.support.orchestrator import orchestrator

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from services.orchestrator.components.retrieval import hash_str2int
-from services.orchestrator.dsl import load_canvas
-from services.orchestrator.engine_settings import Services
-from services.orchestrator.events import MessageEnd, NodeFinished, RunFinished, ToolCallFinished
-from services.orchestrator.runner import run
-from services.orchestrator.state import RunRequest
-from services.orchestrator.validate import compile_plan
+from services.orchestrator.engine.dsl import load_canvas
+from services.orchestrator.engine.events import MessageEnd, NodeFinished, RunFinished, ToolCallFinished
+from services.orchestrator.engine.runner import run
+from services.orchestrator.engine.settings import Services
+from services.orchestrator.engine.state import RunRequest
+from services.orchestrator.engine.validate import compile_plan
 from tests.support.canvas import of, run_canvas, services
 from tests.support.data import DATA
 from tests.support.fake_web_api import allow_local

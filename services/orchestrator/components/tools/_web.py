@@ -56,12 +56,12 @@ from typing import Annotated, Any, AsyncIterator, Callable, ClassVar
 import aiohttp
 from pydantic import create_model
 
-from ...http_client import EgressBlocked, EgressPolicy, HttpResponse, OutboundHttp, ResponseTooLarge
-from ...variables import StreamValue, parse_ref, to_jsonable
-from .._fields import FieldError
-from ..base import Component, NodeContext
-from ..params import Params, validator
-from ..retrieval import hash_str2int
+from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.base import Component, NodeContext
+from services.orchestrator.components.params import Params, validator
+from services.orchestrator.components.retrieval import hash_str2int
+from services.orchestrator.egress.http import EgressBlocked, EgressPolicy, HttpResponse, OutboundHttp, ResponseTooLarge
+from services.orchestrator.engine.variables import StreamValue, parse_ref, to_jsonable
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import json
 import re
 from typing import Any
 
-from ..base import NodeContext, register
-from ._web import WebTool
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import WebTool
 
 _CALLBACK = "jQuery3510875346244069884_1668256937995"
 _EM = re.compile(r"\(<em>|</em>\)|<em>|</em>")

@@ -12,8 +12,8 @@ from typing import Any
 
 from defusedxml import ElementTree
 
-from ..base import NodeContext, register
-from ._web import SEARCHING, WebTool, add_references
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import SEARCHING, WebTool, add_references
 
 _ATOM = "{http://www.w3.org/2005/Atom}"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from ..base import NodeContext, register
-from ..params import validator
-from ._web import WebParams, WebTool, add_references
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.params import validator
+from services.orchestrator.components.tools._web import WebParams, WebTool, add_references
 
 _FIELDS = (("Title", ("title",)), ("Authors", ("authors",)), ("Journal", ("journal",)), ("Year", ("year",)),
            ("DOI", ("doi",)), ("Abstract", ("abstract",)),

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..base import NodeContext, register
-from ._web import WebTool, add_references
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import WebTool, add_references
 
 _TAGS = re.compile(r"</?b>")
 

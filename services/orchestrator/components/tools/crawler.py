@@ -18,10 +18,10 @@ from lxml import etree
 from lxml_html_clean import Cleaner
 from markdownify import markdownify
 
-from .._fields import FieldError
-from ..base import NodeContext, register
-from ..invoke import html_to_text
-from ._web import WebTool
+from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.invoke import html_to_text
+from services.orchestrator.components.tools._web import WebTool
 
 _CLEAN = Cleaner(scripts=True, javascript=True, style=True, comments=True, forms=True, embedded=True, frames=True,
                  meta=True, page_structure=False, safe_attrs_only=True)

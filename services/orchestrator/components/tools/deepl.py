@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .._fields import FieldError
-from ..base import NodeContext, register
-from ._web import WebTool
+from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import WebTool
 
 SOURCE_LANGS = ("AR", "BG", "CS", "DA", "DE", "EL", "EN", "ES", "ET", "FI", "FR", "HU", "ID", "IT", "JA", "KO", "LT",
                 "LV", "NB", "NL", "PL", "PT", "RO", "RU", "SK", "SL", "SV", "TR", "UK", "ZH")

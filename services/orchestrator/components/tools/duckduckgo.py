@@ -21,8 +21,8 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from lxml import html as lxml_html
 
-from ..base import NodeContext, register
-from ._web import SEARCHING, WebTool, add_references
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import SEARCHING, WebTool, add_references
 
 _TAGS = re.compile(r"<.*?>")
 _VQD = (('vqd="', '"'), ("vqd=", "&"), ("vqd='", "'"))

@@ -29,11 +29,11 @@ from typing import Annotated, Any
 import aiosmtplib
 from pydantic import Field
 
-from ...http_client import EgressBlocked, EgressPolicy
-from .._fields import FieldError
-from ..base import NodeContext, register
-from ..params import validator
-from ._web import WebParams, WebTool
+from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.params import validator
+from services.orchestrator.components.tools._web import WebParams, WebTool
+from services.orchestrator.egress.http import EgressBlocked, EgressPolicy
 
 
 def _given(label: str) -> Any:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..base import NodeContext, register
-from ._web import SEARCHING, WebTool, add_references
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import SEARCHING, WebTool, add_references
 
 
 @register

@@ -17,9 +17,9 @@ from urllib.parse import urljoin
 
 import lxml.html
 
-from .._fields import as_bool
-from ..base import NodeContext, register
-from ._web import SCHOLARLY, WebTool, add_references
+from services.orchestrator.components._fields import as_bool
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import SCHOLARLY, WebTool, add_references
 
 _CITED = re.compile(r"Cited by (\d+)")
 _YEAR = re.compile(r"\b(1[89]\d\d|20\d\d)\b")

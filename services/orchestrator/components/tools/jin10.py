@@ -20,9 +20,9 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .._fields import FieldError
-from ..base import NodeContext, register
-from ._web import WebTool
+from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import WebTool
 
 _SYMBOLS = {"c": "Commodity Code", "e": "Stock Exchange", "n": "Commodity Name", "t": "Commodity Type"}
 _QUOTES = {"a": "Selling Price", "b": "Buying Price", "c": "Commodity Code", "e": "Stock Exchange",

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._fields import FieldError
-from ..base import NodeContext, register
-from ._web import SEARCHING, WebTool, add_references
+from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import SEARCHING, WebTool, add_references
 
 
 @register

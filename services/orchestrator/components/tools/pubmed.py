@@ -16,8 +16,8 @@ from typing import Any
 
 from defusedxml import ElementTree
 
-from ..base import NodeContext, register
-from ._web import SCHOLARLY, WebTool, add_references
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import SCHOLARLY, WebTool, add_references
 
 _INLINE_TAGS = re.compile(r"<(/?)b>|<(/?)i>")  # RAGFlow drops bold/italic markup before parsing
 

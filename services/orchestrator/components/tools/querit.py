@@ -15,9 +15,9 @@ import re
 from typing import Any
 from urllib.parse import urlparse
 
-from .._fields import FieldError
-from ..base import NodeContext, register
-from ._web import WebTool, add_references
+from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import WebTool, add_references
 
 _TIME_RANGE = re.compile(r"^([dwmy][1-9][0-9]*|\d{4}-\d{2}-\d{2}to\d{4}-\d{2}-\d{2})$")
 _LISTS = ("site_include", "site_exclude", "country_include", "language_include")

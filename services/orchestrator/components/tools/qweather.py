@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .._fields import FieldError
-from ..base import NodeContext, register
-from ._web import WebTool
+from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import WebTool
 
 ERROR_CODES = {
     "204": "The request was successful, but the region you are querying does not have the data you need at this time.",

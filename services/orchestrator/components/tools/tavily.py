@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._fields import FieldError, as_bool
-from ..base import NodeContext, register
-from ._web import SEARCHING, WebTool, add_references
+from services.orchestrator.components._fields import FieldError, as_bool
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import SEARCHING, WebTool, add_references
 
 _SEARCH_FIELDS = ("search_depth", "topic", "max_results", "days", "include_answer", "include_image_descriptions",
                   "include_domains", "exclude_domains")

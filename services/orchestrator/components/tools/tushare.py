@@ -23,9 +23,9 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .._fields import FieldError
-from ..base import NodeContext, register
-from ._web import WebTool
+from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import WebTool
 
 SOURCES = ("sina", "wallstreetcn", "10jqka", "eastmoney", "yuncaijing", "fenghuang", "jinrongjie")
 

@@ -38,9 +38,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 from tabulate import tabulate
 
-from .._fields import FieldError
-from ..base import NodeContext, register
-from ._web import MARKET_DATA, WebTool
+from services.orchestrator.components._fields import FieldError
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import MARKET_DATA, WebTool
 
 QUERY_TYPES = ("stock", "zhishu", "fund", "hkstock", "usstock", "threeboard", "conbond", "insurance", "futures",
                "lccp", "foreign_exchange")

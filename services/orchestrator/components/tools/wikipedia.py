@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..base import NodeContext, register
-from ._web import SEARCHING, WebTool, add_references
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import SEARCHING, WebTool, add_references
 
 LANGUAGES = ("af", "pl", "ar", "ast", "az", "bg", "nan", "bn", "be", "ca", "cs", "cy", "da", "de", "et", "el",
              "en", "es", "eo", "eu", "fa", "fr", "gl", "ko", "hy", "hi", "hr", "id", "it", "he", "ka", "lld", "la",

@@ -23,9 +23,9 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
-from .._fields import as_bool
-from ..base import NodeContext, register
-from ._web import MARKET_DATA, WebTool
+from services.orchestrator.components._fields import as_bool
+from services.orchestrator.components.base import NodeContext, register
+from services.orchestrator.components.tools._web import MARKET_DATA, WebTool
 
 INFO_MODULES = "financialData,quoteType,defaultKeyStatistics,assetProfile,summaryDetail"
 # The main items of yfinance's statement keys (its full lists run to ~100 per statement).

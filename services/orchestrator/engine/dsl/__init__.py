@@ -12,10 +12,10 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
-from ..state import SessionState
-from .issues import ValidationIssue
-from .model import Canvas, CanvasV2, ComponentV2
-from .v1 import DslError, v1_to_v2, v2_to_v1
+from services.orchestrator.engine.dsl.issues import ValidationIssue
+from services.orchestrator.engine.dsl.model import Canvas, CanvasV2, ComponentV2
+from services.orchestrator.engine.dsl.v1 import DslError, v1_to_v2, v2_to_v1
+from services.orchestrator.engine.state import SessionState
 
 __all__ = ["Canvas", "CanvasV2", "ComponentV2", "DslError", "ValidationIssue", "is_v2",
            "load_canvas", "load_with_state", "to_v1", "to_v2_dict"]

@@ -1,7 +1,8 @@
 """A problem found in a canvas, always naming the component and the field."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping
 
-from ..state import RUN_STATE_KEYS, SessionState
-from .model import CanvasV2, ComponentV2
+from services.orchestrator.engine.dsl.model import CanvasV2, ComponentV2
+from services.orchestrator.engine.state import RUN_STATE_KEYS, SessionState
 
 _ENTRY_KEYS = ("obj", "downstream", "upstream", "parent_id")
 _OBJ_KEYS = ("component_name", "params")

@@ -7,9 +7,15 @@ import pytest
 
 from services.orchestrator.components import _react, _tools
 from services.orchestrator.components.agent import Agent
-from services.orchestrator.engine_settings import EngineSettings
-from services.orchestrator.events import MessageDelta, NodeFinished, NodeStarted, ToolCallFinished, ToolCallStarted
-from services.orchestrator.validate import ValidationFailed
+from services.orchestrator.engine.events import (
+    MessageDelta,
+    NodeFinished,
+    NodeStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from services.orchestrator.engine.settings import EngineSettings
+from services.orchestrator.engine.validate import ValidationFailed
 from tests.support.canvas import cpn, node_ctx, of, registered, run_canvas, services
 from tests.support.llm_gateway import llm_gateway
 from tests.support.tool_doubles import SPANS, EchoTool, FailTool, SlowTool, WeatherTool

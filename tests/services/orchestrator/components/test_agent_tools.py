@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from services.orchestrator.components.agent import Agent
-from services.orchestrator.dsl import load_canvas
-from services.orchestrator.events import ToolCallFinished, ToolCallStarted
-from services.orchestrator.validate import ValidationFailed, compile_plan
+from services.orchestrator.engine.dsl import load_canvas
+from services.orchestrator.engine.events import ToolCallFinished, ToolCallStarted
+from services.orchestrator.engine.validate import ValidationFailed, compile_plan
 from tests.support.canvas import cpn, node_ctx, of, registered, run_canvas, services
 from tests.support.llm_gateway import llm_gateway
 from tests.support.temperature_tool import Temperature

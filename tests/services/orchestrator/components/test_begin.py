@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from services.orchestrator.components.base import NodeContext
 from services.orchestrator.components.begin import Begin
-from services.orchestrator.state import RunRequest
+from services.orchestrator.engine.state import RunRequest
 
 
 async def begin(params: dict, **req) -> NodeContext:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from services.orchestrator.components.categorize import Categorize, choose
-from services.orchestrator.events import NodeFinished
-from services.orchestrator.state import SessionState
-from services.orchestrator.validate import ValidationFailed
+from services.orchestrator.engine.events import NodeFinished
+from services.orchestrator.engine.state import SessionState
+from services.orchestrator.engine.validate import ValidationFailed
 from tests.support.canvas import cpn, node_ctx, of, run_canvas, services
 from tests.support.llm_gateway import llm_gateway
 

@@ -6,8 +6,8 @@ import pytest
 from services.orchestrator.components._sandbox import SandboxUnavailable
 from services.orchestrator.components.agent import Agent
 from services.orchestrator.components.code_exec import CodeExec, CodeExecFailed
-from services.orchestrator.events import NodeFinished, RunError, ToolCallFinished
-from services.orchestrator.validate import ValidationFailed
+from services.orchestrator.engine.events import NodeFinished, RunError, ToolCallFinished
+from services.orchestrator.engine.validate import ValidationFailed
 from tests.support.canvas import cpn, node_ctx, of, run_canvas, services
 from tests.support.llm_gateway import llm_gateway
 

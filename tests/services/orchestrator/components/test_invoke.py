@@ -11,11 +11,11 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from services.orchestrator.components._fields import FieldError
-from services.orchestrator.components.params import ParamsInvalid
 from services.orchestrator.components.base import NodeContext
 from services.orchestrator.components.invoke import Invoke
-from services.orchestrator.engine_settings import EngineSettings, Services
-from services.orchestrator.http_client import EgressPolicy, OutboundHttp
+from services.orchestrator.components.params import ParamsInvalid
+from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
+from services.orchestrator.engine.settings import EngineSettings, Services
 
 LOOPBACK_ALLOWED = EngineSettings(ssrf_allowlist=("127.0.0.1/32",))
 
@@ -246,10 +246,10 @@ async def test_bad_params_are_reported_per_field() -> None:
 
 
 async def test_blocked_url_error_names_the_component_once(tmp_path):
-    from services.orchestrator.dsl import load_canvas
-    from services.orchestrator.runner import run
-    from services.orchestrator.state import RunRequest
-    from services.orchestrator.validate import compile_plan
+    from services.orchestrator.engine.dsl import load_canvas
+    from services.orchestrator.engine.runner import run
+    from services.orchestrator.engine.state import RunRequest
+    from services.orchestrator.engine.validate import compile_plan
 
     dsl = {"components": {
         "begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": ["Invoke:Call"], "upstream": []},

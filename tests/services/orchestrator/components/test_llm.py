@@ -8,9 +8,9 @@ from services.common.errors import ServiceError
 from services.orchestrator.components import _llm
 from services.orchestrator.components._llm_params import LlmParams
 from services.orchestrator.components.llm import LLM
-from services.orchestrator.events import MessageDelta, NodeFinished, RunFinished
-from services.orchestrator.state import SessionState
-from services.orchestrator.variables import StreamValue
+from services.orchestrator.engine.events import MessageDelta, NodeFinished, RunFinished
+from services.orchestrator.engine.state import SessionState
+from services.orchestrator.engine.variables import StreamValue
 from tests.support.canvas import cpn, node_ctx, of, plan_of, run_canvas, services
 from tests.support.llm_gateway import llm_gateway
 

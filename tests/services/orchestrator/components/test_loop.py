@@ -10,7 +10,7 @@ from services.orchestrator.components.exit_loop import ExitLoop
 from services.orchestrator.components.iteration_item import IterationItem
 from services.orchestrator.components.loop import Loop, evaluate
 from services.orchestrator.components.loop_item import LoopItem
-from services.orchestrator.variables import Scope
+from services.orchestrator.engine.variables import Scope
 
 
 @pytest.mark.parametrize("var, op, value, expected", [

@@ -5,8 +5,8 @@ import asyncio
 
 from services.orchestrator.components.base import NodeContext
 from services.orchestrator.components.message import Message
-from services.orchestrator.events import MessageDelta, MessageEnd
-from services.orchestrator.variables import StreamValue
+from services.orchestrator.engine.events import MessageDelta, MessageEnd
+from services.orchestrator.engine.variables import StreamValue
 
 
 async def message(content, outputs=None, globals_=None, **params) -> NodeContext:

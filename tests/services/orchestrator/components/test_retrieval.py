@@ -12,8 +12,8 @@ from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 
 from services.orchestrator.components.base import NodeContext
 from services.orchestrator.components.retrieval import TOOL_NAME, Retrieval, hash_str2int
-from services.orchestrator.engine_settings import Services
-from services.orchestrator.state import RunRequest, SessionState
+from services.orchestrator.engine.settings import Services
+from services.orchestrator.engine.state import RunRequest, SessionState
 from tests.support.orchestrator import orchestrator
 from tests.support.retrieval import embedding_gateway, running_stack
 

@@ -5,10 +5,10 @@ from typing import Any
 import pytest
 
 from services.orchestrator.components._fields import FieldError
-from services.orchestrator.components.params import ParamsInvalid
 from services.orchestrator.components.base import NodeContext
+from services.orchestrator.components.params import ParamsInvalid
 from services.orchestrator.components.string_transform import StringTransform
-from services.orchestrator.variables import Scope, StreamValue
+from services.orchestrator.engine.variables import Scope, StreamValue
 
 
 async def transform(params: dict[str, Any], **kw: Any) -> Any:

@@ -8,7 +8,7 @@ import pytest
 from services.orchestrator.components.base import NodeContext
 from services.orchestrator.components.params import ParamsInvalid
 from services.orchestrator.components.variable_aggregator import VariableAggregator
-from services.orchestrator.variables import StreamValue
+from services.orchestrator.engine.variables import StreamValue
 
 
 async def aggregate(groups: Any, **kw: Any) -> NodeContext:

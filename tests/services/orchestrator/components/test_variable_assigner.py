@@ -5,10 +5,10 @@ from typing import Any
 import pytest
 
 from services.orchestrator.components._fields import FieldError
-from services.orchestrator.components.params import ParamsInvalid
 from services.orchestrator.components.base import NodeContext
+from services.orchestrator.components.params import ParamsInvalid
 from services.orchestrator.components.variable_assigner import VariableAssigner
-from services.orchestrator.variables import StreamValue
+from services.orchestrator.engine.variables import StreamValue
 
 
 async def assign(variables: list[dict[str, Any]], *, globals_: dict[str, Any] | None = None,

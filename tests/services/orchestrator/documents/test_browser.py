@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from aiohttp import web
 
-from services.orchestrator.attachments import AttachmentStore
 from services.orchestrator.components import get_class, is_available
 from services.orchestrator.components.base import NodeContext
-from services.orchestrator.engine_settings import Services
-from services.orchestrator.events import ToolCallFinished, ToolCallStarted
-from services.orchestrator.http_client import EgressPolicy, OutboundHttp
-from services.orchestrator.state import RunRequest
+from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
+from services.orchestrator.engine.events import ToolCallFinished, ToolCallStarted
+from services.orchestrator.engine.settings import Services
+from services.orchestrator.engine.state import RunRequest
+from services.orchestrator.store.attachments import AttachmentStore
 from tests.support.llm_gateway import llm_gateway
 
 PAGE = """<!DOCTYPE html><html><head><title>Harbour café</title></head><body>

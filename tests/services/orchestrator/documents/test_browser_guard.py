@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from services.orchestrator.components._browser import BrowserSession
-from services.orchestrator.http_client import EgressPolicy, OutboundHttp
+from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
 
 PUBLIC = "93.184.216.34"
 PAGE = "<!DOCTYPE html><html><head><title>Harbour café</title></head><body><h1>Open 9-17</h1>{}</body></html>"

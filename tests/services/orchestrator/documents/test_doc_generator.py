@@ -9,11 +9,11 @@ import pytest
 from docx import Document
 from pypdf import PdfReader
 
-from services.orchestrator.attachments import AttachmentStore
 from services.orchestrator.components import get_class, is_available
 from services.orchestrator.components.base import NodeContext
-from services.orchestrator.engine_settings import Services
-from services.orchestrator.state import RunRequest
+from services.orchestrator.engine.settings import Services
+from services.orchestrator.engine.state import RunRequest
+from services.orchestrator.store.attachments import AttachmentStore
 
 CONTENT = """# Quarterly report
 

@@ -8,12 +8,12 @@ import io
 import pytest
 from openpyxl import Workbook, load_workbook
 
-from services.orchestrator.attachments import AttachmentStore
 from services.orchestrator.components import get_class, is_available
 from services.orchestrator.components._fields import FieldError
 from services.orchestrator.components.base import NodeContext
-from services.orchestrator.engine_settings import Services
-from services.orchestrator.state import RunRequest
+from services.orchestrator.engine.settings import Services
+from services.orchestrator.engine.state import RunRequest
+from services.orchestrator.store.attachments import AttachmentStore
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 

@@ -6,8 +6,13 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from services.orchestrator.http_client import (EgressBlocked, EgressPolicy, OutboundHttp, ResponseTooLarge,
-                                               blocked_reason)
+from services.orchestrator.egress.http import (
+    EgressBlocked,
+    EgressPolicy,
+    OutboundHttp,
+    ResponseTooLarge,
+    blocked_reason,
+)
 
 
 @pytest.mark.parametrize(("ip", "reason"), [

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.orchestrator.engine_settings import EngineSettings
-from services.orchestrator.events import NodeFinished, NodeStarted, RunError
-from tests.support.canvas import cpn, collect, of, plan_of
+from services.orchestrator.engine.events import NodeFinished, NodeStarted, RunError
+from services.orchestrator.engine.settings import EngineSettings
+from tests.support.canvas import collect, cpn, of, plan_of
 from tests.support.engine_components import TRACE, reset, traced
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from services.orchestrator.dsl import (DslError, load_canvas, load_with_state, to_v1, to_v2_dict)
-from services.orchestrator.state import SessionState
-from services.orchestrator.validate import validate
+from services.orchestrator.engine.dsl import DslError, load_canvas, load_with_state, to_v1, to_v2_dict
+from services.orchestrator.engine.state import SessionState
+from services.orchestrator.engine.validate import validate
 
 SHARED = Path(__file__).resolve().parents[2] / "data"  # RAGFlow's templates and examples (NOTICE.md there)
 INGESTION = {"advanced_ingestion_pipeline.json", "chunk_summary.json", "compiler.json", "title_chunker.json"}

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.orchestrator.engine_settings import EngineSettings
-from services.orchestrator.events import MessageDelta, NodeFinished, NodeStarted, RunError, RunFinished
-from tests.support.canvas import cpn, collect, index, of, plan_of
+from services.orchestrator.engine.events import MessageDelta, NodeFinished, NodeStarted, RunError, RunFinished
+from services.orchestrator.engine.settings import EngineSettings
+from tests.support.canvas import collect, cpn, index, of, plan_of
 from tests.support.engine_components import reset, traced
 
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from services.orchestrator.events import Event, MessageEnd, NodeStarted
+from services.orchestrator.engine.events import Event, MessageEnd, NodeStarted
 
 COMMON = dict(run_id="r", session_id="s", node_id="n", timestamp=1.5)
 

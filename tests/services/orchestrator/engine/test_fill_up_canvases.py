@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from services.orchestrator.checkpoint import NodeRecord, Replay, node_key
-from services.orchestrator.dsl import load_canvas
-from services.orchestrator.engine_settings import Services
-from services.orchestrator.events import MessageDelta, NodeFinished, NodeStarted, RunFinished, UserInputRequired
-from services.orchestrator.runner import run
-from services.orchestrator.state import RunRequest, SessionState
-from services.orchestrator.validate import compile_plan
+from services.orchestrator.engine.checkpoint import NodeRecord, Replay, node_key
+from services.orchestrator.engine.dsl import load_canvas
+from services.orchestrator.engine.events import MessageDelta, NodeFinished, NodeStarted, RunFinished, UserInputRequired
+from services.orchestrator.engine.runner import run
+from services.orchestrator.engine.settings import Services
+from services.orchestrator.engine.state import RunRequest, SessionState
+from services.orchestrator.engine.validate import compile_plan
 from tests.support.canvas import services
 from tests.support.template_models import MODES, template_models
 

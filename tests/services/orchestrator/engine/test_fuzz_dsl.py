@@ -1,5 +1,5 @@
-"""The DSL loader (services/orchestrator/dsl), its validation (services/orchestrator/validate.py) and the
-variable resolver (services/orchestrator/variables.py) fuzzed with hypothesis: whatever a client sends,
+"""The DSL loader (services/orchestrator/engine/dsl), its validation (services/orchestrator/engine/validate.py) and the
+variable resolver (services/orchestrator/engine/variables.py) fuzzed with hypothesis: whatever a client sends,
 the answer is the result or a clear error of the module's own kind (DslError, ValidationFailed,
 VariableError), never another exception. Derandomized: every run tries the same cases.
 """
@@ -15,9 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.orchestrator.components import registered
-from services.orchestrator.dsl import DslError, load_canvas, to_v1, to_v2_dict
-from services.orchestrator.validate import ValidationFailed, compile_plan, validate
-from services.orchestrator.variables import Resolver, Scope, StreamValue, VariableError, find_refs, walk_path
+from services.orchestrator.engine.dsl import DslError, load_canvas, to_v1, to_v2_dict
+from services.orchestrator.engine.validate import ValidationFailed, compile_plan, validate
+from services.orchestrator.engine.variables import Resolver, Scope, StreamValue, VariableError, find_refs, walk_path
+
 
 @pytest.fixture(autouse=True, scope="module")
 def _report_counts():

@@ -2,9 +2,9 @@
 That edge ends a pass; it is not a cycle. Other cycles stay refused, inside a body or at the top level."""
 from __future__ import annotations
 
-from services.orchestrator.dsl import load_canvas
-from services.orchestrator.events import NodeFinished, RunFinished
-from services.orchestrator.validate import validate
+from services.orchestrator.engine.dsl import load_canvas
+from services.orchestrator.engine.events import NodeFinished, RunFinished
+from services.orchestrator.engine.validate import validate
 from tests.support.canvas import collect, cpn, of, plan_of
 
 

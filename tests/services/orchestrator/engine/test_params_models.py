@@ -8,8 +8,8 @@ from pydantic import ValidationError
 
 from services.orchestrator.components import get_class
 from services.orchestrator.components.params import Number, Params, ParamsInvalid, as_issues
-from services.orchestrator.dsl import load_canvas, load_with_state, to_v1
-from services.orchestrator.validate import validate
+from services.orchestrator.engine.dsl import load_canvas, load_with_state, to_v1
+from services.orchestrator.engine.validate import validate
 from tests.support.canvas import cpn
 from tests.support.data import DATA
 

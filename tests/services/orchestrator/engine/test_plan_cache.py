@@ -8,7 +8,7 @@ import json
 import pytest
 
 from services.common.errors import InvalidArgument
-from services.orchestrator import canvases
+from services.orchestrator.engine import canvases
 from tests.support.pipeline import HEADERS, create_agent, echo_canvas, pipeline
 
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from services.orchestrator.checkpoint import NodeRecord, Replay
-from services.orchestrator.engine_settings import EngineSettings, Services
-from services.orchestrator.events import NodeFinished, NodeStarted, RunFinished, UserInputRequired
-from services.orchestrator.runner import run
-from services.orchestrator.state import RunRequest, SessionState
+from services.orchestrator.engine.checkpoint import NodeRecord, Replay
+from services.orchestrator.engine.events import NodeFinished, NodeStarted, RunFinished, UserInputRequired
+from services.orchestrator.engine.runner import run
+from services.orchestrator.engine.settings import EngineSettings, Services
+from services.orchestrator.engine.state import RunRequest, SessionState
 from tests.support.canvas import cpn, of, plan_of
 from tests.support.engine_components import TRACE, reset, traced
 

@@ -6,12 +6,19 @@ from contextlib import aclosing
 
 import pytest
 
-from services.orchestrator.engine_settings import EngineSettings, Services
-from services.orchestrator.events import (MessageDelta, MessageEnd, NodeFinished, NodeStarted, RunError,
-                                          RunFinished, RunStarted)
-from services.orchestrator.runner import run, start
-from services.orchestrator.state import RunRequest, SessionState
-from tests.support.canvas import cpn, collect, index, of, plan_of
+from services.orchestrator.engine.events import (
+    MessageDelta,
+    MessageEnd,
+    NodeFinished,
+    NodeStarted,
+    RunError,
+    RunFinished,
+    RunStarted,
+)
+from services.orchestrator.engine.runner import run, start
+from services.orchestrator.engine.settings import EngineSettings, Services
+from services.orchestrator.engine.state import RunRequest, SessionState
+from tests.support.canvas import collect, cpn, index, of, plan_of
 from tests.support.engine_components import TRACE, reset, traced
 
 

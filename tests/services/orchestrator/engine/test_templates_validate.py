@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from services.orchestrator.validate import validate_file
+from services.orchestrator.engine.validate import validate_file
 from tests.support.data import DATA
 
 CANVASES = sorted([*DATA.glob("templates/*.json"), *DATA.glob("dsl_examples/*.json")])

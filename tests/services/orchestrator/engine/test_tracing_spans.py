@@ -1,4 +1,4 @@
-"""The engine's spans (services/orchestrator/tracing.py): a run span, a span per component under it (or under
+"""The engine's spans (services/orchestrator/engine/tracing.py): a run span, a span per component under it (or under
 its Iteration), retries and failures recorded; and none of it when tracing is off."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from services.common import tracing
-from services.orchestrator.events import RunFinished
-from services.orchestrator.runner import start
-from services.orchestrator.state import RunRequest
+from services.orchestrator.engine.events import RunFinished
+from services.orchestrator.engine.runner import start
+from services.orchestrator.engine.state import RunRequest
 from tests.support.canvas import collect, cpn, plan_of
 from tests.support.engine_components import reset
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from services.orchestrator.dsl import load_canvas
-from services.orchestrator.validate import ValidationFailed, compile_plan, validate, validate_file
+from services.orchestrator.engine.dsl import load_canvas
+from services.orchestrator.engine.validate import ValidationFailed, compile_plan, validate, validate_file
 from tests.support import engine_components  # noqa: F401  (registers TestNoop)
 from tests.support.canvas import cpn
 

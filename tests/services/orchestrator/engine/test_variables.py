@@ -5,8 +5,18 @@ import asyncio
 
 import pytest
 
-from services.orchestrator.variables import (Resolver, Scope, StreamValue, VariableError, find_refs, is_ref,
-                                             parse_ref, to_jsonable, to_text, walk_path)
+from services.orchestrator.engine.variables import (
+    Resolver,
+    Scope,
+    StreamValue,
+    VariableError,
+    find_refs,
+    is_ref,
+    parse_ref,
+    to_jsonable,
+    to_text,
+    walk_path,
+)
 
 
 def resolver(outputs: dict | None = None, globals_: dict | None = None, known=None, aliases=None) -> Resolver:

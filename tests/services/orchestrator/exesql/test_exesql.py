@@ -9,9 +9,9 @@ import pytest
 from services.orchestrator.components import _tools
 from services.orchestrator.components.base import NodeContext
 from services.orchestrator.components.exesql import ExeSQL
-from services.orchestrator.dsl import ValidationIssue
-from services.orchestrator.engine_settings import EngineSettings
-from services.orchestrator.events import NodeFinished, RunError, ToolCallFinished
+from services.orchestrator.engine.dsl import ValidationIssue
+from services.orchestrator.engine.events import NodeFinished, RunError, ToolCallFinished
+from services.orchestrator.engine.settings import EngineSettings
 from tests.support.canvas import cpn, of, run_canvas, services
 from tests.support.llm_gateway import llm_gateway
 from tests.support.net import free_port

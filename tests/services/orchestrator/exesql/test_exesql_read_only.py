@@ -7,7 +7,7 @@ import pytest
 
 from services.orchestrator.components.base import NodeContext
 from services.orchestrator.components.exesql import ExeSQL
-from services.orchestrator.engine_settings import EngineSettings
+from services.orchestrator.engine.settings import EngineSettings
 
 LOOPBACK = EngineSettings(ssrf_allowlist=("127.0.0.1",))
 REFUSED = "ExeSQL:q: refused: ExeSQL only reads: the database refused this statement in its read-only transaction"

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 
-from services.orchestrator.dsl import load_canvas
-from services.orchestrator.engine_settings import EngineSettings, Services
-from services.orchestrator.events import MessageDelta, NodeFinished, RunError, RunFinished
-from services.orchestrator.runner import run
-from services.orchestrator.state import RunRequest
-from services.orchestrator.validate import compile_plan
+from services.orchestrator.engine.dsl import load_canvas
+from services.orchestrator.engine.events import MessageDelta, NodeFinished, RunError, RunFinished
+from services.orchestrator.engine.runner import run
+from services.orchestrator.engine.settings import EngineSettings, Services
+from services.orchestrator.engine.state import RunRequest
+from services.orchestrator.engine.validate import compile_plan
 from tests.support.canvas import of
 from tests.support.retrieval import embedding_gateway, running_stack
 from tests.support.template_models import MODES, template_models

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 from contextlib import aclosing
 
-from services.orchestrator.events import NodeFinished, NodeStarted, RunFinished
-from services.orchestrator.runner import start
-from services.orchestrator.state import RunRequest
+from services.orchestrator.engine.events import NodeFinished, NodeStarted, RunFinished
+from services.orchestrator.engine.runner import start
+from services.orchestrator.engine.state import RunRequest
 from tests.support.canvas import cpn, plan_of
 
 CHAIN = [f"StringTransform:{i}" for i in range(40)]

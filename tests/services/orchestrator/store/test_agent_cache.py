@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from services.common.errors import NotFound
-from services.orchestrator.redis_client import connect
 from services.orchestrator.store import AgentStore, SessionStore, agent_cache, keys
+from services.orchestrator.store.redis_client import connect
 from services.orchestrator.store.sessions import message
 from tests.support.redis_round_trips import count_round_trips
 from tests.support.redis_server import RedisServer

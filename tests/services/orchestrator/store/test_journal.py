@@ -10,9 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from services.orchestrator.engine_settings import Services
-from services.orchestrator.run_manager import RunManager
-from services.orchestrator.store import AgentStore, RunStore, SessionStore, keys
+from services.orchestrator.store import keys
 from services.orchestrator.store import journal as journal_module
 from services.orchestrator.store.journal import JournalWriter, RunJournal, read_checkpoint, read_events
 from tests.support.redis_server import RedisServer
@@ -200,18 +198,6 @@ async def test_an_aborted_delayed_journal_writes_nothing_once_its_delay_would_ha
     assert await read_events(redis_client, "t1", "run-moved") == []
 
 
-async def test_a_run_delays_its_journal_only_when_enough_other_runs_run_beside_it(redis_client):
-    manager = RunManager(AgentStore(redis_client), SessionStore(redis_client), RunStore(redis_client), Services(),
-                         journal_delay_s=0.25, journal_busy_runs=2)
-    delays = []
-    for run_id in ("r1", "r2", "r3"):  # as _launch registers each run once its journal exists
-        delays.append(manager.first_write_delay())
-        manager._pumps[run_id] = None
-    assert delays == [0.0, 0.0, 0.25]  # the third starts beside two others
-    manager._pumps.clear()
-    assert manager.first_write_delay() == 0.0
-
-
 async def test_a_busy_writer_waits_its_pace_and_the_runs_end_stores_what_waited(redis_client):
     """An idle writer writes each batch as soon as the previous write is done; a paced one (an hour here) writes
     nothing until its pace has passed, and a run that ends meanwhile stores its events with its turn."""
@@ -239,15 +225,3 @@ async def test_a_busy_writer_waits_its_pace_and_the_runs_end_stores_what_waited(
     busy.pending_written()
     assert [s for s, _ in await read_events(redis_client, "t1", "run-busy")] == [1, 2, 3]
     writer._task.cancel()  # the writer's loop, still waiting out its pace with nothing left to write
-
-
-async def test_the_writer_is_paced_only_while_enough_runs_run(redis_client):
-    manager = RunManager(AgentStore(redis_client), SessionStore(redis_client), RunStore(redis_client), Services(),
-                         journal_pace_s=0.05, journal_busy_runs=2)
-    paces = []
-    for run_id in ("r1", "r2", "r3"):
-        manager._pumps[run_id] = None
-        paces.append(manager.journal_pace())
-    assert paces == [0.0, 0.05, 0.05]  # two runs make it busy
-    manager._pumps.clear()
-    assert manager.journal_pace() == 0.0

@@ -1,4 +1,4 @@
-"""The orchestrator's Redis client (services/orchestrator/redis_client.py): redis-py with hiredis packing and
+"""The orchestrator's Redis client (services/orchestrator/store/redis_client.py): redis-py with hiredis packing and
 untasked writes, against a real Redis and against a peer that stops reading."""
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import hiredis
 import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import DataError, ResponseError, TimeoutError as RedisTimeout
+from redis.exceptions import DataError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeout
 
-from services.orchestrator.redis_client import Connection, closed_by_peer, connect
+from services.orchestrator.store.redis_client import Connection, closed_by_peer, connect
 from tests.support.net import free_port
 from tests.support.timers import timers_armed
 
@@ -501,7 +502,7 @@ async def test_closing_the_client_while_it_connects_fails_the_waiting_pipelines_
 
 
 async def test_a_redis_that_stops_answering_fails_calls_after_the_default_timeout_unless_the_url_sets_one(monkeypatch):
-    from services.orchestrator import redis_client
+    from services.orchestrator.store import redis_client
 
     monkeypatch.setattr(redis_client, "SOCKET_TIMEOUT_S", 0.3)
 

@@ -8,11 +8,11 @@ import uuid
 import pytest
 
 from services.common.errors import AlreadyExists, InvalidArgument, NotFound
-from tests.support.redis_round_trips import count_round_trips
-from services.orchestrator.state import SessionState
+from services.orchestrator.engine.state import SessionState
 from services.orchestrator.store import AgentStore, RunStore, SessionStore, keys
 from services.orchestrator.store.runs import CancelListener
 from services.orchestrator.store.sessions import message
+from tests.support.redis_round_trips import count_round_trips
 
 DSL = '{"components": {"begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": [], "upstream": []}}}'
 
@@ -261,30 +261,3 @@ async def test_ids_that_could_name_other_keys_are_refused(redis_client, tenant):
         await AgentStore(redis_client).list("a:b")
 
 
-async def test_a_fresh_start_writes_what_the_checked_start_writes_without_a_script(redis_client, tenant, monkeypatch):
-    """A run this replica just made, on a session it just made (RunStore.start's `fresh`): the same keys, fields,
-    expiries and claim as the scripted start, with plain commands; and it then finishes like any run."""
-    runs = RunStore(redis_client, owner="replica-a", lease_s=10)
-    await runs.start(tenant, "run-checked", "sess-checked", "ag", spec={"query": "q"})
-    sent = count_round_trips(monkeypatch)
-    assert await runs.start(tenant, "run-fresh", "sess-fresh", "ag", spec={"query": "q"}, fresh=True) is False
-    assert [args[0] for trip in sent for args in trip] == ["SET", "ZADD", "EXPIRE", "HSET", "EXPIRE", "SET", "ZADD"]
-
-    def comparable(info: dict[str, str]) -> dict[str, str]:
-        return {k: v for k, v in info.items() if k not in ("started_at", "session_id")}
-
-    checked, fresh = await runs.status(tenant, "run-checked"), await runs.status(tenant, "run-fresh")
-    assert comparable(fresh) == comparable(checked) and fresh["session_id"] == "sess-fresh"
-    for run_id, session_id in (("run-checked", "sess-checked"), ("run-fresh", "sess-fresh")):
-        assert await redis_client.get(keys.session_active_run(tenant, session_id)) == run_id.encode()
-        assert 0 < await redis_client.pttl(keys.session_active_run(tenant, session_id)) <= 10_000
-        assert await redis_client.zrange(keys.session_runs(tenant, session_id), 0, -1) == [run_id.encode()]
-        assert await redis_client.ttl(keys.session_runs(tenant, session_id)) > 6 * 24 * 3600
-        assert await redis_client.ttl(keys.run(tenant, run_id)) > 6 * 24 * 3600
-        assert await redis_client.get(keys.run_lease(run_id)) == b"replica-a"
-        assert 0 < await redis_client.pttl(keys.run_lease(run_id)) <= 10_000
-        assert await redis_client.zscore(keys.ACTIVE_RUNS, f"{tenant}/{run_id}") is not None
-    assert await runs.renew([(tenant, "run-fresh", "sess-fresh")]) == [True]
-    await runs.finish(tenant, "run-fresh", "sess-fresh", status="succeeded")
-    assert (await runs.status(tenant, "run-fresh"))["status"] == "succeeded"
-    assert not await redis_client.exists(keys.session_active_run(tenant, "sess-fresh"), keys.run_lease("run-fresh"))

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from services.common.errors import NotFound
-from services.orchestrator.state import SessionState
+from services.orchestrator.engine.state import SessionState
 from services.orchestrator.store import AgentStore, SessionStore, keys, layout
 from services.orchestrator.store.mcp_servers import McpServerStore
 from services.orchestrator.store.sessions import message

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.orchestrator.events import MessageEnd, NodeFinished, RunFinished, ToolCallFinished
+from services.orchestrator.engine.events import MessageEnd, NodeFinished, RunFinished, ToolCallFinished
 from tests.support.canvas import cpn, of, run_canvas, services
 from tests.support.fake_web_api import Respond, allow_local
 from tests.support.llm_gateway import llm_gateway

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from services.orchestrator.components import get_class
 from services.orchestrator.components.base import NodeContext
-from services.orchestrator.engine_settings import Services
-from services.orchestrator.state import RunRequest, SessionState
+from services.orchestrator.engine.settings import Services
+from services.orchestrator.engine.state import RunRequest, SessionState
 from tests.support.fake_web_api import allow_local
 
 

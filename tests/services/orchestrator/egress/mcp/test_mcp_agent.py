@@ -8,16 +8,16 @@ from typing import Any
 import pytest
 
 from services.common.errors import AlreadyExists, NotFound
-from services.orchestrator import mcp_client as mc
 from services.orchestrator.components.agent import Agent
-from services.orchestrator.dsl import load_canvas
-from services.orchestrator.engine_settings import EngineSettings, Services
-from services.orchestrator.events import NodeFinished, RunFinished, ToolCallFinished
-from services.orchestrator.http_client import EgressPolicy, OutboundHttp
-from services.orchestrator.runner import run
-from services.orchestrator.state import RunRequest
+from services.orchestrator.egress import mcp as mc
+from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
+from services.orchestrator.engine.dsl import load_canvas
+from services.orchestrator.engine.events import NodeFinished, RunFinished, ToolCallFinished
+from services.orchestrator.engine.runner import run
+from services.orchestrator.engine.settings import EngineSettings, Services
+from services.orchestrator.engine.state import RunRequest
+from services.orchestrator.engine.validate import compile_plan
 from services.orchestrator.store.mcp_servers import McpServerStore
-from services.orchestrator.validate import compile_plan
 from tests.support.canvas import cpn, of, registered
 from tests.support.llm_gateway import llm_gateway
 from tests.support.mcp_server import serving

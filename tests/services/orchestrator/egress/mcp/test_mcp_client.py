@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from services.orchestrator import mcp_client as mc
-from services.orchestrator.http_client import EgressPolicy, OutboundHttp
+from services.orchestrator.egress import mcp as mc
+from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
 from tests.support.mcp_server import serving
 from tests.support.net import free_port
 

@@ -8,8 +8,8 @@ import socket
 import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from services.orchestrator import mcp_client as mc
-from services.orchestrator.http_client import EgressPolicy, OutboundHttp
+from services.orchestrator.egress import mcp as mc
+from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
 from tests.support.mcp_server import serving
 
 TRANSPORTS = [("streamable-http", "/mcp"), ("sse", "/sse")]

@@ -1,0 +1,102 @@
+"""CanvasService: runs (start, cancel, rejoin, status, logs) and canvas validation, over the run manager."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
+
+from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
+from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
+from trellis.canvas.v1 import events_pb2 as ev_pb
+
+from services.common.errors import DeadlineExceeded, InvalidArgument
+from services.common.turn_server import Send, TurnServer, TurnTypes
+from services.orchestrator.api.convert import (
+    issues_to_proto,
+    numbered_to_proto,
+    run_info_to_proto,
+    run_log_to_proto,
+    run_spec_from_proto,
+)
+from services.orchestrator.api.requests import tenant_of as _tenant
+from services.orchestrator.engine.dsl import DslError, ValidationIssue, load_canvas
+from services.orchestrator.engine.validate import validate
+from services.orchestrator.runs.manager import RunManager
+
+SERVICE_LABEL = "orchestrator"  # the `service` of its metrics (its server's name), for the turns it counts as Run calls
+RUN_METHOD = "/trellis.canvas.v1.CanvasService/Run"
+_TURN_TYPES = TurnTypes(canvas_pb.RunTurnsResponse, canvas_pb.RunTurnMessage, canvas_pb.RunTurnEnd)
+
+
+class CanvasServicer(canvas_grpc.CanvasServiceServicer):
+    def __init__(self, runs: RunManager) -> None:
+        self.runs = runs
+        # RunTurns' streams (`turns.drain` on shutdown): each turn as a Run call.
+        self.turns = TurnServer(_TURN_TYPES, self._turn, lambda turn: RUN_METHOD, service=SERVICE_LABEL,
+                                shutting_down="the orchestrator is shutting down")
+
+    async def Run(self, request, context):
+        # Answer deltas produced while the previous event is being written go out as one event (RunManager.execute).
+        async for item in self.runs.execute(run_spec_from_proto(request)):
+            yield numbered_to_proto(item)
+
+    async def RunTurns(self, requests, context):
+        async for response in self.turns.serve(requests):
+            yield response
+
+    async def _turn(self, turn: canvas_pb.RunTurn, send: Send) -> None:
+        """One Run turn: its events, as Run streams them; past its deadline, cancelled as a Run call would be."""
+        deadline = asyncio.timeout(turn.timeout_s or None)
+        try:
+            async with deadline:
+                async with aclosing(self.runs.execute(run_spec_from_proto(turn.request))) as events:
+                    async for item in events:
+                        await send(numbered_to_proto(item))
+        except TimeoutError:
+            if deadline.expired():
+                raise DeadlineExceeded("Deadline Exceeded") from None
+            raise
+
+    async def Cancel(self, request, context):
+        target = request.WhichOneof("target")
+        if target is None:
+            raise InvalidArgument("run_id or session_id is required")
+        cancelled = await self.runs.cancel(_tenant(request), run_id=request.run_id, session_id=request.session_id)
+        return canvas_pb.CancelResponse(cancelled=cancelled)
+
+    async def WatchRun(self, request, context):
+        if not request.run_id:
+            raise InvalidArgument("run_id is required")
+        async with aclosing(self.runs.queries.watch(_tenant(request), request.run_id, request.after_seq)) as stored:
+            async for data in stored:
+                event = ev_pb.RunEvent.FromString(data)
+                yield event
+                if event.WhichOneof("kind") == "run_finished":
+                    return
+
+    async def GetRun(self, request, context):
+        if not request.run_id:
+            raise InvalidArgument("run_id is required")
+        info, path = await self.runs.queries.get_run(_tenant(request), request.run_id, request.agent_id)
+        return canvas_pb.GetRunResponse(run=run_info_to_proto(request.run_id, info, path))
+
+    async def ListRuns(self, request, context):
+        if not request.session_id:
+            raise InvalidArgument("session_id is required")
+        runs = await self.runs.queries.list_runs(_tenant(request), request.session_id, request.agent_id)
+        return canvas_pb.ListRunsResponse(runs=[run_info_to_proto(run_id, info, []) for run_id, info in runs])
+
+    async def GetRunLog(self, request, context):
+        if not request.run_id:
+            raise InvalidArgument("run_id is required")
+        info, tool_calls, thoughts = await self.runs.queries.run_log(_tenant(request), request.run_id, request.agent_id)
+        return run_log_to_proto(request.run_id, info, tool_calls, thoughts)
+
+    async def Validate(self, request, context):
+        if not request.dsl_json.strip():
+            raise InvalidArgument("dsl_json is required")
+        try:
+            canvas = load_canvas(request.dsl_json)
+        except DslError as exc:
+            return issues_to_proto([ValidationIssue("", exc.where, str(exc).split(": ", 1)[-1])])
+        return issues_to_proto(validate(canvas))

@@ -1,0 +1,1 @@
+"""Outbound traffic of the engine: the one HTTP client with its SSRF guard, and MCP servers."""

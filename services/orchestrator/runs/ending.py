@@ -1,0 +1,102 @@
+"""Where a run ends: the journal's last batch, the turn in its session, its trace and its status, in one round trip.
+
+When that round trip fails, the journal stores its batch with its own retries, then the turn is stored on its
+own. A session's state keeps what later turns read, not everything ever seen (`compact`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from services.orchestrator import metrics
+from services.orchestrator.engine.state import SessionState
+from services.orchestrator.store import RunStore, SessionStore
+from services.orchestrator.store.sessions import message
+
+if TYPE_CHECKING:
+    from services.orchestrator.runs.pump import Pump
+
+log = logging.getLogger(__name__)
+
+# RAGFlow reads only the last retrieval slot, and history is bounded (components trim it further to their window).
+KEEP_RETRIEVAL = 1
+KEEP_HISTORY = 200
+KEEP_PATH = 1000
+
+
+class RunEnding:
+    def __init__(self, sessions: SessionStore, runs: RunStore) -> None:
+        self.sessions = sessions
+        self.runs = runs
+
+    async def store(self, pump: Pump) -> None:
+        """The run's end, once its pump stopped."""
+        metrics.RUNS.labels(pump.turn.status).inc()
+        try:
+            await pump.journal.settle()  # (again, after a cancel): nothing in flight, the pending batch comes last
+            settled = True
+        except Exception:  # the journal gave up; aclose says so below
+            settled = False
+        stored = await self._store(pump, with_journal=settled)
+        if stored and settled:
+            pump.journal.pending_written()
+        try:
+            await pump.journal.aclose()
+        except Exception:
+            log.warning("run %s: journal not fully stored", pump.run_id, exc_info=True)
+        if not stored:
+            await self._store(pump, with_journal=False)
+
+    async def _store(self, pump: Pump, *, with_journal: bool) -> bool:
+        """The turn, the run's trace and its end (and `with_journal`, the journal's pending batch first), in one
+        round trip. Whether it reached Redis."""
+        spec, turn, tenant = pump.spec, pump.turn, pump.spec.tenant_id
+        messages = [message("user", spec.query)] if spec.query else []
+        text = turn.text()
+        if text:
+            messages.append(message("assistant", text, turn.reference, message_id=pump.run_id))
+        compact(pump.state)
+        paused = pump.run_id if turn.status == "waiting_for_user" else ""
+        try:
+            async with self.runs.redis.pipeline(transaction=False) as pipe:
+                journaled = with_journal and pump.journal.queue_pending(pipe)
+                await self.sessions.queue_save_turn(pipe, tenant, pump.session_id, messages, pump.state,
+                                                    paused_run=paused)
+                self.runs.queue_log(pipe, tenant, pump.run_id, "tool_calls", list(turn.tool_calls.values()))
+                self.runs.queue_log(pipe, tenant, pump.run_id, "thoughts", turn.thoughts)
+                if paused:
+                    self.runs.queue_paused_at(pipe, tenant, pump.run_id, turn.waiting_for)
+                await self.runs.queue_finish(pipe, tenant, pump.run_id, pump.session_id, status=turn.status,
+                                             error=turn.error)
+                replies = await pipe.execute(raise_on_error=False)
+        except Exception:
+            if with_journal:  # the journal's own retries store its batch; then the turn goes alone
+                log.warning("run %s: storing its end failed; retrying", pump.run_id, exc_info=True)
+            else:
+                log.exception("could not store the end of run %s of session %s", pump.run_id, pump.session_id)
+            return False
+        if journaled:
+            if isinstance(replies[0], Exception):
+                log.error("run %s: storing its last events failed: %s", pump.run_id, replies[0])
+            replies = replies[1:]
+        saved, *rest = replies
+        if saved == 0:
+            log.warning("run %s: session %s was deleted meanwhile; its turn was not stored", pump.run_id,
+                        pump.session_id)
+        for reply in rest:
+            if isinstance(reply, Exception):
+                log.error("run %s: storing its end failed: %s", pump.run_id, reply)
+        return True
+
+
+def compact(state: SessionState) -> None:
+    """Drop what no later turn reads from a session's state."""
+    if isinstance(state.retrieval, list):
+        state.retrieval[:] = state.retrieval[-KEEP_RETRIEVAL:]
+    state.history[:] = state.history[-KEEP_HISTORY:]
+    hist = state.globals.get("sys.history")
+    if isinstance(hist, list):
+        state.globals["sys.history"] = hist[-KEEP_HISTORY:]
+    state.path[:] = state.path[-KEEP_PATH:]
+

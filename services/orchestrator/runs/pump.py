@@ -1,0 +1,224 @@
+"""One run on this replica: engine -> numbered stream -> journal -> caller (when attached) -> the run's end.
+
+The pump is the one owner of its run's stream. It reads the engine's events in batches (runner.start), numbers
+each (runs/stream.py), hands it to the run's journal in Redis (event stream + checkpoint, store/journal.py)
+and to the caller, if one is attached, then has the run's end stored (runs/ending.py). The engine ends every
+run with its own RunFinished; the pump ends it only when the engine could not (events.run_failed). The caller
+reads from a bounded queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+from services.orchestrator import metrics
+from services.orchestrator.engine import events as ev
+from services.orchestrator.engine.checkpoint import NodeRecord, Replay, node_key
+from services.orchestrator.engine.plan import Plan
+from services.orchestrator.engine.runner import Running
+from services.orchestrator.engine.runner import start as start_engine
+from services.orchestrator.engine.settings import Services
+from services.orchestrator.engine.state import RunRequest, SessionState
+from services.orchestrator.runs.ending import RunEnding
+from services.orchestrator.runs.local import LocalRuns
+from services.orchestrator.runs.spec import RunSpec
+from services.orchestrator.runs.stream import EventCodec, Numbered, merge_batch
+from services.orchestrator.runs.turn_record import TurnRecord
+from services.orchestrator.store.journal import JournalWriter, RunJournal
+from services.orchestrator.store.runs import RunStore
+
+log = logging.getLogger(__name__)
+
+QUEUE_SIZE = 256
+END = object()  # the last item of a caller's queue
+
+
+@dataclass(frozen=True)
+class PumpServices:
+    """What every pump of a replica works with."""
+
+    runs: RunStore
+    engine: Services
+    journals: JournalWriter
+    codec: EventCodec
+    ending: RunEnding
+    local: LocalRuns
+    first_write_delay: Any  # () -> seconds: the journal policy's delay for a run starting now
+
+
+@dataclass
+class Resume:
+    """Where a run starts from when it does not start afresh."""
+
+    replay: Replay
+    in_place: bool = False  # a crashed run resumed under its own id: its RunStarted is in the stream already
+    first_seq: int = 1
+    turn: TurnRecord | None = None  # what the stored stream already told of the turn
+
+
+class Pump:
+    def __init__(self, services: PumpServices, spec: RunSpec, plan: Plan, state: SessionState, *,
+                 resume: Resume | None = None, cancelled: bool | None = None) -> None:
+        """`cancelled`: whether a cancel came before the start, when the caller knows (else it is asked)."""
+        self.services = services
+        self.spec = spec
+        self.run_id = spec.run_id
+        self.session_id = spec.session_id
+        self.plan = plan
+        self.state = state
+        self.replay = resume.replay if resume else None
+        self.in_place = resume.in_place if resume else False
+        self.seq = (resume.first_seq if resume else 1) - 1
+        self.turn = (resume.turn if resume else None) or TurnRecord()
+        self.out: asyncio.Queue | None = None
+        self._for_caller = ev.ANSWER_EVENTS if spec.answer_only else None  # None: every event
+        self.started = time.time()
+        self.journal = RunJournal(services.journals, spec.tenant_id, spec.run_id,
+                                  first_write_delay_s=services.first_write_delay())
+        self.engine: Running | None = None
+        self._cancel_asked = False  # the engine stops and sends its own closing RunFinished(cancelled)
+        self._cancelled_early = cancelled
+        self._stop_reason = ""
+        self._abandoned = False
+        self.finishing = False  # storing the run's end: the lease is released on purpose
+        self.task = asyncio.create_task(self._run(), name=f"run-{spec.run_id}")
+        services.local.add(self)
+
+    # ------------------------------------------------------------------ the caller's side
+    def attach(self) -> asyncio.Queue:
+        if self.out is None:
+            self.out = asyncio.Queue(QUEUE_SIZE)
+        return self.out
+
+    def detach(self) -> None:
+        """The caller went away but the run goes on; its events stay in the stream."""
+        out, self.out = self.out, None
+        if out is not None:
+            while not out.empty():  # unblock a put waiting on the caller's full queue
+                out.get_nowait()
+
+    def cancel(self, reason: str = "") -> None:
+        self._stop_reason = self._stop_reason or reason
+        self._cancel_asked = True
+        if self.engine is not None:
+            self.engine.cancel()
+
+    def abandon(self) -> None:
+        """Another replica owns the run now: stop here without writing its end or its journal; an attached
+        caller is told where the run went (it rejoins it on any replica)."""
+        self._abandoned = True
+        out = self.out
+        self.detach()
+        self.journal.abort()
+        self.task.cancel()
+        if out is not None:
+            for event in self._failed("the run moved to another replica: rejoin it (WatchRun, or Last-Event-ID "
+                                      "over HTTP)", "moved"):
+                out.put_nowait(Numbered(0, event))  # not in the stream: a rejoin starts after what it saw
+            out.put_nowait(END)
+
+    # ------------------------------------------------------------------ the run
+    async def _run(self) -> None:
+        held: Numbered | None = None  # a NodeFinished, journaled together with its checkpoint record (next)
+        try:
+            early = self._cancelled_early
+            if early or (early is None and await self.services.runs.is_cancelled(self.run_id)):
+                self._cancel_asked = True  # cancelled before it started: the engine ends it at once
+            self.engine = start_engine(self.plan, self._request(), self.state, self.services.engine,
+                                       replay=self.replay, checkpoints=True)
+            if self._cancel_asked:
+                self.engine.cancel()
+            broke = False
+            try:
+                async with aclosing(self.engine.batches()) as batches:
+                    async for batch in batches:
+                        for item in merge_batch(batch):
+                            if item.__class__ is NodeRecord:
+                                if held is not None:
+                                    self._journal(held, item.to_json())
+                                    held = None
+                                continue
+                            if held is not None:  # no record followed (not expected): store it alone
+                                self._journal(held)
+                                held = None
+                            if item.__class__ is ev.RunStarted and self.in_place:
+                                continue
+                            if item.__class__ is ev.NodeFinished:
+                                held = self._number(item)
+                                if not item.skipped:
+                                    metrics.component_finished(item.component_type, item.error is not None,
+                                                               item.elapsed_s)
+                                await self._deliver(held)
+                            else:
+                                await self._emit(item)
+            except Exception:  # a bug: the engine ends every run with its own RunFinished otherwise
+                log.exception("engine failed in run %s", self.run_id)
+                broke = True
+            if held is not None:
+                self._journal(held)
+                held = None
+            if broke:
+                for event in self._failed("internal error in the engine; see the orchestrator log", "internal"):
+                    await self._emit(event)
+            await self.journal.settle()  # the last batch is stored with the run's end
+        except asyncio.CancelledError:
+            if self._abandoned:
+                return
+            self.turn.ended("cancelled", self._stop_reason or "Task has been canceled")
+        except Exception as exc:  # the journal gave up (Redis unreachable): stop with a clear error
+            self.turn.ended("failed", str(exc))
+            out = self.out
+            for event in self._failed(str(exc), "internal"):  # for the caller only: nothing can be stored
+                item = self._number(event)
+                if out is not None and not out.full():
+                    out.put_nowait(item)
+        finally:
+            if self.engine is not None:
+                self.turn.answer = self.engine.answer
+            if self.turn.status == "cancelled" and self._stop_reason:
+                self.turn.error = self._stop_reason
+            if self.out is not None:
+                await self.out.put(END)
+            if not self._abandoned:
+                self.finishing = True
+                end = asyncio.ensure_future(self.services.ending.store(self))
+                self.services.local.ending(end)
+                await asyncio.shield(end)
+
+    def _request(self) -> RunRequest:
+        spec = self.spec
+        return RunRequest(run_id=self.run_id, session_id=self.session_id, query=spec.query, inputs=spec.inputs,
+                          files=spec.files, user_id=spec.user_id, chat_template_kwargs=spec.chat_template_kwargs,
+                          tenant_id=spec.tenant_id, overrides=spec.overrides, custom_header=spec.custom_header)
+
+    def _number(self, event: ev.Event) -> Numbered:
+        """The event's place in the run's stream, and what the turn keeps of it."""
+        self.seq += 1
+        self.turn.observe(event)
+        return Numbered(self.seq, event)
+
+    async def _emit(self, event: ev.Event) -> None:
+        """Numbered, journaled, then to the caller: the one way an event enters the run's stream."""
+        item = self._number(event)
+        self._journal(item)
+        await self._deliver(item)
+
+    def _failed(self, message_text: str, code: str) -> list[ev.Event]:
+        return ev.run_failed(self.run_id, self.session_id, message_text, code, time.time() - self.started)
+
+    def _journal(self, item: Numbered, record: dict[str, Any] | None = None) -> None:
+        event = item.event
+        node = node_key(event.path, event.node_id) if event.node_id else ""
+        self.journal.event(item.seq, functools.partial(self.services.codec.encode, item), node, record=record)
+
+    async def _deliver(self, item: Numbered) -> None:
+        out = self.out
+        if out is not None and (self._for_caller is None or item.event.__class__ in self._for_caller):
+            await out.put(item)
+

@@ -1,0 +1,57 @@
+"""What can be asked of runs: a run's record, its trace, a session's runs, and its stored stream to rejoin."""
+
+from __future__ import annotations
+
+from typing import AsyncIterator
+
+from services.common.errors import NotFound
+from services.orchestrator.store import RunStore, SessionStore
+from services.orchestrator.store.journal import read_checkpoint, read_events, tail_events
+from services.orchestrator.store.runs import TERMINAL
+
+
+class RunQueries:
+    def __init__(self, sessions: SessionStore, runs: RunStore) -> None:
+        self.sessions = sessions
+        self.runs = runs
+
+    async def info(self, tenant: str, run_id: str, agent_id: str = "") -> dict[str, str]:
+        """A run's record, of this tenant (and of `agent_id`, when given)."""
+        info = await self.runs.status(tenant, run_id)
+        if not info or (agent_id and info.get("agent_id") != agent_id):
+            raise NotFound(f"run {run_id!r} not found" + (f" for agent {agent_id!r}" if agent_id else ""))
+        return info
+
+    async def run_log(self, tenant: str, run_id: str,
+                      agent_id: str = "") -> tuple[dict[str, str], list[dict], list[dict]]:
+        """(status record, tool calls, thoughts) of a run."""
+        info = await self.info(tenant, run_id, agent_id)
+        return (info, await self.runs.read_log(tenant, run_id, "tool_calls"),
+                await self.runs.read_log(tenant, run_id, "thoughts"))
+
+    async def get_run(self, tenant: str, run_id: str, agent_id: str = "") -> tuple[dict[str, str], list[str]]:
+        """A run's record and the top-level components it finished so far."""
+        info = await self.info(tenant, run_id, agent_id)
+        records = await read_checkpoint(self.runs.redis, tenant, run_id)
+        return info, [r["n"] for r in records if not r.get("p") and not r.get("s")]
+
+    async def list_runs(self, tenant: str, session_id: str, agent_id: str = "") -> list[tuple[str, dict[str, str]]]:
+        record = await self.sessions.get(tenant, session_id)
+        if agent_id and record.agent_id != agent_id:
+            raise NotFound(f"session {session_id!r} not found for agent {agent_id!r}")
+        return await self.runs.list_for_session(tenant, session_id)
+
+    async def watch(self, tenant: str, run_id: str, after_seq: int = 0) -> AsyncIterator[bytes]:
+        """The run's stored events after `after_seq` (as its journal stores them), then its live tail; it ends
+        when the run ended and nothing is left to send (the caller stops at the run's last event)."""
+        await self.info(tenant, run_id)
+        await self.runs.settled(tenant, run_id)
+        async for seq, fields in tail_events(self.runs.redis, tenant, run_id, after_seq):
+            if not seq:  # nothing new for a while: stop if the run ended without a last event to send
+                status = (await self.runs.status(tenant, run_id)).get("status", "")
+                if status in TERMINAL or status == "waiting_for_user":
+                    if not await read_events(self.runs.redis, tenant, run_id, after_seq, count=1):
+                        return
+                continue
+            after_seq = seq
+            yield fields[b"e"]
