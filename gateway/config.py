@@ -51,6 +51,9 @@ class GatewayConfig:
     # TRELLIS_HTTP_REUSE_PORT=1 (set by `trellis up` when it starts several gateways): share the port with
     # SO_REUSEPORT, the kernel spreading connections over the processes.
     reuse_port: bool = False
+    # TRELLIS_A2A_PUSH_PRIVATE_HOSTS=1: A2A push notifications may go to loopback and private addresses (tests, a
+    # receiver inside the cluster). Default: only public hosts, so a push URL cannot reach internal services.
+    a2a_push_private_hosts: bool = False
 
     @classmethod
     def from_env(cls) -> "GatewayConfig":
@@ -67,4 +70,5 @@ class GatewayConfig:
             ingest_timeout_s=env_float("TRELLIS_INGEST_TIMEOUT_S", cls.ingest_timeout_s),
             run_timeout_s=env_float("TRELLIS_RUN_TIMEOUT_S", cls.run_timeout_s),
             reuse_port=env_bool("TRELLIS_HTTP_REUSE_PORT", cls.reuse_port),
+            a2a_push_private_hosts=env_bool("TRELLIS_A2A_PUSH_PRIVATE_HOSTS", cls.a2a_push_private_hosts),
         )

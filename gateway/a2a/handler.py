@@ -210,8 +210,12 @@ class TrellisRequestHandler(RequestHandler):
             config.CopyFrom(params.configuration.task_push_notification_config)
             config.task_id = view.task_id
             await self.push.store.set_info(view.task_id, config, context)
+        if not await self.push.store.get_info(view.task_id, context):
+            return
         if view.outcome.finished is None:
             self.push.follow(view.task_id, self._snapshots(caller, view.task_id, view.outcome.run_id))
+        else:  # a blocking send: the run is over already
+            await self.push.send(view.task())
 
     async def _snapshots(self, caller: Caller, task_id: str, run_id: str) -> AsyncGenerator[a2a.Task, None]:
         """The task as each status change leaves it, for push delivery."""

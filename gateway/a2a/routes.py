@@ -120,7 +120,9 @@ root_card_route.contract = Contract("The root A2A agent card: the caller's publi
 
 def add_routes(app: web.Application) -> None:
     async def context(app: web.Application):
-        push = PushDelivery()
+        from gateway.app import CONFIG  # (gateway.app imports the routes)
+
+        push = PushDelivery(private_hosts=app[CONFIG].a2a_push_private_hosts)
         app[PUSH] = push
         handler = TrellisRequestHandler(push)
         app[A2A_APP] = Starlette(routes=create_jsonrpc_routes(handler, "/a2a/{agent_id}", context_builder=_Context(),

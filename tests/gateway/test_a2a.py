@@ -4,11 +4,14 @@ answered, a cancel, a resubscribe after a disconnect, the agent cards, and tenan
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from contextlib import aclosing, asynccontextmanager
 
 import httpx
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import a2a_pb2 as a2a
 
@@ -147,3 +150,39 @@ async def test_cards_and_tenants_are_sealed(stack):
             await client_b.get_task(a2a.GetTaskRequest(id=task_id))
         listed = await client_b.list_tasks(a2a.ListTasksRequest())
         assert task_id not in {t.id for t in listed.tasks}
+
+
+async def test_push_notifications_post_the_task_to_the_webhook(stack):
+    received: list[tuple[dict, str]] = []
+    completed = asyncio.Event()
+
+    async def webhook(request: web.Request) -> web.Response:
+        body = await request.json()
+        received.append((body, request.headers.get("X-A2A-Notification-Token", "")))
+        if body.get("task", body).get("status", {}).get("state") == "TASK_STATE_COMPLETED":
+            completed.set()
+        return web.Response()
+
+    app = web.Application()
+    app.router.add_post("/hook", webhook)
+    server = TestServer(app)
+    await server.start_server()
+    try:
+        slow = await stack.create(SLOW, title="Talker")
+        async with a2a_client(stack, slow, "1.0", streaming=False) as client:
+            request = message("talk")
+            request.configuration.task_push_notification_config.url = str(server.make_url("/hook"))
+            request.configuration.task_push_notification_config.token = "secret-token"
+            request.configuration.return_immediately = True
+            [sent] = await collect(client.send_message(request))
+            task_id = sent.task.id
+            configs = await client.list_task_push_notification_configs(
+                a2a.ListTaskPushNotificationConfigsRequest(task_id=task_id))
+            assert [c.url for c in configs.configs] == [str(server.make_url("/hook"))]
+            await asyncio.wait_for(completed.wait(), 60)
+    finally:
+        await server.close()
+    body, token = received[-1]
+    task = body.get("task", body)
+    assert token == "secret-token" and task["id"] == task_id
+    assert task["artifacts"][0]["parts"][0]["text"] == LONG_ANSWER

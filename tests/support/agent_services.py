@@ -82,7 +82,7 @@ async def agent_stack(redis_url: str) -> AsyncIterator[AgentStack]:
         cfg = GatewayConfig(host="127.0.0.1", port=0, health_timeout_s=1.0,
                             upstreams={"orchestrator": orch.addr, "llm_gateway": llm.addr,
                                        "retrieval": f"127.0.0.1:{free_port()}", "sandbox": f"127.0.0.1:{free_port()}"},
-                            api_keys={key_a: f"tenant-a-{run}", key_b: f"tenant-b-{run}"})
+                            api_keys={key_a: f"tenant-a-{run}", key_b: f"tenant-b-{run}"}, a2a_push_private_hosts=True)
         client = TestClient(TestServer(create_app(cfg)))
         await client.start_server()
         try:
