@@ -5,6 +5,10 @@
 2. 1,000 runs of a 5-node canvas (no model) through a real orchestrator servicer (gRPC on port 0) and a
    private redis-server, 20 at a time: runs/s, p50/p99, and the bytes each run leaves in Redis (event
    stream + checkpoint) read back with MEMORY USAGE.
+3. The journal policies side by side (services/common/speed_policies.py): the same runs, 100 at a time, under
+   `at_once` and `batched` in alternating rounds; runs/s and p99 of each (the median round), and at_once's
+   runs/s as a fraction of batched's (docs/speed-policies.md: at_once stays the default while that is at
+   least 0.9).
 
 Writes bench/results/durability.json.
 """
@@ -71,10 +75,11 @@ async def engine_per_node(checkpoints: bool, nodes: int = 100, repeats: int = 20
     return statistics.median(times) / nodes * 1e6
 
 
-async def full_runs(url: str, count: int = 1000, concurrency: int = 20) -> dict:
+async def full_runs(url: str, count: int = 1000, concurrency: int = 20, journal_policy: str = "at_once") -> dict:
     orch = build(OrchestratorConfig(
         server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
-        redis_url=url, llm_gateway_addr="127.0.0.1:9", retrieval_addr="127.0.0.1:9", sandbox_addr="127.0.0.1:9"))
+        redis_url=url, llm_gateway_addr="127.0.0.1:9", retrieval_addr="127.0.0.1:9", sandbox_addr="127.0.0.1:9",
+        journal_policy=journal_policy))
     for hook in orch.on_startup:
         await hook()
     server, port = await start_server(orch.bindings, service="orchestrator")
@@ -110,6 +115,19 @@ async def full_runs(url: str, count: int = 1000, concurrency: int = 20) -> dict:
             "journal_bytes_per_run": int(statistics.median(sizes))}
 
 
+async def journal_policies(url: str, rounds: int = 3, count: int = 1000, concurrency: int = 100) -> dict:
+    """Each journal policy's runs/s and p99 (its median round of `rounds`, the policies alternating)."""
+    seen: dict[str, list[dict]] = {"at_once": [], "batched": []}
+    for _ in range(rounds):
+        for name in seen:
+            seen[name].append(await full_runs(url, count, concurrency, journal_policy=name))
+    median = {name: sorted(results, key=lambda r: r["runs_per_s"])[len(results) // 2] for name, results in seen.items()}
+    return {"journal_policy_concurrency": concurrency,
+            **{f"journal_{name}_runs_per_s": r["runs_per_s"] for name, r in median.items()},
+            **{f"journal_{name}_p99_ms": r["p99_ms"] for name, r in median.items()},
+            "journal_at_once_runs_ratio": round(median["at_once"]["runs_per_s"] / median["batched"]["runs_per_s"], 3)}
+
+
 async def main() -> None:
     off = await engine_per_node(False)
     on = await engine_per_node(True)
@@ -128,13 +146,15 @@ async def main() -> None:
                     break
                 except redis.ConnectionError:
                     time.sleep(0.02)
-            runs = await full_runs(f"redis://127.0.0.1:{port}/0")
+            url = f"redis://127.0.0.1:{port}/0"
+            runs = await full_runs(url)
+            policies = await journal_policies(url)
         finally:
             proc.terminate()
             proc.wait(10)
     result = {"summary": {"engine_us_per_node_without_checkpoints": round(off, 2),
                           "engine_us_per_node_with_checkpoints": round(on, 2),
-                          "checkpoint_cost_ratio": round(on / off, 2), **runs}}
+                          "checkpoint_cost_ratio": round(on / off, 2), **runs, **policies}}
     out = ROOT / "bench" / "results" / "durability.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))

@@ -11,7 +11,7 @@ from services.orchestrator.engine.dsl import DslError, load_canvas, load_with_st
 from services.orchestrator.engine.state import SessionState
 from services.orchestrator.engine.validate import validate
 
-SHARED = Path(__file__).resolve().parents[2] / "data"  # RAGFlow's templates and examples (NOTICE.md there)
+SHARED = Path(__file__).resolve().parents[3] / "data"  # RAGFlow's templates and examples (NOTICE.md there)
 INGESTION = {"advanced_ingestion_pipeline.json", "chunk_summary.json", "compiler.json", "title_chunker.json"}
 AGENT_FILES = sorted(p for p in (SHARED / "templates").glob("*.json") if p.name not in INGESTION)
 FIXTURE = SHARED / "dsl_examples" / "go_fixture_all_components.json"

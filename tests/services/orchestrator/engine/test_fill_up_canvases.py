@@ -24,7 +24,7 @@ from services.orchestrator.engine.validate import compile_plan
 from tests.support.canvas import services
 from tests.support.template_models import MODES, template_models
 
-DATA = Path(__file__).resolve().parents[2] / "data"
+DATA = Path(__file__).resolve().parents[3] / "data"
 
 
 class Conversation:

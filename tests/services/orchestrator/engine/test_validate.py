@@ -179,7 +179,7 @@ def test_validate_file(tmp_path: Path) -> None:
     assert issue.field == "<document>" and "not valid JSON" in issue.message
     (issue,) = validate_file(tmp_path / "missing.json")
     assert "cannot read" in issue.message
-    fixture = Path(__file__).resolve().parents[2] / "data/dsl_examples/go_fixture_all_components.json"
+    fixture = Path(__file__).resolve().parents[3] / "data/dsl_examples/go_fixture_all_components.json"
     assert validate_file(fixture, require_available=False) == []
     assert not any("UserFillUp" in i.message for i in validate_file(fixture))  # its nine UserFillUp nodes are fine
 

@@ -13,7 +13,7 @@ from tests.support.mcp_server import serving
 from tests.support.net import free_port
 
 TRANSPORTS = [("streamable-http", "/mcp"), ("sse", "/sse")]
-SERVER_SCRIPT = Path(__file__).resolve().parents[3] / "support" / "mcp_server.py"
+SERVER_SCRIPT = Path(__file__).resolve().parents[4] / "support" / "mcp_server.py"
 
 
 @pytest.fixture
