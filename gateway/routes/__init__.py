@@ -16,8 +16,8 @@ from gateway.llm_models import MODELS, ModelCatalog
 from gateway.orchestrator import ORCHESTRATOR, Orchestrator
 from gateway.responses import json_response
 from gateway.retrieval import RETRIEVAL, Retrieval
-from gateway.routes import (agents, attachments, chunks, completions, datasets, documents, envelope, mcp, openai, retrieve,
-                            runs, sessions, ui)
+from gateway.routes import (agents, attachments, chunks, completions, datasets, document_files, documents, envelope,
+                            mcp, openai, retrieve, runs, sessions, ui)
 from gateway.upstreams import Upstreams
 from gateway import a2a, mcp_server
 
@@ -49,6 +49,7 @@ def setup(app: web.Application, cfg: GatewayConfig, upstreams: web.AppKey[Upstre
     openai.add_routes(app)
     datasets.add_routes(app)
     documents.add_routes(app)
+    document_files.add_routes(app)
     chunks.add_routes(app)
     retrieve.add_routes(app)
     mcp.add_routes(app)

@@ -96,5 +96,60 @@ async def retrieve(request: web.Request) -> web.Response:
                "total": resp.total})
 
 
+async def _dataset_search(request: web.Request, dataset_ids: list[str]) -> web.Response:
+    """RAGFlow's dataset search (dataset_api.py): `question` is required (101); `size` or `page_size`,
+    `doc_ids` or `document_ids`, the retrieval route's knobs; answered as /retrieval answers."""
+    raw = await read_json(request)
+    if not str(raw.get("question") or "").strip():
+        raise GatewayError("`question` is required.", param="question")
+    owned = {d.id for d in await owned_datasets(request)}
+    for dataset_id in dataset_ids:
+        if dataset_id not in owned:
+            raise data_error(f"You don't own the dataset {dataset_id}.")
+    doc_ids = raw.get("doc_ids", raw.get("document_ids")) or []
+    if not isinstance(doc_ids, list):
+        raise GatewayError("`doc_ids` should be a list", param="doc_ids")
+    size = raw.get("size", raw.get("page_size", 30))
+    page, top_k = raw.get("page", 1), raw.get("top_k", 1024)
+    threshold, weight = raw.get("similarity_threshold", 0.2), raw.get("vector_similarity_weight", 0.3)
+    for name, value in (("page", page), ("size", size), ("top_k", top_k)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise GatewayError(f"`{name}` must be an integer", param=name)
+    for name, value in (("similarity_threshold", threshold), ("vector_similarity_weight", weight)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value <= 1.0:
+            raise GatewayError(f"`{name}` must be a number between 0 and 1", param=name)
+    size = size if 1 <= size <= MAX_PAGE_SIZE else 30
+    page = min(page, INT32_MAX // size) if page >= 1 else 1
+    req = rr_pb.SearchRequest(
+        tenant_id=request[TENANT], query=str(raw["question"]).strip(), dataset_ids=dataset_ids,
+        document_ids=[str(i) for i in doc_ids], top_n=page * size, top_k=min(max(top_k, 1), INT32_MAX),
+        similarity_threshold=float(threshold), keywords_similarity_weight=1.0 - float(weight))
+    rv = retrieval(request)
+    resp = await rv.call(rv.rpc.Search, req)
+    chunks = list(resp.chunks)[(page - 1) * size:]
+    aggs: dict[str, dict[str, Any]] = {}
+    for c in chunks:
+        agg = aggs.setdefault(c.document_id, {"doc_name": c.document_name, "doc_id": c.document_id, "count": 0})
+        agg["count"] += 1
+    return ok({"chunks": [chunk_view(c) for c in chunks], "doc_aggs": sorted(aggs.values(), key=lambda a: -a["count"]),
+               "total": resp.total})
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("Search one dataset", response=RetrievalOut, tags=TAGS))
+async def search_dataset(request: web.Request) -> web.Response:
+    return await _dataset_search(request, [request.match_info["dataset_id"]])
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("Search datasets", response=RetrievalOut, tags=TAGS))
+async def search_datasets(request: web.Request) -> web.Response:
+    raw = await read_json(request)
+    ids = raw.get("dataset_ids")
+    if not isinstance(ids, list) or not ids:
+        raise GatewayError("`dataset_ids` is required.", param="dataset_ids")
+    return await _dataset_search(request, [str(i) for i in ids])
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/api/v1/retrieval", retrieve)
+    app.router.add_post("/api/v1/datasets/search", search_datasets)
+    app.router.add_post("/api/v1/datasets/{dataset_id}/search", search_dataset)
