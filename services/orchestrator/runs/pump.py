@@ -15,7 +15,7 @@ import logging
 import time
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from services.orchestrator import metrics
 from services.orchestrator.engine import events as ev
@@ -49,7 +49,7 @@ class PumpServices:
     codec: EventCodec
     ending: RunEnding
     local: LocalRuns
-    first_write_delay: Any  # () -> seconds: the journal policy's delay for a run starting now
+    first_write_delay: Callable[[], float]  # the journal policy's delay for a run starting now, in seconds
 
 
 @dataclass
