@@ -1,5 +1,7 @@
 """The gateway's calls into the orchestrator: its service stubs on one channel, each call with the configured timeout,
-and its runs as turns on shared RunTurns streams (services/common/turn_client.py), each a Run call of its own.
+and its runs as turns on shared streams (trellis.canvas.internal.v1.RunTurnService, through
+services/common/turns/; docs/transport.md), each used as the Run call it stands for: one code path with WatchRun.
+A run is not started twice: the one repetition is the transport's, of a turn no replica started.
 
     orch = request.app[ORCHESTRATOR]
     resp = await orch.unary(orch.agents.GetAgent, agent_pb.GetAgentRequest(tenant_id=t, agent_id=a))
@@ -9,13 +11,14 @@ and its runs as turns on shared RunTurns streams (services/common/turn_client.py
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from contextlib import aclosing, asynccontextmanager
 from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable
 
 import grpc
 from aiohttp import web
+from trellis.canvas.internal.v1 import run_turn_service_pb2 as turn_pb
+from trellis.canvas.internal.v1 import run_turn_service_pb2_grpc as turn_grpc
 from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
 from trellis.canvas.v1 import attachment_service_pb2_grpc as attachment_grpc
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
@@ -27,12 +30,11 @@ from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 from gateway.errors import GatewayError, from_rpc_error
 from services.common.channels import channel_target, outbound_metadata
 from services.common.coalesce import coalesce
-from services.common.turn_client import ClientTurnTypes, StreamEnded, TurnClient, TurnsUnsupported
+from services.common.turns import ClientTurnTypes, TurnClient
 
 log = logging.getLogger(__name__)
 
-_TURN_TYPES = ClientTurnTypes(canvas_pb.RunTurnsRequest, canvas_pb.RunTurn, canvas_pb.RunTurnMessage)
-RUN_ATTEMPTS = 4  # tries of a turn no replica started (services/clients/_rpc.py's RetryPolicy has as many)
+_TURN_TYPES = ClientTurnTypes(turn_pb.RunTurnsRequest, turn_pb.RunTurn, turn_pb.RunTurnMessage)
 
 
 class RunStream:
@@ -67,7 +69,7 @@ class RunStream:
 
 
 async def _call_events(call: Any) -> AsyncGenerator[events_pb2.RunEvent, None]:
-    """The events of a Run or WatchRun call; a failure as the GatewayError for its status."""
+    """The events of a run's turn or a WatchRun call; a failure as the GatewayError for its status."""
     try:
         while (event := await call.read()) is not grpc.aio.EOF:
             yield event
@@ -133,8 +135,10 @@ class Orchestrator:
         self.attachments = attachment_grpc.AttachmentServiceStub(channel)
         self.rpc_timeout_s = rpc_timeout_s
         self.run_timeout_s = run_timeout_s
-        # Runs go on shared RunTurns streams, one per orchestrator replica (services/common/turn_client.py).
-        self.turns = TurnClient(self.canvas.RunTurns, _TURN_TYPES, peer="orchestrator", target=channel_target(channel))
+        # Runs go on shared streams, one per orchestrator replica (services/common/turns/): `turns.call` is used
+        # as `canvas.Run` would be.
+        self.turns = TurnClient(turn_grpc.RunTurnServiceStub(channel).RunTurns, _TURN_TYPES, peer="orchestrator",
+                                target=channel_target(channel))
 
     async def unary(self, method: Callable[..., Awaitable[Any]], request: Any, *, extra_s: float = 0.0) -> Any:
         """AioRpcError propagates: `gateway.endpoint` renders it in the route's dialect. `extra_s`: what the call
@@ -149,12 +153,12 @@ class Orchestrator:
         end: with nothing sent meanwhile there is nothing to merge, and no reader task to pay for."""
         if last_event_id:
             run_id, seq = parse_event_id(last_event_id)
-            events = _call_events(self.canvas.WatchRun(
+            call = self.canvas.WatchRun(
                 canvas_pb.WatchRunRequest(tenant_id=request.tenant_id, run_id=run_id, after_seq=seq),
-                timeout=self.run_timeout_s, metadata=outbound_metadata()))
+                timeout=self.run_timeout_s, metadata=outbound_metadata())
         else:
-            events = self._run_events(request)
-        stream = RunStream(events)
+            call = self.turns.call(request, timeout=self.run_timeout_s, metadata=outbound_metadata())
+        stream = RunStream(_call_events(call))
         try:
             await stream.start()
             if not merge:
@@ -167,33 +171,6 @@ class Orchestrator:
             # A no-op once the run ended. On a client disconnect aiohttp cancels the handler, and this
             # cancels the turn at once, so the orchestrator stops the run (and its LLM request) too.
             await stream.aclose()
-
-    async def _run_events(self, request: canvas_pb.RunRequest) -> AsyncGenerator[events_pb2.RunEvent, None]:
-        """The run's events from a turn on a shared stream; a call of its own while the orchestrator does not
-        know RunTurns (an older replica). A turn no replica started (its stream ended, or a replica that
-        shuts down refused it) is opened again on a new stream, while tries and time are left."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.run_timeout_s
-        attempt = 1
-        while True:
-            if not self.turns.supported:
-                call = self.canvas.Run(request, timeout=max(0.0, deadline - loop.time()), metadata=outbound_metadata())
-                async with aclosing(_call_events(call)) as events:  # closed with this one: the call ends at once
-                    async for event in events:
-                        yield event
-                return
-            started = False
-            try:
-                async with aclosing(self.turns.turn(request, deadline)) as events:  # likewise the turn
-                    async for event in events:
-                        started = True
-                        yield event
-                return
-            except grpc.aio.AioRpcError as exc:
-                if started or not isinstance(exc, TurnsUnsupported) and not (
-                        isinstance(exc, StreamEnded) and attempt < RUN_ATTEMPTS and loop.time() < deadline):
-                    raise from_rpc_error(exc) from None
-            attempt += 1
 
     async def aclose(self) -> None:
         """Ends the runs still running on shared streams (before the channel closes)."""

@@ -8,24 +8,31 @@ failures are the typed errors of services/clients/_rpc.py.
     result = await client.chat("qwen-plus@Tongyi-Qianwen", messages, tools=tools)   # assembled turn
     vectors = (await client.embed(["a", "b"])).vectors
 
-The token stream is the hot path: every streamed turn of a client shares one long-lived ChatTurns stream with
-the others (services/clients/llm_turns.py), where a call per turn would cost both processes hundreds of
-microseconds; each chunk becomes one `ChatDelta` (llm_convert.delta_from_proto), read by the caller itself. The gateway already merges what queued up while it sent (services/common/coalesce.py), and
-each reader here buffers for itself (a StreamValue, an Agent's turn), so a merging task in between would only
-cost a task switch per message.
+The token stream is the hot path: every chat turn of a client, streamed or whole, rides one long-lived stream
+per gateway replica with the others (trellis.llm.internal.v1.ChatTurnService, through services/common/turns/),
+where a call per turn would cost both processes hundreds of microseconds (docs/transport.md). A turn is used as
+the Chat or Complete call it stands for, so it goes through the same `_stream`/`_unary` as any call: one code
+path, one deadline, error and retry rule (services/clients/_rpc.py). Each chunk becomes one `ChatDelta`
+(llm_convert.delta_from_proto), read by the caller itself. The gateway already merges what queued up while it
+sent (services/common/coalesce.py), and each reader here buffers for itself (a StreamValue, an Agent's turn), so
+a merging task in between would only cost a task switch per message.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, AsyncIterator, Sequence
 
+from trellis.llm.internal.v1 import chat_turn_service_pb2 as turn_pb
+from trellis.llm.internal.v1 import chat_turn_service_pb2_grpc as turn_grpc
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc
 
 from services.clients import llm_convert as convert
 from services.clients._rpc import Peer
-from services.clients.llm_turns import ChatTurns
+from services.common.channels import channel_target
+from services.common.turns import ClientTurnTypes, TurnClient
 from services.clients.llm_models import (
     ChatDelta,
     ChatResult,
@@ -35,6 +42,9 @@ from services.clients.llm_models import (
     RerankScore,
     assemble,
 )
+
+
+_TURN_TYPES = ClientTurnTypes(turn_pb.ChatTurnsRequest, turn_pb.ChatTurn, turn_pb.ChatTurnMessage)
 
 
 @dataclass(frozen=True)
@@ -60,7 +70,10 @@ class LlmClient(Peer):
 
     def __init__(self, channel: Any, **kwargs: Any) -> None:
         super().__init__(channel, **kwargs)
-        self.turns = ChatTurns(self)  # every streamed turn of this client, on shared streams
+        # Every chat turn of this client, on shared streams: `turns.call` is used as `Chat` would be.
+        self.turns = TurnClient(turn_grpc.ChatTurnServiceStub(channel).ChatTurns, _TURN_TYPES, peer="LLM gateway",
+                                target=channel_target(channel))
+        self._whole = partial(self.turns.call, whole=True)  # as `Complete` would be
 
     async def close(self) -> None:
         await self.turns.close()
@@ -72,14 +85,14 @@ class LlmClient(Peer):
         `sampling`, `max_tokens` and `stop` (llm_convert.chat_request_to_proto). Breaking out of the loop
         (or closing the iterator) cancels the call, and the upstream request."""
         req = convert.chat_request_to_proto(model_id, messages, **options)
-        return self.turns.stream(req, convert.delta_from_proto, timeout)
+        return self._stream(self.turns.call, req, convert.delta_from_proto, timeout)
 
     async def chat(self, model_id: str, messages: Sequence[Message], *, timeout: float | None = None,
                    **options: Any) -> ChatResult:
-        """The whole turn in one message (the gateway's Complete, as a turn on the shared stream), tool calls
-        complete; `options` as for `stream_chat`."""
+        """The whole turn in one message (as the gateway's Complete gives it, a turn on the shared stream), tool
+        calls complete; `options` as for `stream_chat`."""
         req = convert.chat_request_to_proto(model_id, messages, **options)
-        resp = await self.turns.whole(req, timeout)
+        resp = await self._unary(self._whole, req, timeout)
         return assemble([convert.delta_from_proto(resp)], resp.model)
 
     async def embed(self, texts: Sequence[str], *, model_id: str = "", timeout: float | None = None) -> Embeddings:

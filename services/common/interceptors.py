@@ -112,7 +112,7 @@ class _Rpc:
 
 
 class InnerCall:
-    """A call carried inside another call's stream (the turns of LlmService.ChatTurns and CanvasService.RunTurns),
+    """A call carried inside another call's stream (the turns of services/common/turns/),
     recorded as a call of its method of its own, as the interceptor records a call: its request id and span (from
     `metadata`, as a call's metadata carries them), its metrics and its status.
 

@@ -16,10 +16,11 @@ RPC_LATENCY = Histogram(
 )
 
 # Probes and discovery are not traffic: counting them would drown the real numbers. Nor is a stream that carries
-# calls (LlmService.ChatTurns, CanvasService.RunTurns): each of its turns is counted and traced as the call it
-# stands for, and the carrier, open for minutes, would only add a span and a latency of its own lifetime.
-UNMETERED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.", "/trellis.llm.v1.LlmService/ChatTurns",
-                      "/trellis.canvas.v1.CanvasService/RunTurns")
+# calls (the internal ChatTurnService and RunTurnService, services/common/turns/): each of its turns is counted and
+# traced as the call it stands for, and the carrier, open for minutes, would only add a span and a latency of its
+# own lifetime.
+UNMETERED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.", "/trellis.llm.internal.v1.ChatTurnService/",
+                      "/trellis.canvas.internal.v1.RunTurnService/")
 
 
 def start_exporter(port: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from services.common.server import Service
+from services.llm_gateway.chat_turns import ChatTurnServicer
 from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.gateway import LlmGateway
 from services.llm_gateway.providers.local import LocalProvider
@@ -14,5 +15,6 @@ def build(cfg: LlmGatewayConfig) -> Service:
     # The local chat model's runtime against this CPU: one line at start, not SIGILL at the first token.
     checks = [p.check for p in gateway.registry.providers if isinstance(p, LocalProvider)]
     servicer = LlmServicer(gateway)
-    return Service([servicer.binding()], on_startup=checks, on_drain=[servicer.turns.drain],
+    turns = ChatTurnServicer(servicer)  # the orchestrator's chat turns (internal)
+    return Service([servicer.binding(), turns.binding()], on_startup=checks, on_drain=[turns.turns.drain],
                    on_shutdown=[gateway.aclose])

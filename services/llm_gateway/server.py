@@ -11,49 +11,27 @@ from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc
 
 from services.common.coalesce import coalesce
 from services.common.server import Binding
-from services.common.turn_server import Send, TurnServer, TurnTypes
 from services.llm_gateway import convert
 from services.llm_gateway.gateway import LlmGateway
 from services.llm_gateway.models import merge_deltas, whole_turn
 
 SERVICE_NAME = llm_pb.DESCRIPTOR.services_by_name["LlmService"].full_name
-SERVICE_LABEL = "llm_gateway"  # the `service` of its metrics (its server's name), for the turns it counts as Chat calls
-CHAT_METHOD = "/trellis.llm.v1.LlmService/Chat"
-COMPLETE_METHOD = "/trellis.llm.v1.LlmService/Complete"
-_TURN_TYPES = TurnTypes(llm_pb.ChatTurnsResponse, llm_pb.ChatTurnMessage, llm_pb.ChatTurnEnd)
 
 
 class LlmServicer(llm_grpc.LlmServiceServicer):
     def __init__(self, gateway: LlmGateway) -> None:
         self.gateway = gateway
-        # ChatTurns' streams (`turns.drain` on shutdown): each turn as a Chat call, or a Complete call (`whole`).
-        self.turns = TurnServer(_TURN_TYPES, self._turn, lambda turn: COMPLETE_METHOD if turn.whole else CHAT_METHOD,
-                                service=SERVICE_LABEL, shutting_down="the LLM gateway is shutting down")
 
     def binding(self) -> Binding:
         return Binding(llm_grpc.add_LlmServiceServicer_to_server, self, SERVICE_NAME)
 
     async def Chat(self, request: llm_pb.ChatRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[llm_pb.ChatResponse]:
-        async with aclosing(self._chat(request, context.time_remaining())) as chunks:  # a cancel closes it at once
+        async with aclosing(self.chunks(request, context.time_remaining())) as chunks:  # a cancel closes it at once
             async for chunk in chunks:
                 yield chunk
 
-    async def ChatTurns(self, requests: AsyncIterator[llm_pb.ChatTurnsRequest], context: grpc.aio.ServicerContext
-                        ) -> AsyncIterator[llm_pb.ChatTurnsResponse]:
-        async for response in self.turns.serve(requests):
-            yield response
-
-    async def _turn(self, turn: llm_pb.ChatTurn, send: Send) -> None:
-        timeout_s = turn.timeout_s or None
-        if turn.whole:
-            send(await self._complete(turn.request, timeout_s))  # its end goes in the same message
-            return
-        async with aclosing(self._chat(turn.request, timeout_s)) as chunks:  # a cancel closes it at once
-            async for chunk in chunks:
-                await send(chunk)
-
-    async def _chat(self, request: llm_pb.ChatRequest, timeout_s: float | None) -> AsyncIterator[llm_pb.ChatResponse]:
-        """One turn's chunks, for a Chat call or a ChatTurns turn."""
+    async def chunks(self, request: llm_pb.ChatRequest, timeout_s: float | None) -> AsyncIterator[llm_pb.ChatResponse]:
+        """One turn's chunks, for a Chat call or a streamed turn (chat_turns.py)."""
         call = convert.chat_call_from_proto(request)
         stream = self.gateway.chat(request.model_id, call, timeout_s=timeout_s)
         model, notice = stream.model, stream.notice
@@ -65,10 +43,10 @@ class LlmServicer(llm_grpc.LlmServiceServicer):
             model = notice = ""  # the resolved id and the fallback notice ride on the first chunk only
 
     async def Complete(self, request: llm_pb.ChatRequest, context: grpc.aio.ServicerContext) -> llm_pb.ChatResponse:
-        return await self._complete(request, context.time_remaining())
+        return await self.whole(request, context.time_remaining())
 
-    async def _complete(self, request: llm_pb.ChatRequest, timeout_s: float | None) -> llm_pb.ChatResponse:
-        """One whole turn, for a Complete call or a ChatTurns turn."""
+    async def whole(self, request: llm_pb.ChatRequest, timeout_s: float | None) -> llm_pb.ChatResponse:
+        """One whole turn, for a Complete call or a whole turn (chat_turns.py)."""
         call = convert.chat_call_from_proto(request)
         stream = self.gateway.chat(request.model_id, call, timeout_s=timeout_s)
         # A cancelled call raises inside the provider's read, which closes the upstream request at once.

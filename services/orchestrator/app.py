@@ -7,6 +7,8 @@ import socket
 import uuid
 from typing import Any
 
+from trellis.canvas.internal.v1 import run_turn_service_pb2 as run_turn_pb
+from trellis.canvas.internal.v1 import run_turn_service_pb2_grpc as run_turn_grpc
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
 from trellis.canvas.v1 import attachment_service_pb2 as att_pb
@@ -26,6 +28,7 @@ from services.orchestrator.api.agents import AgentServicer
 from services.orchestrator.api.attachments import AttachmentServicer
 from services.orchestrator.api.canvas import CanvasServicer
 from services.orchestrator.api.mcp_servers import McpServerServicer
+from services.orchestrator.api.run_turns import RunTurnServicer
 from services.orchestrator.api.sessions import SessionServicer
 from services.orchestrator.config import OrchestratorConfig
 from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
@@ -79,12 +82,13 @@ def build(cfg: OrchestratorConfig) -> Service:
             await peer.close()
         await redis.aclose()
 
-    canvas = CanvasServicer(manager)
+    run_turns = RunTurnServicer(manager)  # the gateway's runs (internal)
     bindings = [
-        Binding(canvas_grpc.add_CanvasServiceServicer_to_server, canvas, _name(canvas_pb, "CanvasService")),
+        Binding(canvas_grpc.add_CanvasServiceServicer_to_server, CanvasServicer(manager), _name(canvas_pb, "CanvasService")),
+        Binding(run_turn_grpc.add_RunTurnServiceServicer_to_server, run_turns, _name(run_turn_pb, "RunTurnService")),
         Binding(agent_grpc.add_AgentServiceServicer_to_server, AgentServicer(agents, sessions), _name(agent_pb, "AgentService")),
         Binding(session_grpc.add_SessionServiceServicer_to_server, SessionServicer(agents, sessions), _name(session_pb, "SessionService")),
         Binding(mcp_grpc.add_McpServerServiceServicer_to_server, McpServerServicer(mcp_servers, mcp_access), _name(mcp_pb, "McpServerService")),
         Binding(att_grpc.add_AttachmentServiceServicer_to_server, AttachmentServicer(attachments), _name(att_pb, "AttachmentService")),
     ]
-    return Service(bindings, on_startup=[start], on_drain=[canvas.turns.drain], on_shutdown=[stop])
+    return Service(bindings, on_startup=[start], on_drain=[run_turns.turns.drain], on_shutdown=[stop])

@@ -4,8 +4,9 @@
     server, port = await start_server(fake.bindings())
 
 Every store is keyed by tenant, so the gateway's tenant handling is visible. `CanvasService.Run` picks its
-script from the query (see `FakeCanvas.Run`); every RunRequest is kept in `fake.run_requests`. A run that
-the client abandons sets `fake.run_cancelled`.
+script from the query (see `FakeCanvas.Run`), and serves the gateway's runs through the real turn server
+(`FakeRunTurns`, as services/orchestrator/api/run_turns.py does); every RunRequest is kept in `fake.run_requests`.
+A run that the client abandons sets `fake.run_cancelled`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from google.protobuf.timestamp_pb2 import Timestamp
+from trellis.canvas.internal.v1 import run_turn_service_pb2 as turn_pb
+from trellis.canvas.internal.v1 import run_turn_service_pb2_grpc as turn_grpc
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
@@ -26,6 +29,7 @@ from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
 from services.common.errors import AlreadyExists, InvalidArgument, NotFound
 from services.common.server import Binding
+from services.common.turns import TurnServer, TurnTypes
 
 EVENT_TIME = 1756364483  # every scripted event carries this time, so streams compare byte for byte
 PROLOGUE = "Hi! I am your assistant, can I help you?"
@@ -52,10 +56,13 @@ class FakeOrchestrator:
     flood_sent: int = 0
 
     def bindings(self) -> list[Binding]:
+        canvas = FakeCanvas(self)
         return [
             Binding(agent_grpc.add_AgentServiceServicer_to_server, FakeAgents(self), "trellis.canvas.v1.AgentService"),
             Binding(session_grpc.add_SessionServiceServicer_to_server, FakeSessions(self), "trellis.canvas.v1.SessionService"),
-            Binding(canvas_grpc.add_CanvasServiceServicer_to_server, FakeCanvas(self), "trellis.canvas.v1.CanvasService"),
+            Binding(canvas_grpc.add_CanvasServiceServicer_to_server, canvas, "trellis.canvas.v1.CanvasService"),
+            Binding(turn_grpc.add_RunTurnServiceServicer_to_server, FakeRunTurns(canvas),
+                    "trellis.canvas.internal.v1.RunTurnService"),
         ]
 
     def agent(self, tenant: str, agent_id: str) -> agent_pb.Agent:
@@ -300,3 +307,21 @@ class FakeCanvas(canvas_grpc.CanvasServiceServicer):
     async def Validate(self, request, context):
         _check_dsl(request.dsl_json)
         return canvas_pb.ValidateResponse(valid=True)
+
+
+class FakeRunTurns(turn_grpc.RunTurnServiceServicer):
+    """The gateway's runs as turns on shared streams, each one `FakeCanvas.Run`."""
+
+    def __init__(self, canvas: FakeCanvas) -> None:
+        self.canvas = canvas
+        self.turns = TurnServer(TurnTypes(turn_pb.RunTurnsResponse, turn_pb.RunTurnMessage, turn_pb.RunTurnEnd),
+                                self._turn, lambda turn: "/trellis.canvas.v1.CanvasService/Run", service="orchestrator",
+                                shutting_down="the orchestrator is shutting down")
+
+    async def RunTurns(self, requests, context):
+        async for response in self.turns.serve(requests):
+            yield response
+
+    async def _turn(self, turn, send) -> None:
+        async for event in self.canvas.Run(turn.request, None):
+            await send(event)

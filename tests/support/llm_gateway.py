@@ -28,6 +28,7 @@ from services.clients import LlmClient
 from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.gateway import LlmGateway
 from services.llm_gateway.providers.scripted import ScriptedProvider
+from services.llm_gateway.chat_turns import ChatTurnServicer
 from services.llm_gateway.server import LlmServicer
 
 
@@ -76,14 +77,20 @@ class RunningLlmGateway:
 
     async def start(self) -> None:
         """Serve the same gateway again on the same port (after `stop()`): clients keep their address."""
-        self.server, _ = await start_server([LlmServicer(self.gateway).binding()], service="llm_gateway", port=self.port)
+        self.server, _ = await start_server(bindings(self.gateway), service="llm_gateway", port=self.port)
+
+
+def bindings(gateway: LlmGateway) -> list:
+    """What the llm_gateway serves (services/llm_gateway/app.py): LlmService, and its turns (ChatTurnService)."""
+    servicer = LlmServicer(gateway)
+    return [servicer.binding(), ChatTurnServicer(servicer).binding()]
 
 
 @asynccontextmanager
 async def llm_gateway(scripts: Any = None, *, config: LlmGatewayConfig | None = None,
                       **overrides: Any) -> AsyncIterator[RunningLlmGateway]:
     gateway = LlmGateway.create(config or LlmGatewayConfig.for_tests(**overrides), scripts=scripts)
-    server, port = await start_server([LlmServicer(gateway).binding()], service="llm_gateway")
+    server, port = await start_server(bindings(gateway), service="llm_gateway")
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     client = LlmClient.connect(f"127.0.0.1:{port}")
     running = RunningLlmGateway(gateway, server, port, channel, llm_grpc.LlmServiceStub(channel), client)

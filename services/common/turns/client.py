@@ -1,74 +1,84 @@
-"""The client side of turns on shared streams (services/common/turn_server.py says why): how a caller reaches a
-peer's method without a gRPC call per call of it (the orchestrator's LLM turns, services/clients/llm_turns.py;
-the gateway's runs, gateway/orchestrator.py).
+"""The client side of turns on shared streams (services/common/turns/server.py says why; docs/transport.md what
+they buy): how a typed client reaches a peer's method without a gRPC call per call of it (the orchestrator's LLM
+turns, services/clients/llm.py; the gateway's runs, gateway/orchestrator.py).
 
-A turn is opened on one of the client's streams by id, with its deadline and the metadata its call would carry;
-its messages come back through the stream's one reader. Opens and cancels that queue up while a message is
-written go out together in the next. A turn keeps a call's behaviour: its deadline (the peer's, and a timer here
-in case the peer cannot say so), its cancel when the caller stops reading, its status (raised as the
-`grpc.aio.AioRpcError` its call would have raised).
+`TurnClient.call(request, timeout=, metadata=)` is used as a stub's method is, and gives a `TurnCall` that is used
+as the call would be (`async for`, `read()`, `await`, `cancel()`), so a typed client has one code path, its own
+deadline, error and retry rules applying to a turn as to a call. A turn is opened on one of the client's streams
+by id, with its deadline and the metadata its call would carry; its messages come back through the stream's one
+reader. Opens and cancels that queue up while a message is written go out together in the next. A turn keeps a
+call's behaviour: its deadline (the peer's, and a timer here in case the peer cannot say so), its cancel when the
+caller stops reading, its status (raised as the plain `grpc.aio.AioRpcError` its call would have raised).
+
+A turn no peer started (a peer that shuts down refused it, `again`, or ended its stream first) is opened again on
+a new stream, which reaches a replica that serves, as grpc itself retries a call that no server saw (its
+"transparent retry"): nothing of it ran, so this is not a retry of the caller's (services/clients/_rpc.py has
+the one rule for those), and it is bounded by the turn's deadline and `REOPENS`.
 
 A turn whose caller stops reading buffers its chunks here (at most one turn's output), where a call of its own
 would have held the peer back with HTTP/2 flow control; the stream's reader never waits for a caller.
 
-Replicas: the client keeps one stream per replica of the peer (its lanes: the addresses its target lists or its
-name resolves to, as the channel's round_robin sees them) and opens turns on them in turn. The lanes' streams are
-opened one after the other, and round_robin sends consecutive calls to consecutive replicas, so turns spread over
-replicas as calls do. A stream takes new turns for `ROTATE_AFTER_S` or `ROTATE_AFTER_TURNS`, whichever comes
-first; once no lane takes turns, all are opened again, so a replica that joined (scale-out) gets its share, and a
-name's lanes are counted again every `ROTATE_AFTER_S`. A retired stream is closed once its last turn has ended.
-A peer that does not know the method (an older replica) answers UNIMPLEMENTED for the stream: `supported` is
-then False for `ROTATE_AFTER_S`, and the caller makes a call per turn meanwhile (a rolling upgrade replaces the
-older replicas).
+Replicas: the client keeps one stream per replica of the peer (its lanes, counted by
+services/common/turns/lanes.py, which says why) and opens turns on them in turn. The lanes' streams are opened one
+after the other, and round_robin sends consecutive calls to consecutive replicas, so turns spread over replicas as
+calls do. A stream takes new turns for `ROTATE_AFTER_S` or `ROTATE_AFTER_TURNS`, whichever comes first; once no
+lane takes turns, all are opened again, so a replica that joined (scale-out) gets its share, and a name's lanes
+are counted again every `ROTATE_AFTER_S`. A retired stream is closed once its last turn has ended.
+
+Every peer of this version serves its turn service; a rolling upgrade across the version that introduced it is
+the deployment's business (docs/transport.md): a peer without it fails each turn with UNIMPLEMENTED, as a call
+of an unknown method would.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import socket
 import time
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import Any, Callable, Generator
 
 import grpc
 
 from services.common import channels
-from services.common.channels import MAX_MESSAGE_BYTES, outbound_metadata
+from services.common.channels import MAX_MESSAGE_BYTES
+from services.common.turns.lanes import listed_replicas, resolved_replicas
 
 ROTATE_AFTER_S = 30.0
 ROTATE_AFTER_TURNS = 1000
-MAX_LANES = 64
+REOPENS = 3  # how often a turn no peer started is opened again on a new stream
+
+
+def _failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 class _Expired:
     """Put in a turn's queue when its deadline passed without the peer's word."""
 
 
-class StreamEnded(grpc.aio.AioRpcError):
-    """The turn's stream ended without an error of the turn's: the peer drained it (it shuts down) or refused
-    the turn for that reason (`again`), or this client retired it. A turn that delivered nothing yet may be
-    opened again: a new stream reaches a replica that serves."""
+class _Cancelled:
+    """Put in a turn's queue when its caller cancelled it: a read still waiting wakes and fails."""
 
 
-class TurnsUnsupported(grpc.aio.AioRpcError):
-    """The peer has no such method (UNIMPLEMENTED for the stream itself, not a turn's own status): make a call
-    instead; `TurnClient.supported` is False for a while."""
+class _Gone:
+    """Put in a turn's queue when its stream ended: `error`, what the turn fails with; `unstarted`, the stream
+    ended without an error of its own while the turn waited, so no peer started it."""
 
+    __slots__ = ("error", "unstarted")
 
-def _failure(code: grpc.StatusCode, details: str, kind: type[grpc.aio.AioRpcError] = grpc.aio.AioRpcError
-             ) -> grpc.aio.AioRpcError:
-    return kind(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
-
-
-_CODES = {code.value[0]: code for code in grpc.StatusCode}
+    def __init__(self, error: grpc.aio.AioRpcError, *, unstarted: bool = False) -> None:
+        self.error = error
+        self.unstarted = unstarted
 
 
 @dataclass(frozen=True, slots=True)
 class ClientTurnTypes:
     """A service's message classes for its turns, as the client sends and reads them: `request(open=[...],
     cancel=[...])`, `turn(id=, request=, timeout_s=, metadata=, **fields)`, and `message`, what the responses
-    carry (services/common/turn_server.py)."""
+    carry (services/common/turns/server.py)."""
 
     request: type
     turn: type
@@ -104,21 +114,20 @@ class _TurnStream:
         self.retired = True
         self._close_if_idle()
 
-    def open(self, turn_id: int, request: Any, timeout_s: float | None, fields: dict[str, Any]) -> asyncio.Queue:
-        """The turn's queue; a turn larger than a message may be fails here, as its call would, and opens nothing."""
-        metadata = outbound_metadata()
+    def open(self, turn_id: int, request: Any, timeout_s: float | None, metadata: Any, fields: dict[str, Any],
+             queue: asyncio.Queue) -> None:
+        """Sends the turn (with what else queues up meanwhile); its messages go to `queue`. A turn larger than a
+        message may be fails here, as its call would, and opens nothing."""
         turn = self.types.turn(id=turn_id, request=request, timeout_s=timeout_s or 0.0, metadata=dict(metadata or ()),
                                **fields)
         size = turn.ByteSize()
         if size > MAX_MESSAGE_BYTES:
             raise _failure(grpc.StatusCode.RESOURCE_EXHAUSTED,
                            f"a request of {size} bytes is larger than the {MAX_MESSAGE_BYTES} a message may have")
-        queue: asyncio.Queue = asyncio.Queue()
         self.turns[turn_id] = queue
         self.opened += 1
         self._opens.append((turn, size))
         self._flush()
-        return queue
 
     def close_turn(self, turn_id: int, *, cancel: bool) -> None:
         if self.turns.pop(turn_id, None) is not None and cancel and self.failure is None:
@@ -136,7 +145,7 @@ class _TurnStream:
             asyncio.ensure_future(self._done_writing())
 
     def _ended(self) -> grpc.aio.AioRpcError:
-        return _failure(grpc.StatusCode.UNAVAILABLE, f"the {self.peer} ended the stream of turns", StreamEnded)
+        return _failure(grpc.StatusCode.UNAVAILABLE, f"the {self.peer} ended the stream of turns")
 
     async def _done_writing(self) -> None:
         try:
@@ -165,40 +174,166 @@ class _TurnStream:
             self._close_if_idle()
 
     async def _read(self) -> None:
-        failure: grpc.aio.AioRpcError | None = None
+        gone: _Gone | None = None
         try:
             async for response in self.call:
                 for message in response.messages:
                     queue = self.turns.get(message.id)
                     if queue is not None:
                         queue.put_nowait(message)
-            failure = self._ended()
+            gone = _Gone(self._ended(), unstarted=True)  # the peer ended it while a turn waited: never started
         except grpc.aio.AioRpcError as exc:
-            failure = exc
+            gone = _Gone(exc)
         except asyncio.CancelledError:  # the client closed
-            failure = _failure(grpc.StatusCode.CANCELLED, f"the client of the {self.peer} was closed")
+            gone = _Gone(_failure(grpc.StatusCode.CANCELLED, f"the client of the {self.peer} was closed"))
         finally:  # every turn still here hears how the stream ended, whatever ended it
-            failure = failure or _failure(grpc.StatusCode.UNKNOWN, "the stream of turns broke")
+            gone = gone or _Gone(_failure(grpc.StatusCode.UNKNOWN, "the stream of turns broke"))
             if self.failure is None:
-                self.failure = failure
+                self.failure = gone.error
             for queue in self.turns.values():
-                queue.put_nowait(failure)
+                queue.put_nowait(gone)
             self._on_end(self)
 
     def cancel(self) -> None:
         self.call.cancel()
 
 
+class TurnCall:
+    """One turn, used as the call it stands for: `async for chunk in call`, `await call.read()` (`grpc.aio.EOF`
+    after the last chunk), or `await call` for a whole turn's one chunk; `cancel()` stops it at the peer (a no-op
+    once it ended). A failure raises the `grpc.aio.AioRpcError` its call would have raised. Nothing is sent
+    before the first read, as nothing of a call is before its first await."""
+
+    def __init__(self, client: "TurnClient", request: Any, timeout: float | None, metadata: Any,
+                 fields: dict[str, Any]) -> None:
+        self._client = client
+        self._request = request
+        self._timeout = timeout
+        self._metadata = metadata
+        self._fields = fields
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._stream: _TurnStream | None = None
+        self._turn_id = 0
+        self._deadline: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._opens = 0
+        self._seen = False  # a chunk came: never opened again
+        self._outcome: Any = None  # once ended: grpc.aio.EOF, or the error every further read raises
+
+    def __aiter__(self) -> "TurnCall":
+        return self
+
+    async def __anext__(self) -> Any:
+        chunk = await self.read()
+        if chunk is grpc.aio.EOF:
+            raise StopAsyncIteration
+        return chunk
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self._whole().__await__()
+
+    async def _whole(self) -> Any:
+        try:
+            chunk = await self.read()
+        finally:
+            self.cancel()  # a no-op when its end came with its chunk; a caller gone away cancels it
+        if chunk is grpc.aio.EOF:
+            raise _failure(grpc.StatusCode.INTERNAL, f"the {self._client.peer} ended a whole turn without its message")
+        return chunk
+
+    async def read(self) -> Any:
+        if self._outcome is grpc.aio.EOF:
+            return grpc.aio.EOF
+        if self._outcome is not None:
+            raise self._outcome
+        message_type = self._client.types.message
+        try:
+            if self._stream is None:
+                self._open()
+            while True:
+                item = await self._queue.get()
+                if item.__class__ is message_type:
+                    if item.HasField("chunk"):
+                        self._seen = True
+                        return item.chunk
+                    end = item.end
+                    if end.again:  # that replica shuts down and never started it: a new stream
+                        self._stream.retire()
+                        if self._reopen():
+                            continue
+                        raise _failure(grpc.StatusCode.UNAVAILABLE, end.message)
+                    self._finish(cancel=False)
+                    if end.code:
+                        raise _failure(_CODES.get(end.code, grpc.StatusCode.UNKNOWN), end.message)
+                    self._outcome = grpc.aio.EOF
+                    return grpc.aio.EOF
+                if item.__class__ is _Expired:
+                    self._finish(cancel=True)
+                    raise _failure(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+                if item.__class__ is _Cancelled:
+                    raise self._outcome
+                if item.unstarted and self._reopen():  # the stream ended while the turn waited: no peer started it
+                    continue
+                raise _failure(item.error.code(), item.error.details() or "")  # each turn its own exception
+        except grpc.aio.AioRpcError as exc:
+            self._outcome = exc
+            self._finish(cancel=False)
+            raise
+
+    def cancel(self) -> bool:
+        """Stops the turn at the peer; False once it has ended."""
+        if self._outcome is not None:
+            return False
+        self._outcome = _failure(grpc.StatusCode.CANCELLED, "Locally cancelled by application!")
+        self._finish(cancel=not _ended_unread(self._queue, self._client.types.message))
+        self._queue.put_nowait(_Cancelled())
+        return True
+
+    def _open(self) -> None:
+        client = self._client
+        if client.closed:
+            raise _failure(grpc.StatusCode.CANCELLED, f"the client of the {client.peer} was closed")
+        loop = asyncio.get_running_loop()
+        if self._opens == 0 and self._timeout is not None:
+            self._deadline = loop.time() + self._timeout
+            if self._timeout > 0:  # (a timeout of 0 would be none at all to the peer: not sent)
+                self._timer = loop.call_at(self._deadline, self._queue.put_nowait, _Expired())
+        left = None if self._deadline is None else self._deadline - loop.time()
+        if left is not None and left <= 0:
+            raise _failure(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+        self._opens += 1
+        stream = client.next_stream()
+        self._turn_id = client.new_id()
+        stream.open(self._turn_id, self._request, left, self._metadata, self._fields, self._queue)
+        self._stream = stream
+
+    def _reopen(self) -> bool:
+        """A turn no peer started, opened again on a new stream while its deadline and `REOPENS` allow."""
+        self._finish(cancel=False, keep_timer=True)
+        if self._seen or self._opens > REOPENS:
+            return False
+        self._open()  # (past its deadline: raises DEADLINE_EXCEEDED)
+        return True
+
+    def _finish(self, *, cancel: bool, keep_timer: bool = False) -> None:
+        if self._timer is not None and not keep_timer:
+            self._timer.cancel()
+            self._timer = None
+        if self._stream is not None:
+            self._stream.close_turn(self._turn_id, cancel=cancel)
+            self._stream = None
+
+
 class TurnClient:
-    """The turns of one client of a peer's method. `open_call()` starts a stream (the stub's bidi method);
+    """The turns of one client of a peer's turn method. `open_call()` starts a stream (the stub's bidi method);
     `peer` names the peer in messages ("LLM gateway"); `target` is the channel's (services/common/channels.py),
     whose replicas the streams spread over."""
 
     def __init__(self, open_call: Callable[[], Any], types: ClientTurnTypes, *, peer: str,
                  target: str | None = None) -> None:
         self._open_call = open_call
-        self._types = types
-        self._peer = peer
+        self.types = types
+        self.peer = peer
         self._target = target
         listed = listed_replicas(target) if target is not None else 1
         self._streams: list[_TurnStream | None] = [None] * (listed or 1)
@@ -208,25 +343,27 @@ class TurnClient:
         self._counted_at = -ROTATE_AFTER_S if listed is None else float("inf")
         self._counting: asyncio.Future | None = None
         self._ids = 0
-        self._closed = False
-        self._calls_until = 0.0  # the peer answered UNIMPLEMENTED: a call per turn until then (monotonic)
+        self.closed = False
 
-    @property
-    def supported(self) -> bool:
-        """Whether turns go on streams: after an UNIMPLEMENTED, not for `ROTATE_AFTER_S` (a rolling upgrade
-        replaces the older replicas meanwhile)."""
-        return time.monotonic() >= self._calls_until
+    def call(self, request: Any, *, timeout: float | None = None, metadata: Any = None, **fields: Any) -> TurnCall:
+        """A turn of `request`, as a stub's method makes a call of it; `fields` are the service's own fields of the
+        turn (ChatTurn's `whole`)."""
+        return TurnCall(self, request, timeout, metadata, fields)
 
     @property
     def streams(self) -> list[_TurnStream]:
         """The streams of the lanes now (retired ones that still carry turns are not among them)."""
         return [stream for stream in self._streams if stream is not None]
 
-    def _stream(self) -> _TurnStream:
+    def new_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    def next_stream(self) -> _TurnStream:
         """The next lane's stream that takes turns. When none does (they rotate together, or failed), every lane
         gets a new stream, one after the other: round_robin sends consecutive calls to consecutive replicas, so
         the lanes stay on different replicas."""
-        if time.monotonic() - self._counted_at >= ROTATE_AFTER_S:
+        if self._target is not None and time.monotonic() - self._counted_at >= ROTATE_AFTER_S:
             self._counted_at = time.monotonic()
             self._counting = asyncio.ensure_future(self._count_lanes(self._target))
         streams = self._streams
@@ -238,7 +375,7 @@ class TurnClient:
         for lane, old in enumerate(streams):
             if old is not None:
                 old.retire()
-            streams[lane] = _TurnStream(self._open_call(), self._types, self._peer, self._live.discard)
+            streams[lane] = _TurnStream(self._open_call(), self.types, self.peer, self._live.discard)
             self._live.add(streams[lane])
         return streams[self._next]
 
@@ -250,60 +387,11 @@ class TurnClient:
                     stream.retire()
             self._streams = [None] * lanes
 
-    async def turn(self, request: Any, deadline: float | None, **fields: Any) -> AsyncIterator[Any]:
-        """One try of a turn: its chunks, then its end. `deadline` is on the loop's clock; `fields` are the
-        service's own fields of the turn (ChatTurn's `whole`).
-
-        A failure raises the `grpc.aio.AioRpcError` its call would have: a `StreamEnded` one when the turn
-        may be opened again on a new stream (if nothing of it was seen), a `TurnsUnsupported` one when the peer
-        has no such method (then `supported` is False for a while: make a call instead). Closing the iterator
-        before the end cancels the turn at the peer."""
-        if self._closed:
-            raise _failure(grpc.StatusCode.CANCELLED, f"the client of the {self._peer} was closed")
-        loop = asyncio.get_running_loop()
-        left = None if deadline is None else deadline - loop.time()
-        if left is not None and left <= 0:  # (a timeout of 0 would be none at all)
-            raise _failure(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
-        stream = self._stream()
-        self._ids += 1
-        turn_id = self._ids
-        queue = stream.open(turn_id, request, left, fields)
-        timer = loop.call_at(deadline, queue.put_nowait, _Expired()) if deadline is not None else None
-        message_type = self._types.message
-        ended = False
-        try:
-            while True:
-                item = await queue.get()
-                if item.__class__ is message_type:
-                    if item.HasField("chunk"):
-                        yield item.chunk
-                        continue
-                    ended = True
-                    end = item.end
-                    if end.again:  # that replica shuts down and never started it: a new stream
-                        stream.retire()
-                        raise _failure(grpc.StatusCode.UNAVAILABLE, end.message, StreamEnded)
-                    if end.code:
-                        raise _failure(_CODES.get(end.code, grpc.StatusCode.UNKNOWN), end.message)
-                    return
-                if item.__class__ is _Expired:
-                    raise _failure(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
-                ended = True  # the stream failed or ended: every turn on it ended with it
-                kind = type(item)
-                if item.code() == grpc.StatusCode.UNIMPLEMENTED:
-                    self._calls_until = time.monotonic() + ROTATE_AFTER_S
-                    kind = TurnsUnsupported
-                raise _failure(item.code(), item.details() or "", kind)  # each turn its own exception
-        finally:
-            if timer is not None:
-                timer.cancel()
-            stream.close_turn(turn_id, cancel=not (ended or _ended_unread(queue, message_type)))
-
     async def close(self) -> None:
         """Fails the turns still running (CANCELLED), and lets go of the streams: grpc shares connections between
         channels, and a call kept alive would keep its connection's reconnect backoff alive for the next channel
         to the same address."""
-        self._closed = True
+        self.closed = True
         if self._counting is not None:
             self._counting.cancel()
         for stream in list(self._live):
@@ -321,44 +409,3 @@ def _ended_unread(queue: asyncio.Queue, message_type: type) -> bool:
             continue
         return True
     return False
-
-
-def listed_replicas(target: str) -> int | None:
-    """How many replicas a channel's target lists: an `ipv4:`/`ipv6:` list, or one literal address; None for a
-    host name, which `resolved_replicas` resolves."""
-    if target.startswith(("ipv4:", "ipv6:")):
-        return max(1, min(MAX_LANES, len(target.split(":", 1)[1].split(","))))
-    host, _ = _host_port(target)
-    if host is None:
-        return 1  # a scheme this does not know: one lane, as for one address
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return None
-    return 1
-
-
-async def resolved_replicas(target: str) -> int:
-    """How many replicas a host name reaches, as round_robin spreads over them: the addresses it resolves to
-    (a headless Service lists each pod); 1 when it cannot be resolved now (at most `MAX_LANES`)."""
-    host, port = _host_port(target)
-    if host is None:
-        return 1
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError:
-        return 1
-    return max(1, min(MAX_LANES, len({info[4][:2] for info in infos})))
-
-
-def _host_port(target: str) -> tuple[str | None, int]:
-    """The host and port of `host:port` or `dns:///host:port`; (None, 0) for anything else."""
-    if "://" in target:
-        scheme, _, target = target.partition("://")
-        if scheme != "dns":
-            return None, 0
-        target = target.lstrip("/")
-    host, _, port = target.rpartition(":")
-    if not host or not port.isdigit():
-        return None, 0
-    return host.strip("[]"), int(port)

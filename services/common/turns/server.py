@@ -1,12 +1,12 @@
 """The server side of turns on shared streams: many calls of one method carried by one long-lived stream (how the
-orchestrator reaches the LLM gateway, LlmService.ChatTurns, and how the gateway reaches the orchestrator,
-CanvasService.RunTurns).
+orchestrator reaches the LLM gateway, trellis.llm.internal.v1.ChatTurnService, and how the gateway reaches the
+orchestrator, trellis.canvas.internal.v1.RunTurnService; docs/transport.md).
 
 A gRPC call costs both processes hundreds of microseconds of CPU, and each of its messages is written on its
 own; under a burst of runs that is most of a run's start. Here a turn costs neither: the caller opens and
 cancels turns by id in its messages, and every turn's chunks go out in shared messages, what queued up while
-one was written going out in the next, whichever turns it belongs to (`bench/mux_floor.py` measures the
-difference). Each turn behaves as a call of its own: its deadline (`timeout_s`), its cancel, the status it ends
+one was written going out in the next, whichever turns it belongs to (docs/transport.md has the
+measurements). Each turn behaves as a call of its own: its deadline (`timeout_s`), its cancel, the status it ends
 with, its request id and trace from its metadata, and it is counted and traced as a call of the method it stands
 for (`services.common.interceptors.InnerCall`). A turn's handler awaits each chunk's `send` before it takes the
 next, so its deltas merge meanwhile exactly as a call's do (services/common/coalesce.py).

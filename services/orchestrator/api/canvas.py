@@ -1,16 +1,15 @@
-"""CanvasService: runs (start, cancel, rejoin, status, logs) and canvas validation, over the run manager."""
+"""CanvasService: runs (start, cancel, rejoin, status, logs) and canvas validation, over the run manager. The
+gateway starts its runs as turns of the internal RunTurnService instead (api/run_turns.py), each served as a Run."""
 
 from __future__ import annotations
 
-import asyncio
 from contextlib import aclosing
 
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.canvas.v1 import events_pb2 as ev_pb
 
-from services.common.errors import DeadlineExceeded, InvalidArgument
-from services.common.turn_server import Send, TurnServer, TurnTypes
+from services.common.errors import InvalidArgument
 from services.orchestrator.api.convert import (
     issues_to_proto,
     numbered_to_proto,
@@ -23,39 +22,15 @@ from services.orchestrator.engine.dsl import DslError, ValidationIssue, load_can
 from services.orchestrator.engine.validate import validate
 from services.orchestrator.runs.manager import RunManager
 
-SERVICE_LABEL = "orchestrator"  # the `service` of its metrics (its server's name), for the turns it counts as Run calls
-RUN_METHOD = "/trellis.canvas.v1.CanvasService/Run"
-_TURN_TYPES = TurnTypes(canvas_pb.RunTurnsResponse, canvas_pb.RunTurnMessage, canvas_pb.RunTurnEnd)
-
 
 class CanvasServicer(canvas_grpc.CanvasServiceServicer):
     def __init__(self, runs: RunManager) -> None:
         self.runs = runs
-        # RunTurns' streams (`turns.drain` on shutdown): each turn as a Run call.
-        self.turns = TurnServer(_TURN_TYPES, self._turn, lambda turn: RUN_METHOD, service=SERVICE_LABEL,
-                                shutting_down="the orchestrator is shutting down")
 
     async def Run(self, request, context):
         # Answer deltas produced while the previous event is being written go out as one event (RunManager.execute).
         async for item in self.runs.execute(run_spec_from_proto(request)):
             yield numbered_to_proto(item)
-
-    async def RunTurns(self, requests, context):
-        async for response in self.turns.serve(requests):
-            yield response
-
-    async def _turn(self, turn: canvas_pb.RunTurn, send: Send) -> None:
-        """One Run turn: its events, as Run streams them; past its deadline, cancelled as a Run call would be."""
-        deadline = asyncio.timeout(turn.timeout_s or None)
-        try:
-            async with deadline:
-                async with aclosing(self.runs.execute(run_spec_from_proto(turn.request))) as events:
-                    async for item in events:
-                        await send(numbered_to_proto(item))
-        except TimeoutError:
-            if deadline.expired():
-                raise DeadlineExceeded("Deadline Exceeded") from None
-            raise
 
     async def Cancel(self, request, context):
         target = request.WhichOneof("target")

@@ -1,6 +1,6 @@
-"""The LLM client's turns on shared ChatTurns streams (services/clients/llm_turns.py over
-services/common/turn_client.py, and the gateway's side in services/common/turn_server.py), against a real
-llm_gateway: each turn behaves as a Chat call of its own."""
+"""The LLM client's turns on shared streams (services/clients/llm.py over services/common/turns/, and the
+gateway's side in services/llm_gateway/chat_turns.py), against a real llm_gateway: each turn behaves as a Chat
+(or Complete) call of its own."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from prometheus_client import REGISTRY
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
 from services.clients.llm_models import Message
-from services.common.errors import DeadlineExceeded, NotFound, Unavailable
-from services.common import channels, turn_client
+from services.common.errors import DeadlineExceeded, NotFound, Unavailable, Unimplemented
+from services.common import channels
 from services.common.testing import start_server
+from services.common.turns import client as turn_client
+from services.llm_gateway.chat_turns import ChatTurnServicer
 from services.llm_gateway.server import LlmServicer
 from tests.support.llm_gateway import llm_gateway, user
 
@@ -33,7 +35,7 @@ def chat_calls(code: str, method: str = "Chat") -> int:
 
 def current(client):
     """The client's one stream (one gateway: one lane)."""
-    (stream,) = client.turns._turns.streams
+    (stream,) = client.turns.streams
     return stream
 
 
@@ -46,7 +48,7 @@ async def test_concurrent_turns_share_one_stream_and_each_gets_its_own_answer():
         before = chat_calls("OK")
         answers = await asyncio.gather(*(text(llm.client, "echo@Scripted", f"number {i}") for i in range(50)))
         assert answers == [f"you said number {i}" for i in range(50)]
-        assert current(llm.client).opened == 50  # one ChatTurns call carried them all
+        assert current(llm.client).opened == 50  # one ChatTurns stream carried them all
         assert chat_calls("OK") - before == 50  # each counted as the Chat call it stands for
 
 
@@ -121,32 +123,19 @@ async def test_streams_are_replaced_after_a_number_of_turns_and_the_old_ones_clo
         for old in streams[:2]:  # retired and idle: their calls end
             await asyncio.wait_for(old.call.code(), 10)
             assert old.call.done()
-        assert chat_calls("OK", "ChatTurns") == 0  # the carrier is not a call of its own in the metrics
+        assert not REGISTRY.get_sample_value("trellis_grpc_requests_total", {  # the carrier is not a call in the metrics
+            "service": "llm_gateway", "method": "/trellis.llm.internal.v1.ChatTurnService/ChatTurns", "code": "OK"})
 
 
-class _OlderServicer(LlmServicer):
-    async def ChatTurns(self, requests, context):
-        raise NotImplementedError  # as a gateway from before ChatTurns answers: UNIMPLEMENTED
-        yield  # (a streaming handler)
-
-
-async def test_a_gateway_without_chat_turns_gets_a_chat_call_per_turn_until_it_is_upgraded():
+async def test_a_gateway_without_the_turn_service_fails_each_turn_as_a_call_of_an_unknown_method_would():
+    """No second code path: every gateway of this version serves ChatTurnService (docs/transport.md)."""
     async with llm_gateway(SCRIPTS) as llm:
         await llm.stop()
-        llm.server, _ = await start_server([_OlderServicer(llm.gateway).binding()], service="llm_gateway", port=llm.port)
-        before = chat_calls("OK")
-        assert await text(llm.client, "echo@Scripted", "old") == "you said old"
-        assert await text(llm.client, "echo@Scripted", "again") == "you said again"
-        assert llm.client.turns.supported is False  # for a while: Chat calls, without asking again each time
-        assert chat_calls("OK") - before == 2
-        completes = chat_calls("OK", "Complete")
-        assert (await llm.client.chat("echo@Scripted", [Message("user", "whole")])).content == "you said whole"
-        assert chat_calls("OK", "Complete") - completes == 1  # a Complete call of its own
-        await llm.stop()
-        await llm.start()  # upgraded
-        llm.client.turns._turns._calls_until = 0.0  # (the while has passed)
-        assert await text(llm.client, "echo@Scripted", "new") == "you said new"
-        assert current(llm.client).opened == 1 and current(llm.client).failure is None
+        llm.server, _ = await start_server([LlmServicer(llm.gateway).binding()], service="llm_gateway", port=llm.port)
+        with pytest.raises(Unimplemented):
+            await text(llm.client, "echo@Scripted", "old")
+        with pytest.raises(Unimplemented):
+            await llm.client.chat("echo@Scripted", [Message("user", "whole")])
 
 
 async def test_a_turn_carries_the_callers_request_id_to_the_gateway(monkeypatch):
@@ -176,14 +165,14 @@ async def test_a_draining_gateway_finishes_its_turns_ends_its_streams_and_sends_
     from services.clients import LlmClient
 
     async with llm_gateway(SCRIPTS) as llm:
-        draining, other = LlmServicer(llm.gateway), LlmServicer(llm.gateway)
-        servers = [await start_server([s.binding()], service="llm_gateway") for s in (draining, other)]
+        draining, other = ChatTurnServicer(LlmServicer(llm.gateway)), ChatTurnServicer(LlmServicer(llm.gateway))
+        servers = [await start_server([s.llm.binding(), s.binding()], service="llm_gateway") for s in (draining, other)]
         client = LlmClient.connect(f"ipv4:127.0.0.1:{servers[0][1]},127.0.0.1:{servers[1][1]}")
         try:
             await asyncio.gather(*(client.list_models() for _ in range(4)))  # both gateways connected
             slow = client.stream_chat("slow@Scripted", [Message("user", "x")])
             first = await anext(slow)
-            (drained_call,) = [stream.call for stream in client.turns._turns.streams if stream.turns]
+            (drained_call,) = [stream.call for stream in client.turns.streams if stream.turns]
             if other.turns.running:  # the turn went to the other one: swap names
                 draining, other = other, draining
                 servers.reverse()
@@ -236,9 +225,7 @@ async def test_closing_the_client_also_ends_turns_on_streams_it_no_longer_opens_
 
 
 async def test_a_turn_the_gateway_ends_as_unimplemented_fails_once_and_the_stream_stays_in_use(monkeypatch):
-    """A turn's own UNIMPLEMENTED (a feature the gateway lacks) is its answer, not a gateway without ChatTurns."""
-    from services.common.errors import Unimplemented
-
+    """A turn's own UNIMPLEMENTED (a feature the gateway lacks) is its answer: not asked again."""
     tries = []
 
     async def unimplemented(self, request, timeout_s):
@@ -246,11 +233,11 @@ async def test_a_turn_the_gateway_ends_as_unimplemented_fails_once_and_the_strea
         raise NotImplementedError("no such feature")
         yield  # (a stream of chunks)
 
-    monkeypatch.setattr(LlmServicer, "_chat", unimplemented)
+    monkeypatch.setattr(LlmServicer, "chunks", unimplemented)
     async with llm_gateway(SCRIPTS) as llm:
         with pytest.raises(Unimplemented):
             await asyncio.wait_for(text(llm.client, "echo@Scripted", "x"), 20)
-        assert tries == ["echo@Scripted"] and llm.client.turns.supported
+        assert tries == ["echo@Scripted"] and current(llm.client).failure is None
 
 
 async def test_a_callers_cancel_leaves_the_other_turns_of_the_same_messages_alone():

@@ -1,4 +1,4 @@
-"""The turn server's own rules (services/common/turn_server.py), driven step by step: its `serve()` is read as
+"""The turn server's own rules (services/common/turns/server.py), driven step by step: its `serve()` is read as
 grpc reads it, one response at a time, while the test decides when each is "written" (the next read). Turns over
 real streams are tested through their users: tests/services/clients/test_llm_turns.py, tests/e2e/test_run_turns.py."""
 
@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from trellis.llm.internal.v1 import chat_turn_service_pb2 as turn_pb
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
-from services.common.turn_server import TurnServer, TurnTypes
+from services.common.turns import TurnServer, TurnTypes
 
-TYPES = TurnTypes(llm_pb.ChatTurnsResponse, llm_pb.ChatTurnMessage, llm_pb.ChatTurnEnd)
+TYPES = TurnTypes(turn_pb.ChatTurnsResponse, turn_pb.ChatTurnMessage, turn_pb.ChatTurnEnd)
 
 
 class Caller:
@@ -26,7 +27,7 @@ class Caller:
             yield await self._requests.get()
 
     def send(self, *, open=(), cancel=()) -> None:
-        self._requests.put_nowait(llm_pb.ChatTurnsRequest(open=list(open), cancel=list(cancel)))
+        self._requests.put_nowait(turn_pb.ChatTurnsRequest(open=list(open), cancel=list(cancel)))
 
     async def next(self) -> list[tuple[int, str]]:
         """The next response, as (turn id, "chunk" or "end <code>") pairs."""
@@ -34,11 +35,11 @@ class Caller:
         return [(m.id, "chunk" if m.HasField("chunk") else f"end {m.end.code}") for m in response.messages]
 
 
-def turn(turn_id: int, *, whole: bool = False) -> llm_pb.ChatTurn:
-    return llm_pb.ChatTurn(id=turn_id, whole=whole)
+def turn(turn_id: int, *, whole: bool = False) -> turn_pb.ChatTurn:
+    return turn_pb.ChatTurn(id=turn_id, whole=whole)
 
 
-async def one_chunk(turn: llm_pb.ChatTurn, send) -> None:
+async def one_chunk(turn: turn_pb.ChatTurn, send) -> None:
     """A whole turn sends its one chunk and ends (its end may share the chunk's message); a streamed one waits
     until its chunk is written."""
     chunk = llm_pb.ChatResponse(content_delta=f"from {turn.id}")
@@ -124,7 +125,7 @@ async def test_what_queued_up_goes_out_in_messages_of_bounded_size(monkeypatch):
 
 
 async def test_a_chunk_larger_than_a_message_may_be_fails_its_own_turn_only(monkeypatch):
-    from services.common import turn_server
+    from services.common.turns import server as turn_server
 
     monkeypatch.setattr(turn_server, "MAX_MESSAGE_BYTES", 1000)
 
