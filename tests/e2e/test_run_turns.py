@@ -1,5 +1,5 @@
-"""The gateway's runs on shared RunTurns streams (gateway/orchestrator.py over services/common/turn_client.py,
-and the orchestrator's side in services/common/turn_server.py), HTTP to real orchestrators: each run behaves as a
+"""The gateway's runs on shared streams (gateway/orchestrator.py over services/common/turns/, and the
+orchestrator's side in services/orchestrator/api/run_turns.py), HTTP to real orchestrators: each run behaves as a
 Run call of its own."""
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ async def test_concurrent_runs_share_one_stream_and_each_is_counted_as_a_run_cal
         answers = await asyncio.gather(*(ask(p, agent_id, f"q{i}") for i in range(40)))
         assert answers == [f"You said: q{i}" for i in range(40)]
         (stream,) = turns_of(p).streams
-        assert stream.opened == 40  # one RunTurns call carried them all
+        assert stream.opened == 40  # one RunTurns stream carried them all
         assert run_calls("OK") - before == 40
         assert int(REGISTRY.get_sample_value("trellis_grpc_requests_total", {
-            "service": "orchestrator", "method": "/trellis.canvas.v1.CanvasService/RunTurns", "code": "OK"}) or 0) == 0
+            "service": "orchestrator", "method": "/trellis.canvas.internal.v1.RunTurnService/RunTurns",
+            "code": "OK"}) or 0) == 0
 
 
 async def test_a_client_that_goes_away_cancels_its_run_and_the_stream_goes_on(redis_server):
@@ -124,7 +125,7 @@ async def test_a_draining_replica_finishes_its_runs_ends_its_stream_and_new_runs
                 seen += await asyncio.wait_for(resp.content.readany(), 30)
             (busy,) = [stream for stream in turns_of(p).streams if stream.turns]
             draining = next(i for i, runs in enumerate(p.runs) if runs)
-            await p.servicers[draining].turns.drain()
+            await p.run_turns[draining].turns.drain()
             served = [len(runs) for runs in p.runs]
             for i in range(4):  # whichever lane each takes, every run is served by the other replica
                 assert await ask(p, echo, f"elsewhere {i}") == f"You said: elsewhere {i}"
@@ -138,25 +139,8 @@ async def test_a_draining_replica_finishes_its_runs_ends_its_stream_and_new_runs
         await fake.stop()
 
 
-async def test_an_orchestrator_without_run_turns_gets_a_run_call_per_run(redis_server):
-    async with pipeline(redis_server.url) as p:
-        agent_id = await create_agent(p.client, echo_canvas())
-
-        async def older(requests):
-            raise NotImplementedError  # as an orchestrator from before RunTurns answers: UNIMPLEMENTED
-            yield  # (a streaming handler)
-
-        p.servicers[0].turns.serve = older
-        before = run_calls("OK")
-        assert await ask(p, agent_id, "old") == "You said: old"
-        assert turns_of(p).supported is False  # for a while: Run calls, without asking again each time
-        assert await ask(p, agent_id, "again") == "You said: again"
-        assert run_calls("OK") - before == 2
-        assert [stream.failure.code() for stream in turns_of(p).streams] == [grpc.StatusCode.UNIMPLEMENTED]
-
-
 async def test_a_run_the_orchestrator_ends_as_unimplemented_is_started_once(redis_server):
-    """A run's own UNIMPLEMENTED is its answer, not an orchestrator without RunTurns: it is not started again."""
+    """A run's own UNIMPLEMENTED is its answer: it is not started again."""
     async with pipeline(redis_server.url) as p:
         agent_id = await create_agent(p.client, echo_canvas())
         starts = []
@@ -168,4 +152,5 @@ async def test_a_run_the_orchestrator_ends_as_unimplemented_is_started_once(redi
 
         p.servicers[0].runs.execute = unimplemented
         answer = await asyncio.wait_for(ask(p, agent_id, "x"), 20)
-        assert "not implemented" in answer and len(starts) == 1 and turns_of(p).supported
+        assert "not implemented" in answer and len(starts) == 1
+        assert [stream.failure for stream in turns_of(p).streams] == [None]  # the stream goes on

@@ -23,6 +23,7 @@ from gateway.app import create_app
 from gateway.config import GatewayConfig
 from services.common.server import Service
 from services.orchestrator.api.canvas import CanvasServicer
+from services.orchestrator.api.run_turns import RunTurnServicer
 from services.orchestrator.engine.settings import EngineSettings
 from tests.support.llm_gateway import llm_gateway
 from tests.support.net import free_port
@@ -39,15 +40,18 @@ class Pipeline:
     runs: list[list[str]] = field(default_factory=list)  # per replica: session id of each Run served
     cancels: list[int] = field(default_factory=list)  # per replica: Cancel calls served
     servicers: list[CanvasServicer] = field(default_factory=list)  # per replica: its CanvasService
+    run_turns: list[RunTurnServicer] = field(default_factory=list)  # per replica: its RunTurnService (the gateway's runs)
 
 
-def _recording(runs: list[str], cancels: list[int], index: int, servicers: list[CanvasServicer]):
-    """Wraps a replica's CanvasServicer so it records the runs it serves (Run calls and RunTurns' turns) and the
-    Cancel calls."""
+def _recording(runs: list[str], cancels: list[int], index: int, servicers: list[CanvasServicer],
+               run_turns: list[RunTurnServicer]):
+    """Wraps a replica's CanvasServicer so it records the runs it serves (Run calls and the gateway's turns, which
+    share its run manager) and the Cancel calls."""
 
     def prepare(service: Service) -> None:
         servicer = next(b.servicer for b in service.bindings if isinstance(b.servicer, CanvasServicer))
         servicers.append(servicer)
+        run_turns.append(next(b.servicer for b in service.bindings if isinstance(b.servicer, RunTurnServicer)))
         execute, cancel = servicer.runs.execute, servicer.Cancel
 
         def recorded_execute(spec):
@@ -69,12 +73,13 @@ async def pipeline(redis_url: str, *, replicas: int = 1, engine: EngineSettings 
     runs: list[list[str]] = [[] for _ in range(replicas)]
     cancels = [0] * replicas
     servicers: list[CanvasServicer] = []
+    run_turns: list[RunTurnServicer] = []
     async with AsyncExitStack() as stack:
         llm = await stack.enter_async_context(llm_gateway(**llm_cfg))
         ports = []
         for i in range(replicas):
             orch = await stack.enter_async_context(orchestrator(
-                redis_url, llm_gateway_addr=llm.addr, engine=engine, prepare=_recording(runs[i], cancels, i, servicers)))
+                redis_url, llm_gateway_addr=llm.addr, engine=engine, prepare=_recording(runs[i], cancels, i, servicers, run_turns)))
             ports.append(orch.port)
         nowhere = f"127.0.0.1:{free_port()}"
         addr = f"127.0.0.1:{ports[0]}" if replicas == 1 else "ipv4:" + ",".join(f"127.0.0.1:{p}" for p in ports)
@@ -87,7 +92,8 @@ async def pipeline(redis_url: str, *, replicas: int = 1, engine: EngineSettings 
         channels = [grpc.aio.insecure_channel(f"127.0.0.1:{p}") for p in ports]
         for ch in channels:
             stack.push_async_callback(ch.close)
-        yield Pipeline(client, [canvas_grpc.CanvasServiceStub(ch) for ch in channels], runs, cancels, servicers)
+        yield Pipeline(client, [canvas_grpc.CanvasServiceStub(ch) for ch in channels], runs, cancels, servicers,
+                       run_turns)
 
 
 def agent_canvas(llm_id: str = "gpt-test") -> dict:
