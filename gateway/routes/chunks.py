@@ -96,6 +96,22 @@ async def list_chunks(request: web.Request) -> web.Response:
                "doc": document_view(resp.document, dataset)})
 
 
+@endpoint(Dialect.RAGFLOW, contract=Contract("Get a chunk", response=ChunkOut, tags=TAGS))
+async def get_chunk(request: web.Request) -> web.Response:
+    dataset_id, document_id = await _chunk_target(request)
+    rv, chunk_id = retrieval(request), request.match_info["chunk_id"]
+    req = rr_pb.ListChunksRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id,
+                                  chunk_id=chunk_id)
+    found = (await rv.call(rv.rpc.ListChunks, req)).chunks
+    if not found:
+        raise data_error("Chunk not found!")
+    view = stored_chunk_view(found[0])
+    # RAGFlow answers the stored fields under its index's names beside the API's
+    return ok({**view, "content_with_weight": view["content"], "doc_id": view["document_id"],
+               "kb_id": view["dataset_id"], "important_kwd": view["important_keywords"],
+               "question_kwd": view["questions"], "available_int": int(bool(view["available"]))})
+
+
 @endpoint(Dialect.RAGFLOW, contract=Contract("Add a chunk to a document", body=AddChunkBody, response=ChunkAdded, tags=TAGS))
 async def add_chunk(request: web.Request) -> web.Response:
     dataset_id, document_id = await _chunk_target(request)
@@ -107,6 +123,16 @@ async def add_chunk(request: web.Request) -> web.Response:
     for key in ("important_keywords", "questions", "tag_kwd"):
         _string_list(raw, key)
     await body(request)  # the declared model (the checks above gave RAGFlow's messages first)
+    # RAGFlow's chunk id is a hash of the content and the document: the same content again is that chunk,
+    # written over with what this request gives.
+    same = rr_pb.ListChunksRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id,
+                                   keywords=content, page_size=1000)
+    existing = next((c for c in (await rv.call(rv.rpc.ListChunks, same)).chunks if c.content == content), None)
+    if existing is not None:
+        extra = {"important_keywords": [], "questions": [], "tag_kwd": [], **_chunk_extra(raw)}
+        update = rr_pb.UpdateChunkRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id,
+                                          chunk_id=existing.id, extra_json=json.dumps(extra, ensure_ascii=False))
+        return ok({"chunk": stored_chunk_view((await rv.call(rv.rpc.UpdateChunk, update)).chunk)})
     req = rr_pb.AddChunkRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id, content=content,
                                 extra_json=json.dumps(_chunk_extra(raw), ensure_ascii=False))
     return ok({"chunk": stored_chunk_view((await rv.call(rv.rpc.AddChunk, req)).chunk)})
@@ -122,9 +148,19 @@ async def update_chunk(request: web.Request) -> web.Response:
     if content is not None and (not isinstance(content, str) or not content.strip()):
         raise data_error("`content` is required")
     for key in ("important_keywords", "questions", "tag_kwd"):
-        _string_list(raw, key, must="should be a list")
+        if key in raw and not isinstance(raw[key], list):
+            raise data_error(f"`{key}` should be a list")
+    if "tag_kwd" in raw and not all(isinstance(k, str) for k in raw["tag_kwd"]):
+        raise data_error("`tag_kwd` must be a list of strings")
+    # RAGFlow answers these with the exception its code raises on them (code 100), so do we, word for word.
+    for key in ("important_keywords", "questions"):
+        bad = next((k for k in raw.get(key) or [] if not isinstance(k, str)), None)
+        if bad is not None:
+            raise GatewayError(f"TypeError: sequence item 0: expected str instance, {type(bad).__name__} found",
+                               param=key, ragflow_code=100)
     if "available" in raw and not isinstance(raw["available"], (bool, int)):
-        raise GatewayError("`available` must be a boolean or 0/1", param="available")
+        raise GatewayError(f"invalid literal for int() with base 10: {raw['available']!r}", param="available",
+                           ragflow_code=100)
     await body(request)
     extra = _chunk_extra(raw)
     req = rr_pb.UpdateChunkRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id,
@@ -167,5 +203,6 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/api/v1/datasets/{dataset_id}/documents/{document_id}/chunks", list_chunks)
     r.add_post("/api/v1/datasets/{dataset_id}/documents/{document_id}/chunks", add_chunk)
     r.add_delete("/api/v1/datasets/{dataset_id}/documents/{document_id}/chunks", delete_chunks)
+    r.add_get("/api/v1/datasets/{dataset_id}/documents/{document_id}/chunks/{chunk_id}", get_chunk)
     r.add_patch("/api/v1/datasets/{dataset_id}/documents/{document_id}/chunks/{chunk_id}", update_chunk)
     r.add_put("/api/v1/datasets/{dataset_id}/documents/{document_id}/chunks/{chunk_id}", update_chunk)  # ragflow-sdk 0.22
