@@ -7,6 +7,7 @@ from services.orchestrator.components.base import NodeContext
 from services.orchestrator.components.message import Message
 from services.orchestrator.engine.events import MessageDelta, MessageEnd
 from services.orchestrator.engine.variables import StreamValue
+from tests.support.waiting import eventually
 
 
 async def message(content, outputs=None, globals_=None, **params) -> NodeContext:
@@ -37,8 +38,8 @@ async def test_a_stream_is_forwarded_chunk_by_chunk_while_produced() -> None:
     task = asyncio.create_task(Message("Message:M", p).run(ctx))
     await asyncio.sleep(0)
     s.push("to")
-    await asyncio.sleep(0.01)
-    assert deltas(ctx) == ["A: ", "to"]  # already out before the stream is done
+    await eventually(lambda: len(deltas(ctx)) >= 2, what="the first chunk sent")
+    assert deltas(ctx) == ["A: ", "to"] and not task.done()  # already out before the stream is done
     s.push("ken")
     s.close()
     await task

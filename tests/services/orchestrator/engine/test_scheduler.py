@@ -20,6 +20,7 @@ from services.orchestrator.engine.settings import EngineSettings, Services
 from services.orchestrator.engine.state import RunRequest, SessionState
 from tests.support.canvas import collect, cpn, index, of, plan_of
 from tests.support.engine_components import TRACE, reset, traced
+from tests.support.waiting import eventually
 
 
 @pytest.fixture(autouse=True)
@@ -145,7 +146,7 @@ async def test_closing_the_stream_cancels_running_components() -> None:
     async for ev in gen:
         if isinstance(ev, NodeStarted) and ev.node_id == "S:Long":
             break
-    await asyncio.sleep(0.01)
+    await eventually(lambda: traced("start", "S:Long"), what="S:Long running")  # so there is a run to cancel
     await gen.aclose()
     assert traced("cancelled", "S:Long")
 

@@ -4,7 +4,6 @@ goes on; a run's status, its session's runs, and cancel of a waiting run."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import grpc
@@ -14,6 +13,7 @@ from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 
 from tests.support.llm_gateway import llm_gateway
 from tests.support.orchestrator import orchestrator
+from tests.support.waiting import eventually
 
 SCRIPTS = {"chat": {
     "planner": ["plan: search the web"],
@@ -146,12 +146,12 @@ async def test_a_caller_that_leaves_cancels_the_run_by_default(stack) -> None:
             run_id = event.run_id
             break
     call.cancel()
-    for _ in range(200):
+
+    async def ended():
         info = (await stub.GetRun(canvas_pb.GetRunRequest(tenant_id="t1", run_id=run_id))).run
-        if info.status != "running":
-            break
-        await asyncio.sleep(0.02)
-    assert info.status == "cancelled"
+        return info if info.status != "running" else None
+
+    assert (await eventually(ended, what="the run's end")).status == "cancelled"
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stub.GetRun(canvas_pb.GetRunRequest(tenant_id="t2", run_id=run_id))  # another tenant sees nothing
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
@@ -170,8 +170,6 @@ async def test_components_and_runs_are_counted_for_prometheus(stack) -> None:
     events = await run_all(stub, dsl_json=SLOW_DSL, query="q")
     assert events[-1].run_finished.error == ""
     assert count("trellis_component_runs_total", component_type="LLM", outcome="succeeded") == before_llm + 1
-    for _ in range(100):  # the run's status is counted as its turn is stored, just after its last event
-        if count("trellis_runs_total", status="succeeded") == before_runs + 1:
-            break
-        await asyncio.sleep(0.02)
+    # the run's status is counted as its turn is stored, just after its last event
+    await eventually(lambda: count("trellis_runs_total", status="succeeded") >= before_runs + 1, what="the run counted")
     assert count("trellis_runs_total", status="succeeded") == before_runs + 1

@@ -4,13 +4,13 @@ test_canvas_service.py.)"""
 
 from __future__ import annotations
 
-import asyncio
 from contextlib import aclosing
 
 from services.orchestrator.engine.events import NodeFinished, NodeStarted, RunFinished
 from services.orchestrator.engine.runner import start
 from services.orchestrator.engine.state import RunRequest
 from tests.support.canvas import cpn, plan_of
+from tests.support.waiting import eventually
 
 CHAIN = [f"StringTransform:{i}" for i in range(40)]
 
@@ -33,8 +33,8 @@ async def test_a_reader_that_pauses_gets_every_event_in_order_and_the_end_once()
         async for batch in batches:
             batches_seen += 1
             got.extend(batch)
-            if batches_seen == 1:
-                await asyncio.sleep(0.2)  # the reader stalls; the engine goes on and its events wait for it
+            if batches_seen == 1:  # the reader stalls until the engine has answered; its events wait for it
+                await eventually(lambda: running.answer == "40: q", what="the engine's answer")
     assert [e.node_id for e in got if isinstance(e, NodeStarted)] == ["begin", *CHAIN, "Message:m"]
     assert [e.node_id for e in got if isinstance(e, NodeFinished)] == ["begin", *CHAIN, "Message:m"]
     assert [type(e) for e in got].count(RunFinished) == 1 and isinstance(got[-1], RunFinished)
