@@ -18,12 +18,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import events_pb2
 
 from gateway.dialects._common import loads, run_failed
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, from_rpc_error
 from gateway.orchestrator import Orchestrator
 from gateway.routes._runs import agent_target, json_field, load_session, session_target
 
@@ -59,6 +60,17 @@ async def one_agent(orch: Orchestrator, tenant: str, agent_id: str) -> CallableA
     """The tenant's agent `agent_id` (another tenant's is NOT_FOUND, as a missing one)."""
     resp = await orch.unary(orch.agents.GetAgent, agent_pb.GetAgentRequest(tenant_id=tenant, agent_id=agent_id))
     return await _with_inputs(orch, resp.agent)
+
+
+async def find_agent(orch: Orchestrator, tenant: str, agent_id: str) -> agent_pb.Agent | None:
+    """The tenant's agent `agent_id`, None when it has none such (also an id the orchestrator refuses); an
+    orchestrator failure is a GatewayError."""
+    try:
+        return (await orch.unary(orch.agents.GetAgent, agent_pb.GetAgentRequest(tenant_id=tenant, agent_id=agent_id))).agent
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+            return None
+        raise from_rpc_error(exc) from None
 
 
 async def _with_inputs(orch: Orchestrator, agent: agent_pb.Agent) -> CallableAgent:

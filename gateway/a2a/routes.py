@@ -12,21 +12,21 @@ Every route but the root card needs the tenant's API key (Bearer); an agent of a
 
 from __future__ import annotations
 
-import grpc
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 from a2a.server.routes import create_jsonrpc_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from aiohttp import web
 from starlette.applications import Starlette
-from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 
 from gateway.a2a.cards import agent_card, card_json, root_card
 from gateway.a2a.handler import TrellisRequestHandler
 from gateway.a2a.push import PushDelivery
+from gateway.agent_calls import find_agent
 from gateway.asgi import serve_asgi
 from gateway.contract import Contract
 from gateway.endpoint import KEYS
+from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR
 from gateway.responses import json_response
 
@@ -78,13 +78,12 @@ async def _authorized(request: web.Request) -> tuple[str | None, web.Response | 
     tenant = request.app[KEYS].tenant_for(request.headers.get("Authorization"))
     if tenant is None:
         return None, _rpc_error(401, "a valid API key is required: Authorization: Bearer <key>")
-    orch, agent_id = request.app[ORCHESTRATOR], request.match_info["agent_id"]
+    agent_id = request.match_info["agent_id"]
     try:
-        await orch.unary(orch.agents.GetAgent, agent_pb.GetAgentRequest(tenant_id=tenant, agent_id=agent_id))
-    except grpc.aio.AioRpcError as exc:
-        if exc.code() != grpc.StatusCode.NOT_FOUND:
-            raise
-        return None, _rpc_error(404, f"agent {agent_id!r} not found")
+        if await find_agent(request.app[ORCHESTRATOR], tenant, agent_id) is None:
+            return None, _rpc_error(404, f"agent {agent_id!r} not found")
+    except GatewayError as err:
+        return None, _rpc_error(err.http_status, err.message)
     return tenant, None
 
 

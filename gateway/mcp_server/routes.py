@@ -14,16 +14,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-import grpc
 from aiohttp import web
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 
+from gateway.agent_calls import find_agent
 from gateway.asgi import serve_asgi
 from gateway.contract import Contract
 from gateway.endpoint import KEYS
+from gateway.errors import GatewayError
 from gateway.mcp_server.server import build_server
 from gateway.orchestrator import ORCHESTRATOR
 from gateway.responses import json_response
@@ -47,11 +47,10 @@ async def _serve(request: web.Request, agent_id: str | None) -> web.StreamRespon
     orch = request.app[ORCHESTRATOR]
     if agent_id is not None:
         try:
-            await orch.unary(orch.agents.GetAgent, agent_pb.GetAgentRequest(tenant_id=tenant, agent_id=agent_id))
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() != grpc.StatusCode.NOT_FOUND:
-                raise
-            return _rpc_error(404, f"agent {agent_id!r} not found")
+            if await find_agent(orch, tenant, agent_id) is None:
+                return _rpc_error(404, f"agent {agent_id!r} not found")
+        except GatewayError as err:
+            return _rpc_error(err.http_status, err.message)
     state = {"tenant": tenant, "orchestrator": orch}
     if agent_id is not None:
         state["agent_id"] = agent_id
