@@ -299,9 +299,9 @@ class Stack:
         env.update({"TRELLIS_DATA_DIR": str(data_dir), "TRELLIS_LLM_LOCAL": "0", "TRELLIS_API_KEYS": f"{KEY}:bench",
                     "OPENAI_BASE_URL": model_url + "/v1", "OPENAI_API_KEY": "bench",
                     "TRELLIS_SANDBOX_ALLOW_UNSANDBOXED": "1"})
-        for name in ("TRELLIS_ORCHESTRATOR_REPLICAS", "TRELLIS_GATEWAY_REPLICAS", "TRELLIS_LLM_STREAM_LINGER_MS",
-                     "TRELLIS_LLM_BUSY_STREAMS", "TRELLIS_LLM_STREAM_LINGER_MAX_MS", "TRELLIS_JOURNAL_DELAY_MS",
-                     "TRELLIS_JOURNAL_BUSY_RUNS", "TRELLIS_JOURNAL_PACE_MS"):
+        # The speed policies (docs/speed-policies.md) pass through, so their presets can be compared.
+        for name in ("TRELLIS_ORCHESTRATOR_REPLICAS", "TRELLIS_GATEWAY_REPLICAS", "TRELLIS_LLM_STREAM_PACING",
+                     "TRELLIS_JOURNAL_POLICY", "TRELLIS_GC_POLICY"):
             if name in os.environ:
                 env[name] = os.environ[name]
         self.env = env

@@ -9,21 +9,24 @@ from aiohttp import web
 from gateway.app import create_app
 from gateway.config import GatewayConfig
 from services.common import event_loop, heap, logs, tracing
+from services.common.config import env_policy
+from services.common.speed_policies import gc_policy
 
 log = logging.getLogger(__name__)
 
 
 def main() -> None:
     cfg = GatewayConfig.from_env()
+    gc = env_policy(gc_policy)  # TRELLIS_GC_POLICY, as every service's ServerConfig reads it
     logs.configure("gateway")
     tracing.configure("gateway")  # OTEL_* variables; off when none names an exporter
     log.info("gateway listening on http://%s:%s", cfg.host, cfg.port)
     app = create_app(cfg)
 
-    async def freeze_startup_heap(_app: web.Application) -> None:
-        heap.freeze_startup_heap()
+    async def set_collector(_app: web.Application) -> None:
+        heap.set_collector(gc)
 
-    app.on_startup.append(freeze_startup_heap)
+    app.on_startup.append(set_collector)
     # handler_cancellation: a client that disconnects cancels its handler, and with it the gRPC call.
     web.run_app(app, host=cfg.host, port=cfg.port, handler_cancellation=True, print=None, access_log=None,
                 reuse_port=cfg.reuse_port or None, loop=event_loop.new_loop())

@@ -68,8 +68,8 @@ _targets: weakref.WeakKeyDictionary[grpc.aio.Channel, str] = weakref.WeakKeyDict
 
 def open_channel(address: str) -> grpc.aio.Channel:
     """An insecure channel (the mesh or NetworkPolicies secure the hop). No client interceptors: grpc.aio
-    wraps every call and every streamed message of an intercepted channel in an extra task and queue (a
-    tenth of the orchestrator's CPU per token); each call passes `metadata=outbound_metadata()` instead."""
+    wraps every call and every streamed message of an intercepted channel in an extra task and queue (its
+    cost per token: docs/streaming.md); each call passes `metadata=outbound_metadata()` instead."""
     channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
     _targets[channel] = address
     return channel

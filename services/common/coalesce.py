@@ -10,9 +10,10 @@ returns the merged item, or None when the two must stay separate messages), so a
 larger messages instead of a growing backlog. Order is kept: only neighbours merge, and `merge` decides
 what may be joined.
 
-Under load a stream may also pace itself (`Linger`, the llm_gateway's streams): while a process carries many
-streams at once, each waits a few milliseconds after a message before sending the next, so what arrives
-meanwhile merges too. The first message never waits, nor does the last: the source's end cuts the wait short.
+Under load a stream may also pace itself (`Linger`, the llm_gateway's streams, as its `StreamPacing` policy
+says: services/common/speed_policies.py): while a process carries many streams at once, each waits a little
+after a message before sending the next, so what arrives meanwhile merges too. The first message never waits,
+nor does the last: the source's end cuts the wait short.
 
 While its consumer lingers, a source that buffers what arrives (an HTTP body) may also wait before its next
 read (`read_pause()`): what arrives meanwhile is then read, parsed and passed on once, not chunk by chunk.
@@ -29,6 +30,8 @@ import asyncio
 import contextvars
 from collections import deque
 from typing import AsyncIterator, Callable, TypeVar
+
+from services.common.speed_policies import StreamPacing
 
 T = TypeVar("T")
 
@@ -50,28 +53,17 @@ def read_pause() -> float:
 
 
 class Linger:
-    """Fewer, larger messages when a process is busy. A stream's per-message cost (a gRPC message is tens of
-    microseconds in each process it crosses) is paid per message, not per token: with 100 streams of a model
-    at 100 tokens/s, messages of one token each keep a small machine's cores busy relaying. So while at least
-    `busy_streams` streams pass through this `Linger` at once, a stream sends its next message no sooner than
-    `wait_s()` after its previous one, and what arrives in between merges. An idle or lightly used process
-    never waits; a stream's first message and its end never wait; `seconds=0` turns it off.
+    """The streams of one process that pace themselves together: it counts them, and asks its `StreamPacing`
+    how long a stream waits after a message before its next one, at the count it has now. One per process
+    (the llm_gateway's), shared by all its streams."""
 
-    The wait is `seconds` at `busy_streams` streams and grows with them, up to `longest`: the process then
-    sends about `busy_streams / seconds` messages a second across all its streams (400 with the llm_gateway's
-    defaults) however many it carries, until each stream is down to one message per `longest`."""
-
-    def __init__(self, seconds: float, busy_streams: int, longest: float | None = None) -> None:
-        self.seconds = seconds
-        self.busy_streams = busy_streams
-        self.longest = seconds if longest is None else max(seconds, longest)
+    def __init__(self, pacing: StreamPacing) -> None:
+        self.pacing = pacing
         self.streams = 0  # streams passing through now
 
     def wait_s(self) -> float:
         """How long a stream waits after a message before its next one now (0: it does not)."""
-        if self.seconds <= 0 or self.streams < self.busy_streams:
-            return 0.0
-        return min(self.longest, self.seconds * self.streams / self.busy_streams)
+        return self.pacing.wait_s(self.streams)
 
 
 async def coalesce(

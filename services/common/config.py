@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, TypeVar
+
+from services.common.speed_policies import DEFAULT_GC_POLICY, GC_POLICIES, GcPolicy, gc_policy
+
+P = TypeVar("P")
 
 
 def env_str(name: str, default: str) -> str:
@@ -39,6 +44,15 @@ def env_bool(name: str, default: bool) -> bool:
     return raw.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def env_policy(choose: Callable[[], P]) -> P:
+    """A speed policy chosen by its variable (services/common/speed_policies.py); an unknown name stops start-up
+    with a line naming the known ones."""
+    try:
+        return choose()
+    except ValueError as exc:
+        raise SystemExit(f"configuration error: {exc}") from None
+
+
 def data_dir() -> Path:
     """TRELLIS_DATA_DIR: where local state lives (Redis AOF, SQLite, API keys). Default ./.trellis."""
     return Path(env_str("TRELLIS_DATA_DIR", ".trellis")).resolve()
@@ -54,6 +68,8 @@ class ServerConfig:
     metrics_port: int = 0  # TRELLIS_<NAME>_METRICS_PORT: Prometheus /metrics; 0 disables the exporter
     grace_s: float = 10.0  # TRELLIS_GRACE_S: in-flight RPCs get this long to finish on SIGTERM
     drain_s: float = 0.5  # TRELLIS_DRAIN_S: NOT_SERVING is announced this long before the server stops
+    # TRELLIS_GC_POLICY: the garbage collector once started, `frozen_startup` or `default` (speed_policies.py)
+    gc_policy: GcPolicy = GC_POLICIES[DEFAULT_GC_POLICY]
 
     @classmethod
     def from_env(cls, name: str) -> "ServerConfig":
@@ -66,6 +82,7 @@ class ServerConfig:
             metrics_port=env_int(f"TRELLIS_{key}_METRICS_PORT", metrics_port),
             grace_s=env_float("TRELLIS_GRACE_S", cls.grace_s),
             drain_s=env_float("TRELLIS_DRAIN_S", cls.drain_s),
+            gc_policy=env_policy(gc_policy),
         )
 
     @classmethod

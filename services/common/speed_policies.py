@@ -2,15 +2,36 @@
 says what each buys, measured by `make bench`).
 
 Code that must stay obviously correct (durability, admission) takes a policy object and asks it; it never
-decides on its own from the load it sees.
+decides on its own from the load it sees. Each policy is chosen by one variable, read once at start-up by the
+service's config; an unknown name stops start-up with a message naming the known ones.
+
+| policy | variable | presets (default first) |
+|---|---|---|
+| `JournalPolicy` | TRELLIS_JOURNAL_POLICY | `at_once`, `batched` |
+| `StreamPacing` | TRELLIS_LLM_STREAM_PACING | `linger_under_load`, `immediate` |
+| `GcPolicy` | TRELLIS_GC_POLICY | `frozen_startup`, `default` |
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from typing import Mapping, TypeVar
 
-from services.common.config import env_str
+P = TypeVar("P")
 
+
+def _chosen(variable: str, presets: Mapping[str, P], default: str, name: str | None) -> P:
+    """The preset `name`, else the one `variable` names, else `default`; an unknown name is an error naming the
+    known ones."""
+    name = name or os.environ.get(variable) or default
+    try:
+        return presets[name]
+    except KeyError:
+        raise ValueError(f"{variable}={name!r} is not one of its policies; known: {', '.join(presets)}") from None
+
+
+# -- the journal (services/orchestrator/store/journal.py) ------------------------------------------------------
 
 @dataclass(frozen=True)
 class JournalPolicy:
@@ -45,11 +66,75 @@ DEFAULT_JOURNAL_POLICY = "at_once"
 
 
 def journal_policy(name: str | None = None) -> JournalPolicy:
-    """The named policy (TRELLIS_JOURNAL_POLICY when no name is given); an unknown name is an error naming the
-    known ones."""
-    name = name or env_str("TRELLIS_JOURNAL_POLICY", DEFAULT_JOURNAL_POLICY)
-    try:
-        return JOURNAL_POLICIES[name]
-    except KeyError:
-        raise ValueError(f"TRELLIS_JOURNAL_POLICY={name!r} is not a journal policy; known: "
-                         f"{', '.join(JOURNAL_POLICIES)}") from None
+    """The named policy (TRELLIS_JOURNAL_POLICY when no name is given)."""
+    return _chosen("TRELLIS_JOURNAL_POLICY", JOURNAL_POLICIES, DEFAULT_JOURNAL_POLICY, name)
+
+
+# -- stream pacing (the llm_gateway's chat streams, services/common/coalesce.py's Linger) ------------------------
+
+@dataclass(frozen=True)
+class StreamPacing:
+    """How long a chat stream of the llm_gateway waits after sending a message before it sends the next, so
+    that what the model sends meanwhile merges into it (services/common/coalesce.py, `Linger`).
+
+    A stream's cost is paid per message, not per token: every message crosses every process of the pipeline.
+    `immediate`: a stream never waits; each message goes out as soon as the previous one is written (what
+    arrived meanwhile merges anyway). `linger_under_load`: while the process streams at least `busy_streams`
+    turns at once, a stream waits `linger_s` after each message, longer in proportion to the streams beyond
+    that, up to `longest_s`; the process then sends about `busy_streams / linger_s` messages a second in all,
+    however many streams it carries, until each stream is down to one message per `longest_s`. What it costs:
+    the cadence a client sees coarsens under that load. A stream's first message and its end never wait.
+    """
+
+    name: str
+    busy_streams: int = 0  # 0: never waits
+    linger_s: float = 0.0
+    longest_s: float = 0.0
+
+    def wait_s(self, streams: int) -> float:
+        """How long a stream waits after a message before its next one while the process carries `streams`."""
+        if not self.busy_streams or self.linger_s <= 0 or streams < self.busy_streams:
+            return 0.0
+        return min(max(self.longest_s, self.linger_s), self.linger_s * streams / self.busy_streams)
+
+
+STREAM_PACINGS = {
+    "linger_under_load": StreamPacing("linger_under_load", busy_streams=16, linger_s=0.04, longest_s=0.25),
+    "immediate": StreamPacing("immediate"),
+}
+DEFAULT_STREAM_PACING = "linger_under_load"
+
+
+def stream_pacing(name: str | None = None) -> StreamPacing:
+    """The named pacing (TRELLIS_LLM_STREAM_PACING when no name is given)."""
+    return _chosen("TRELLIS_LLM_STREAM_PACING", STREAM_PACINGS, DEFAULT_STREAM_PACING, name)
+
+
+# -- the garbage collector of every long-running process (services/common/heap.py) ------------------------------
+
+@dataclass(frozen=True)
+class GcPolicy:
+    """How a long-running process's garbage collector is set once it has started (services/common/heap.py).
+
+    `default`: CPython's own settings. `frozen_startup`: what start-up allocated (modules, generated protobuf
+    classes, compiled plans, clients) is frozen out of the collector's sight, so a full collection walks the
+    live requests' objects only, and young collections run every `young_threshold` allocations instead of
+    CPython's 700, so fewer pauses land on whichever request is running. What it costs: each young collection
+    walks more, so a threshold set too high makes the rarer pauses long enough to show in a closed loop's p99.
+    """
+
+    name: str
+    freeze_startup_heap: bool = False
+    young_threshold: int = 0  # 0: CPython's
+
+
+GC_POLICIES = {
+    "frozen_startup": GcPolicy("frozen_startup", freeze_startup_heap=True, young_threshold=20_000),
+    "default": GcPolicy("default"),
+}
+DEFAULT_GC_POLICY = "frozen_startup"
+
+
+def gc_policy(name: str | None = None) -> GcPolicy:
+    """The named policy (TRELLIS_GC_POLICY when no name is given)."""
+    return _chosen("TRELLIS_GC_POLICY", GC_POLICIES, DEFAULT_GC_POLICY, name)

@@ -6,7 +6,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.common.config import ServerConfig, env_bool, env_float, env_int, env_str
+from services.common.config import ServerConfig, env_bool, env_float, env_int, env_policy, env_str
+from services.common.speed_policies import DEFAULT_STREAM_PACING, STREAM_PACINGS, StreamPacing, stream_pacing
 from services.llm_gateway import factories
 from services.llm_gateway.providers_file import ProvidersFile, load_providers_file
 
@@ -29,11 +30,9 @@ class LlmGatewayConfig:
     local_queue: int = 8  # TRELLIS_LLM_LOCAL_QUEUE: requests that may wait per local model; beyond: RESOURCE_EXHAUSTED
     timeout_s: float = 300.0  # TRELLIS_LLM_TIMEOUT_S: budget of a call whose caller set no deadline
     stream_idle_s: float = 60.0  # TRELLIS_LLM_STREAM_IDLE_S: a stream silent this long fails DEADLINE_EXCEEDED
-    # Under load a stream sends at most one message per this many ms (services/common/coalesce.py, Linger)...
-    stream_linger_ms: float = 40.0  # TRELLIS_LLM_STREAM_LINGER_MS (0: never)
-    busy_streams: int = 16  # TRELLIS_LLM_BUSY_STREAMS: ...while this process streams at least this many at once;
-    # with more streams the wait grows in proportion, up to this many ms
-    stream_linger_max_ms: float = 250.0  # TRELLIS_LLM_STREAM_LINGER_MAX_MS
+    # TRELLIS_LLM_STREAM_PACING: how chat streams pace their messages under load, `linger_under_load` or
+    # `immediate` (services/common/speed_policies.py, docs/speed-policies.md)
+    stream_pacing: StreamPacing = STREAM_PACINGS[DEFAULT_STREAM_PACING]
     max_attempts: int = 3  # TRELLIS_LLM_MAX_ATTEMPTS: tries per call for retryable provider errors
     backoff_s: float = 0.5  # TRELLIS_LLM_BACKOFF_S: first retry delay; doubles per try, with jitter
     backoff_max_s: float = 8.0  # TRELLIS_LLM_BACKOFF_MAX_S: longest retry delay
@@ -58,9 +57,7 @@ class LlmGatewayConfig:
             local_queue=env_int("TRELLIS_LLM_LOCAL_QUEUE", cls.local_queue),
             timeout_s=env_float("TRELLIS_LLM_TIMEOUT_S", cls.timeout_s),
             stream_idle_s=env_float("TRELLIS_LLM_STREAM_IDLE_S", cls.stream_idle_s),
-            stream_linger_ms=env_float("TRELLIS_LLM_STREAM_LINGER_MS", cls.stream_linger_ms),
-            busy_streams=max(1, env_int("TRELLIS_LLM_BUSY_STREAMS", cls.busy_streams)),
-            stream_linger_max_ms=env_float("TRELLIS_LLM_STREAM_LINGER_MAX_MS", cls.stream_linger_max_ms),
+            stream_pacing=env_policy(stream_pacing),  # an unknown name stops start-up, naming the known ones
             max_attempts=max(1, env_int("TRELLIS_LLM_MAX_ATTEMPTS", cls.max_attempts)),
             backoff_s=env_float("TRELLIS_LLM_BACKOFF_S", cls.backoff_s),
             backoff_max_s=env_float("TRELLIS_LLM_BACKOFF_MAX_S", cls.backoff_max_s),

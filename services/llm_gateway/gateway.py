@@ -66,7 +66,7 @@ class LlmGateway:
         _register_providers(registry, cfg, _script_book(cfg, scripts))
         _set_defaults(registry, cfg)
         policy = CallPolicy(cfg.timeout_s, cfg.stream_idle_s, cfg.max_attempts, cfg.backoff_s, cfg.backoff_max_s)
-        return cls(registry, policy, Linger(cfg.stream_linger_ms / 1000, cfg.busy_streams, cfg.stream_linger_max_ms / 1000))
+        return cls(registry, policy, Linger(cfg.stream_pacing))
 
     def scripted(self) -> ScriptedProvider | None:
         """The scripted provider, when one is configured (tests read its `calls`)."""

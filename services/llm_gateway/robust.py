@@ -8,24 +8,38 @@
   only before its first delta: once text has reached the caller, a retry would repeat it.
 - When the budget or the idle limit runs out, the provider's stream is cancelled, which closes its upstream
   request (see providers/base.py).
+
+The retry rule is one tenacity `AsyncRetrying` (`retrying`), built per call from its `CallPolicy` and budget:
+the one rule for every outbound HTTP call to a model provider, whatever the provider and whether it streams.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from dataclasses import dataclass
 from typing import AsyncIterator, Awaitable, Callable, TypeVar
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_any,
+    wait_exponential,
+    wait_random_exponential,
+)
 
 from services.common.errors import ServiceError
 from services.llm_gateway.errors import ProviderTimeout
 from services.llm_gateway.models import ChatDelta
 
 log = logging.getLogger(__name__)
-_jitter = random.Random()  # its own: retry timing leaves the process's global random state alone
 
 T = TypeVar("T")
+
+# A wait must leave at least this much of the budget for the next try to do something.
+MIN_TRY_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -48,17 +62,60 @@ class Budget:
         return self._deadline - asyncio.get_running_loop().time()
 
 
-def retry_delay(exc: ServiceError, attempt: int, policy: CallPolicy, budget: Budget) -> float | None:
-    """Seconds to wait before try `attempt + 1`, or None when the error must go to the caller now."""
-    if not exc.retryable or attempt >= policy.max_attempts:
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, ServiceError) and exc.retryable
+
+
+class _Backoff:
+    """Exponential backoff with equal jitter (half the step fixed, half random, so clients rate-limited together
+    spread out without any retrying at once), capped at `backoff_max_s`; a provider's Retry-After, capped the
+    same, is waited at least."""
+
+    def __init__(self, policy: CallPolicy) -> None:
+        half, cap = policy.backoff_s / 2, policy.backoff_max_s / 2
+        self.step = wait_exponential(multiplier=half, max=cap) + wait_random_exponential(multiplier=half, max=cap)
+        self.cap = policy.backoff_max_s
+
+    def __call__(self, state: RetryCallState) -> float:
+        delay = self.step(state)
+        hint = getattr(state.outcome.exception() if state.outcome else None, "retry_after_s", None)
+        return delay if hint is None else max(delay, min(float(hint), self.cap))
+
+
+def retrying(policy: CallPolicy, budget: Budget, where: str = "",
+             on_retry: Callable[[ServiceError], None] = lambda exc: None) -> AsyncRetrying:
+    """The retry rule of one call: retryable errors only, at most `max_attempts` tries, the backoff above, and
+    no wait that would leave the next try less than MIN_TRY_S of the budget (the error goes to the caller
+    then). A failure that is not retried reaches the caller as it was raised."""
+
+    def before_sleep(state: RetryCallState) -> None:
+        exc = state.outcome.exception()  # type: ignore[union-attr]
+        on_retry(exc)  # type: ignore[arg-type]
+        log.warning("%s: attempt %d failed (%s); retrying in %.2fs", where, state.attempt_number,
+                    getattr(exc, "message", exc), state.upcoming_sleep)
+
+    return AsyncRetrying(
+        retry=retry_if_exception(_retryable),
+        wait=_Backoff(policy),
+        stop=stop_any(stop_after_attempt(policy.max_attempts),
+                      lambda state: state.upcoming_sleep >= budget.remaining() - MIN_TRY_S),
+        before_sleep=before_sleep,
+        sleep=asyncio.sleep,
+        reraise=True,
+    )
+
+
+def retry_delay(exc: BaseException, attempt: int, policy: CallPolicy, budget: Budget) -> float | None:
+    """What the rule decides once try `attempt` failed with `exc`: seconds to wait before the next, or None when
+    the error goes to the caller now."""
+    rule = retrying(policy, budget)
+    state = RetryCallState(rule, fn=None, args=(), kwargs={})
+    state.attempt_number = attempt
+    state.set_exception((type(exc), exc, exc.__traceback__))
+    if not rule.retry(state):
         return None
-    base = min(policy.backoff_max_s, policy.backoff_s * 2 ** (attempt - 1))
-    delay = base / 2 + _jitter.uniform(0, base / 2)  # jitter: clients rate-limited together spread out
-    hint = getattr(exc, "retry_after_s", None)
-    if hint is not None:
-        delay = max(delay, min(float(hint), policy.backoff_max_s))
-    # Waiting must leave time for the next try to do something.
-    return delay if delay < budget.remaining() - 0.05 else None
+    state.upcoming_sleep = rule.wait(state)
+    return None if rule.stop(state) else state.upcoming_sleep
 
 
 async def call_with_retries(
@@ -70,9 +127,8 @@ async def call_with_retries(
     on_retry: Callable[[ServiceError], None] = lambda exc: None,
 ) -> T:
     """`await op(seconds_left)` within the budget, retrying retryable errors."""
-    attempt = 0
-    while True:
-        attempt += 1
+
+    async def attempt() -> T:
         left = budget.remaining()
         if left <= 0:
             raise ProviderTimeout(f"{where}: deadline of {budget.seconds:.1f}s exceeded")
@@ -81,18 +137,13 @@ async def call_with_retries(
                 return await op(left)
         except TimeoutError:
             raise ProviderTimeout(f"{where}: no answer within the deadline of {budget.seconds:.1f}s") from None
-        except ServiceError as exc:
-            delay = retry_delay(exc, attempt, policy, budget)
-            if delay is None:
-                raise
-            on_retry(exc)
-            log.warning("%s: attempt %d failed (%s); retrying in %.2fs", where, attempt, exc.message, delay)
-            await asyncio.sleep(delay)
+
+    return await retrying(policy, budget, where, on_retry)(attempt)
 
 
 class _IdleLimit:
     """Bounds each wait for a stream's next delta with one timer per stream instead of one per delta (a timer
-    per token was a tenth of the gateway's work on a stream): the timer is armed for the first wait and, when
+    per token is a measurable share of the gateway's work on a stream, docs/streaming.md): the timer is armed for the first wait and, when
     it fires while a later wait is still short of its limit, re-armed for that wait's end. Only a wait that
     lasts its whole limit cancels the waiting task (`fired`)."""
 
@@ -137,6 +188,41 @@ class _IdleLimit:
         self.task.cancel()
 
 
+class _Watched:
+    """A provider's stream under the budget and the idle limit: `next()` is its next delta, None at its end."""
+
+    def __init__(self, stream: AsyncIterator[ChatDelta], policy: CallPolicy, budget: Budget, where: str) -> None:
+        self.stream = stream
+        self.policy = policy
+        self.budget = budget
+        self.where = where
+        self.idle = _IdleLimit()
+
+    async def next(self) -> ChatDelta | None:
+        left = self.budget.remaining()
+        wait = min(self.policy.stream_idle_s, left)
+        if wait <= 0:
+            raise ProviderTimeout(f"{self.where}: deadline of {self.budget.seconds:.1f}s exceeded")
+        idle = self.idle
+        idle.begin(wait)
+        try:
+            return await anext(self.stream)
+        except StopAsyncIteration:
+            return None
+        except asyncio.CancelledError:
+            if not idle.fired or idle.task is None or idle.task.uncancel() > 0:
+                raise  # a cancel of the call itself
+            if wait < left:
+                raise ProviderTimeout(f"{self.where}: the stream stalled (nothing for {wait:.1f}s)") from None
+            raise ProviderTimeout(f"{self.where}: deadline of {self.budget.seconds:.1f}s exceeded") from None
+        finally:
+            idle.end()
+
+    async def aclose(self) -> None:
+        self.idle.close()
+        await self.stream.aclose()  # type: ignore[attr-defined]
+
+
 async def stream_with_retries(
     open_stream: Callable[[float], AsyncIterator[ChatDelta]],
     *,
@@ -145,41 +231,21 @@ async def stream_with_retries(
     where: str,
     on_retry: Callable[[ServiceError], None] = lambda exc: None,
 ) -> AsyncIterator[ChatDelta]:
-    """Re-yield `open_stream(seconds_left)` under the budget and the idle limit, retrying until the first delta."""
-    attempt = 0
-    while True:
-        attempt += 1
-        stream = open_stream(max(budget.remaining(), 0.001))
-        started = False
-        idle = _IdleLimit()
+    """Re-yield `open_stream(seconds_left)` under the budget and the idle limit. The retry rule covers a try up to
+    its first delta (or its end); after that, an error goes to the caller."""
+
+    async def until_first_delta() -> tuple[_Watched, ChatDelta | None]:
+        watched = _Watched(open_stream(max(budget.remaining(), 0.001)), policy, budget, where)
         try:
-            while True:
-                left = budget.remaining()
-                wait = min(policy.stream_idle_s, left)
-                if wait <= 0:
-                    raise ProviderTimeout(f"{where}: deadline of {budget.seconds:.1f}s exceeded")
-                idle.begin(wait)
-                try:
-                    delta = await anext(stream)
-                except StopAsyncIteration:
-                    return
-                except asyncio.CancelledError:
-                    if not idle.fired or idle.task is None or idle.task.uncancel() > 0:
-                        raise  # a cancel of the call itself
-                    if wait < left:
-                        raise ProviderTimeout(f"{where}: the stream stalled (nothing for {wait:.1f}s)") from None
-                    raise ProviderTimeout(f"{where}: deadline of {budget.seconds:.1f}s exceeded") from None
-                finally:
-                    idle.end()
-                started = True
-                yield delta
-        except ServiceError as exc:
-            delay = None if started else retry_delay(exc, attempt, policy, budget)
-            if delay is None:
-                raise
-            on_retry(exc)
-            log.warning("%s: attempt %d failed (%s); retrying in %.2fs", where, attempt, exc.message, delay)
-        finally:
-            idle.close()
-            await stream.aclose()  # type: ignore[attr-defined]
-        await asyncio.sleep(delay)
+            return watched, await watched.next()
+        except BaseException:
+            await watched.aclose()
+            raise
+
+    watched, delta = await retrying(policy, budget, where, on_retry)(until_first_delta)
+    try:
+        while delta is not None:
+            yield delta
+            delta = await watched.next()
+    finally:
+        await watched.aclose()

@@ -52,7 +52,7 @@ def tokens(text: str) -> list[str]:
 
 
 # ASCII punctuation -> space: `text.lower().translate(_ASCII_SEP).split()` tokenizes ASCII text exactly as
-# _TOKEN does, at a third of the cost (hundreds of candidates are scored per query).
+# _TOKEN does, for less (hundreds of candidates are scored per query; docs/speed-policies.md).
 _ASCII_SEP = str.maketrans({c: " " for c in string.punctuation})
 
 

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from services.common.speed_policies import StreamPacing
 from tests.support.fake_openai import FakeOpenAI, Reply, text_chunks
 from tests.support.pipeline import HEADERS, agent_canvas, create_agent, pipeline
 
@@ -73,7 +74,7 @@ async def test_every_token_arrives_exactly_and_merged_when_the_model_outruns_the
 
 # The llm_gateway busy from its first stream on, with a linger longer than any test: a stream sends its first
 # message at once and everything after it when the model's stream ends.
-LINGERING = {"busy_streams": 1, "stream_linger_ms": 3_600_000}
+LINGERING = {"stream_pacing": StreamPacing("test", busy_streams=1, linger_s=3600)}
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)

@@ -15,7 +15,7 @@ Why it is shaped this way (profiled on 2 cores; see bench/llm_bench.py and bench
 - Q, K and V are one (384, 1152) product with pre-transposed contiguous weights; the feed-forward runs
   in row blocks so its (rows, 1536) activation stays in the L2 cache through GELU.
 - No subnormal floats: exp() of a very negative number gives subnormals, on which x86 arithmetic is
-  ~100x slower. Softmax exponents and erf's exp(-a^2) are clamped at -80 (exp(-80) = 1.8e-35 instead
+  far slower. Softmax exponents and erf's exp(-a^2) are clamped at -80 (exp(-80) = 1.8e-35 instead
   of ~1e-39: the same result to float32 precision).
 - Two threads, each with single-threaded BLAS, split the texts of a call: GELU, softmax and layer norm
   are element-wise numpy (one core each, GIL released), and OpenBLAS' own two threads lose on the small

@@ -1,14 +1,14 @@
 """In-memory exact vector search for the embedded backend: one float32 matrix per dataset.
 
-Why: sqlite-vec's vec0 scan is exact but reads every vector through SQLite pages; over 100,000 chunks of
-384 dimensions it takes ~70 ms for k=10 and ~250 ms for k=1024 on our 2-core machine, above the 50 ms
-budget of a whole hybrid query. A contiguous float32 matrix scanned with numpy takes ~4 ms. SQLite stays
+Why: sqlite-vec's vec0 scan is exact but reads every vector through SQLite pages, which over a large dataset
+takes longer than the budget of a whole hybrid query; a contiguous float32 matrix scanned with numpy takes a
+small part of it (the figures: docs/speed-policies.md, "Figures behind other choices"). SQLite stays
 the durable copy: a matrix is loaded from it on first use and kept in step by the single writer.
 Datasets that do not fit `budget_bytes` (or all of them when it is 0) are searched with sqlite-vec.
 
-The scan (measured over 100,000 x 384 on 2 cores, bench/retrieval_bench.py): `np.einsum("ij,j->i")` is
-a memory-bound SIMD loop, 6.8 ms on one core where OpenBLAS' sgemv takes 12.6 ms (6.3 ms on two threads
-that spin and fight any other thread for the cores). So the matrix is cut in row blocks that a small
+The scan (bench/retrieval_bench.py): `np.einsum("ij,j->i")` is a memory-bound SIMD loop, faster on one core
+than OpenBLAS' sgemv, which needs two threads to match it, threads that spin and fight any other thread for
+the cores. So the matrix is cut in row blocks that a small
 thread pool scans concurrently (einsum releases the GIL), each block keeping its own top k; meanwhile
 the caller's thread runs the keyword (FTS5) side of the same query. The search stays exact.
 
@@ -112,7 +112,7 @@ class VectorIndex:
                             self._dead)
 
 
-BLOCK_ROWS = 16_384  # rows per scan task: 6 MB of 384-d float32, a few hundred microseconds each
+BLOCK_ROWS = 16_384  # rows per scan task: 6 MB of 384-d float32, short enough to spread over the pool
 
 
 def search(snap: Snapshot, query: np.ndarray, k: int, document_ids: frozenset[str] | None) -> list[int]:

@@ -301,7 +301,7 @@ class SqliteBackend(Backend):
             if index is not None:
                 indexes[ds.id] = index.snapshot()
         # When the searched datasets hold every chunk in the database, FTS5 need not intersect the matches
-        # with their scope tokens (a posting list as long as the datasets: ~4 ms per 100,000 chunks).
+        # with their scope tokens (a posting list as long as the datasets; docs/speed-policies.md has its cost).
         scoped = sum(ds.chunk_count for ds in query.datasets) < self._total_chunks
         # One trip to a reader thread, which runs the keyword side while the scan pool runs the vector side.
         return await self._runner.read(_collect, query, indexes, max(self._total_chunks, 1), self._scan_pool, scoped)

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from services.common.coalesce import Linger, coalesce, read_pause
+from services.common.speed_policies import STREAM_PACINGS, StreamPacing
 from services.llm_gateway.models import ChatDelta, ToolCallDelta, Usage, assemble, merge_deltas
 
 
@@ -132,14 +133,14 @@ async def paced_words(linger: Linger, words: list[str], got: list[str]) -> None:
 
 
 async def test_a_process_not_busy_never_lingers():
-    linger = Linger(HOUR, busy_streams=2)
+    linger = Linger(StreamPacing("test", busy_streams=2, linger_s=HOUR))
     got: list[str] = []
     await asyncio.wait_for(paced_words(linger, ["a", "b", "c"], got), 10)
     assert got == ["a", "b", "c"] and linger.streams == 0
 
 
 async def test_a_busy_process_sends_the_first_item_at_once_and_the_rest_when_the_source_ends():
-    linger = Linger(HOUR, busy_streams=1)
+    linger = Linger(StreamPacing("test", busy_streams=1, linger_s=HOUR))
     first_sent = asyncio.Event()
     words = [f"w{i} " for i in range(100)]
 
@@ -160,7 +161,7 @@ async def test_a_busy_process_sends_the_first_item_at_once_and_the_rest_when_the
 
 
 async def test_lingering_keeps_unmergeable_items_in_order():
-    linger = Linger(HOUR, busy_streams=1)
+    linger = Linger(StreamPacing("test", busy_streams=1, linger_s=HOUR))
     go = asyncio.Event()
 
     async def source():
@@ -178,7 +179,7 @@ async def test_lingering_keeps_unmergeable_items_in_order():
 
 
 async def test_streams_together_make_a_process_busy():
-    linger = Linger(HOUR, busy_streams=2)
+    linger = Linger(StreamPacing("test", busy_streams=2, linger_s=HOUR))
     gates = [asyncio.Event(), asyncio.Event()]
     outs: list[list[str]] = [[], []]
 
@@ -199,7 +200,7 @@ async def test_streams_together_make_a_process_busy():
 
 
 async def test_a_source_learns_how_long_its_consumer_still_lingers():
-    linger = Linger(HOUR, busy_streams=1)
+    linger = Linger(StreamPacing("test", busy_streams=1, linger_s=HOUR))
     pauses: list[float] = []
     sent = asyncio.Event()
 
@@ -221,26 +222,15 @@ async def test_a_source_learns_how_long_its_consumer_still_lingers():
     assert read_pause() == 0.0  # outside a coalesced source
 
 
-def test_the_wait_grows_with_the_streams_up_to_the_longest():
-    linger = Linger(0.04, busy_streams=16, longest=0.25)
-    waits = {}
-    for streams in (0, 15, 16, 32, 50, 100, 1000):
-        linger.streams = streams
-        waits[streams] = linger.wait_s()
-    assert waits[0] == waits[15] == 0.0  # not busy
-    assert waits[16] == pytest.approx(0.04) and waits[32] == pytest.approx(0.08) and waits[50] == pytest.approx(0.125)
-    assert waits[100] == waits[1000] == pytest.approx(0.25)  # each stream still gets four messages a second
-    assert Linger(0.04, busy_streams=16).wait_s() == 0.0  # no streams yet
-    fixed = Linger(0.04, busy_streams=1)  # no longest: the wait stays what it is
-    fixed.streams = 100
-    assert fixed.wait_s() == pytest.approx(0.04)
-    off = Linger(0, busy_streams=1, longest=0.25)
-    off.streams = 100
-    assert off.wait_s() == 0.0
+def test_a_linger_counts_its_streams_and_asks_its_pacing():
+    linger = Linger(STREAM_PACINGS["linger_under_load"])
+    assert linger.wait_s() == 0.0  # no streams yet
+    linger.streams = 100
+    assert linger.wait_s() == linger.pacing.wait_s(100) > 0
 
 
 async def test_a_consumer_that_leaves_while_lingering_closes_the_source():
-    linger = Linger(HOUR, busy_streams=1)
+    linger = Linger(StreamPacing("test", busy_streams=1, linger_s=HOUR))
     closed = asyncio.Event()
 
     async def source():

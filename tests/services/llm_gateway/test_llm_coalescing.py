@@ -4,6 +4,7 @@ the text, each tool call's id, name and arguments, and their order (services/com
 from __future__ import annotations
 
 from services.clients import LlmClient
+from services.common.speed_policies import StreamPacing
 from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.models import Message, ToolCall
 from tests.support.fake_openai import Reply, chunk, tool_delta, usage_chunk
@@ -52,7 +53,7 @@ async def paced_stream(fake_openai, **config) -> list:
 async def test_a_busy_gateway_lingers_between_chunks_but_not_before_the_first_or_after_the_last(fake_openai):
     # busy from the first stream on, with a linger longer than the stream: the first chunk goes at once, the
     # rest when the provider's stream ends
-    deltas = await paced_stream(fake_openai, busy_streams=1, stream_linger_ms=3_600_000)
+    deltas = await paced_stream(fake_openai, stream_pacing=StreamPacing("test", busy_streams=1, linger_s=3600))
     assert deltas[0].content == " w0"
     assert len(deltas) <= 3  # the first, the rest of the text, the finish (a finished delta never merges)
     assert deltas[-1].finish_reason == "stop"

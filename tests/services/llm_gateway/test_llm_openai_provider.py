@@ -14,6 +14,7 @@ from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
 from services.clients.llm_models import merge_deltas
 from services.common.coalesce import Linger, coalesce
+from services.common.speed_policies import StreamPacing
 from services.llm_gateway.config import LlmGatewayConfig
 from services.llm_gateway.models import ChatCall, Message
 from services.llm_gateway.providers import ModelSpec
@@ -89,7 +90,7 @@ async def test_while_the_gateway_lingers_the_provider_reads_what_arrived_meanwhi
 
     try:
         async with asyncio.timeout(120):  # far less than the pause
-            sent = [d async for d in coalesce(counted(), merge_deltas, linger=Linger(3600, busy_streams=1))]
+            sent = [d async for d in coalesce(counted(), merge_deltas, linger=Linger(StreamPacing("test", busy_streams=1, linger_s=3600)))]
     finally:
         await provider.aclose()
     assert "".join(d.content for d in sent) == " ".join(words)

@@ -150,3 +150,39 @@ async def test_a_stream_arms_a_timer_per_stream_not_per_delta():
     with timers_armed() as armed:
         got = [d async for d in stream_with_retries(_every(0, 200), policy=POLICY, budget=Budget(5), where="P m")]
     assert len(got) == 200 and armed.count < 5
+
+
+async def test_only_retryable_errors_are_tried_again():
+    tries = []
+
+    async def refused(left: float) -> str:
+        tries.append(left)
+        raise InvalidArgument("400")
+
+    with pytest.raises(InvalidArgument):
+        await call_with_retries(refused, policy=POLICY, budget=Budget(5), where="P m")
+    assert len(tries) == 1
+
+
+async def test_retry_after_is_waited_and_a_wait_past_the_budget_is_not():
+    loop = asyncio.get_running_loop()
+    tries: list[float] = []
+
+    async def limited(left: float) -> str:
+        tries.append(loop.time())
+        if len(tries) == 1:
+            raise ProviderRateLimited("429", retry_after_s=0.2)
+        return "ok"
+
+    policy = CallPolicy(timeout_s=5, stream_idle_s=5, max_attempts=3, backoff_s=0.01, backoff_max_s=1)
+    assert await call_with_retries(limited, policy=policy, budget=Budget(5), where="P m") == "ok"
+    assert tries[1] - tries[0] >= 0.2 - 0.01  # (the loop's clock may tick in ms)
+    tries.clear()
+
+    async def always_limited(left: float) -> str:
+        tries.append(loop.time())
+        raise ProviderRateLimited("429", retry_after_s=0.5)
+
+    with pytest.raises(ProviderRateLimited):  # the hint would outlast the budget: the caller hears it at once
+        await call_with_retries(always_limited, policy=policy, budget=Budget(0.3), where="P m")
+    assert len(tries) == 1
