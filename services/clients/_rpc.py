@@ -12,7 +12,8 @@ not connected, i.e. the request never reached the peer: the peer restarted, a po
 connection dropped. Between tries the client waits for the channel to connect again, at most the backoff
 (0.25 s, doubling, 4 tries in all) and never past the call's deadline. A peer that answered UNAVAILABLE
 itself (the LLM gateway after its own provider retries) is not asked again: its answer stands. A stream
-is tried again only before its first message, so nothing a caller has already seen is repeated.
+is tried again only before its first message, so nothing a caller has already seen is repeated. A turn on a
+shared stream (services/common/turns/) is a call here like any other: the same rule, no second one.
 
 Deadlines: each client has a default `timeout_s` per call, and a call may pass its own; retries and the
 waits between them spend the same deadline, they never extend it.
