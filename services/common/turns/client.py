@@ -1,33 +1,24 @@
-"""The client side of turns on shared streams (services/common/turns/server.py says why; docs/transport.md what
-they buy): how a typed client reaches a peer's method without a gRPC call per call of it (the orchestrator's LLM
-turns, services/clients/llm.py; the gateway's runs, gateway/orchestrator.py).
+"""The client side of turns on shared streams (docs/transport.md): how a typed client reaches a peer's method
+without a gRPC call per call of it (the orchestrator's LLM turns, services/clients/llm.py; the gateway's runs,
+gateway/orchestrator.py).
 
-`TurnClient.call(request, timeout=, metadata=)` is used as a stub's method is, and gives a `TurnCall` that is used
-as the call would be (`async for`, `read()`, `await`, `cancel()`), so a typed client has one code path, its own
-deadline, error and retry rules applying to a turn as to a call. A turn is opened on one of the client's streams
-by id, with its deadline and the metadata its call would carry; its messages come back through the stream's one
-reader. Opens and cancels that queue up while a message is written go out together in the next. A turn keeps a
-call's behaviour: its deadline (the peer's, and a timer here in case the peer cannot say so), its cancel when the
-caller stops reading, its status (raised as the plain `grpc.aio.AioRpcError` its call would have raised).
+`TurnClient.call(request, timeout=, metadata=)` is used as a stub's method is, and gives a `TurnCall` used as the
+call would be (`async for`, `read()`, `await`, `cancel()`), so a typed client has one code path and its deadline,
+error and retry rules apply to a turn as to a call. A turn is opened on one of the client's streams by id, with
+its deadline and the metadata its call would carry; its messages come back through the stream's one reader.
+Opens and cancels that queue up while a message is written go out together in the next. A failed turn raises
+the plain `grpc.aio.AioRpcError` its call would have raised.
 
 A turn no peer started (a peer that shuts down refused it, `again`, or ended its stream first) is opened again on
-a new stream, which reaches a replica that serves, as grpc itself retries a call that no server saw (its
-"transparent retry"): nothing of it ran, so this is not a retry of the caller's (services/clients/_rpc.py has
-the one rule for those), and it is bounded by the turn's deadline and `REOPENS`.
+a new stream, which reaches a replica that serves, as grpc itself retries a call no server saw ("transparent
+retry"): nothing of it ran, so this is not the caller's retry (services/clients/_rpc.py has the one rule), and it
+is bounded by the turn's deadline and `REOPENS`. A turn whose caller stops reading buffers its chunks here (one
+turn's output at most): the stream's reader never waits for a caller.
 
-A turn whose caller stops reading buffers its chunks here (at most one turn's output), where a call of its own
-would have held the peer back with HTTP/2 flow control; the stream's reader never waits for a caller.
-
-Replicas: the client keeps one stream per replica of the peer (its lanes, counted by
-services/common/turns/lanes.py, which says why) and opens turns on them in turn. The lanes' streams are opened one
-after the other, and round_robin sends consecutive calls to consecutive replicas, so turns spread over replicas as
-calls do. A stream takes new turns for `ROTATE_AFTER_S` or `ROTATE_AFTER_TURNS`, whichever comes first; once no
-lane takes turns, all are opened again, so a replica that joined (scale-out) gets its share, and a name's lanes
-are counted again every `ROTATE_AFTER_S`. A retired stream is closed once its last turn has ended.
-
-Every peer of this version serves its turn service; a rolling upgrade across the version that introduced it is
-the deployment's business (docs/transport.md): a peer without it fails each turn with UNIMPLEMENTED, as a call
-of an unknown method would.
+Replicas: one stream per replica of the peer (its lanes, lanes.py), opened one after the other, so round_robin
+puts them on consecutive replicas; turns take the lanes in turn. A stream takes new turns for `ROTATE_AFTER_S` or
+`ROTATE_AFTER_TURNS`; then all lanes are opened again (a replica that joined gets its share), and a retired stream
+closes once its last turn has ended. A peer without the turn service fails each turn with UNIMPLEMENTED.
 """
 
 from __future__ import annotations
@@ -55,23 +46,21 @@ def _failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
-class _Expired:
-    """Put in a turn's queue when its deadline passed without the peer's word."""
+class _Expired:  # put in a turn's queue when its deadline passed without the peer's word
+    pass
 
 
-class _Cancelled:
-    """Put in a turn's queue when its caller cancelled it: a read still waiting wakes and fails."""
+class _Cancelled:  # put in a turn's queue when its caller cancelled it: a read still waiting wakes and fails
+    pass
 
 
+@dataclass(slots=True)
 class _Gone:
     """Put in a turn's queue when its stream ended: `error`, what the turn fails with; `unstarted`, the stream
     ended without an error of its own while the turn waited, so no peer started it."""
 
-    __slots__ = ("error", "unstarted")
-
-    def __init__(self, error: grpc.aio.AioRpcError, *, unstarted: bool = False) -> None:
-        self.error = error
-        self.unstarted = unstarted
+    error: grpc.aio.AioRpcError
+    unstarted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,8 +269,7 @@ class TurnCall:
             self._finish(cancel=False)
             raise
 
-    def cancel(self) -> bool:
-        """Stops the turn at the peer; False once it has ended."""
+    def cancel(self) -> bool:  # False once it has ended
         if self._outcome is not None:
             return False
         self._outcome = _failure(grpc.StatusCode.CANCELLED, "Locally cancelled by application!")
