@@ -100,6 +100,8 @@ async def serving(token: str | None = None, counts: dict[str, int] | None = None
     client's session) are closed after a second."""
     import uvicorn
 
+    from tests.support.waiting import eventually  # (here: run as a script, this file serves stdio alone)
+
     asgi, starlette_app = app(token, counts)
 
     @asynccontextmanager
@@ -112,10 +114,9 @@ async def serving(token: str | None = None, counts: dict[str, int] | None = None
     server = uvicorn.Server(config)
     async with lifespan(None):
         task = asyncio.create_task(server.serve())
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.02)
+        await eventually(lambda: server.started or task.done(), what="the MCP server")
+        if task.done():
+            task.result()  # it failed to start: why
         port = server.servers[0].sockets[0].getsockname()[1]
         try:
             yield f"http://127.0.0.1:{port}"

@@ -5,7 +5,6 @@ closing cleans up everything even when one step fails. DNS is a stand-in resolve
 not the real DNS."""
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket
@@ -16,6 +15,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from services.orchestrator.components._browser import BrowserSession
 from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
+from tests.support.waiting import eventually
 
 PUBLIC = "93.184.216.34"
 PAGE = "<!DOCTYPE html><html><head><title>Harbour café</title></head><body><h1>Open 9-17</h1>{}</body></html>"
@@ -129,13 +129,12 @@ async def test_every_redirect_is_checked(site):
 async def ws_outcome(browser: BrowserSession, page: str) -> str:
     """Open `page` and wait until its script has heard back from its WebSocket: the page's title then."""
     await browser.go_to_url(page)
-    title = ""
-    for _ in range(100):
+
+    async def heard() -> str | None:
         title = (await browser.extract_content()).split("\n")[1]
-        if title.startswith("Title: ws: "):
-            break
-        await asyncio.sleep(0.05)
-    return title
+        return title if title.startswith("Title: ws: ") else None
+
+    return await eventually(heard, what="the page's WebSocket outcome")
 
 
 async def test_a_websocket_goes_through_the_guard(site):

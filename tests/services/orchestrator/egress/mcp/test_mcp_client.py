@@ -11,6 +11,7 @@ from services.orchestrator.egress import mcp as mc
 from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
 from tests.support.mcp_server import serving
 from tests.support.net import free_port
+from tests.support.waiting import eventually
 
 TRANSPORTS = [("streamable-http", "/mcp"), ("sse", "/sse")]
 SERVER_SCRIPT = Path(__file__).resolve().parents[4] / "support" / "mcp_server.py"
@@ -101,10 +102,11 @@ async def test_an_unknown_server_type_is_named(access):
 
 @pytest.mark.parametrize("kind, path", TRANSPORTS, ids=["streamable-http", "sse"])
 async def test_cancelling_a_call_cancels_it_rather_than_reporting_an_error(access, kind, path):
-    async with serving() as base:
+    counts: dict[str, int] = {}
+    async with serving(counts=counts) as base:
         server = mc.McpServer("slow", base + path, kind, timeout_s=60)
         call = asyncio.create_task(mc.call_tool(server, "nap", {"seconds": 60}, access))
-        await asyncio.sleep(0.3)
+        await eventually(lambda: counts.get("tools/call"), what="the call at the server")  # under way there
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(call, 30)  # ends long before the server's 60 s nap
