@@ -12,6 +12,7 @@ import pytest
 from services.sandbox.config import SandboxConfig
 from services.sandbox.server import SandboxServicer
 from tests.support.sandbox import Client, host_processes_with
+from tests.support.waiting import eventually
 
 SLOW = "import time, sys\ndef main(marker=''):\n    print('started', flush=True)\n    time.sleep(30)\n"
 
@@ -23,12 +24,6 @@ def sandbox_cfg() -> SandboxConfig:
     return SandboxConfig.for_tests(workers=1, queue=1, defaults=TEST_DEFAULTS)
 
 
-async def _wait_for(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
-
-
 async def test_full_queue_is_refused_at_once_and_cancel_frees_the_worker(client: Client, servicer: SandboxServicer):
     pool = servicer.executor.pool  # type: ignore[union-attr]
     running = client.call(SLOW)
@@ -36,7 +31,7 @@ async def test_full_queue_is_refused_at_once_and_cancel_frees_the_worker(client:
     assert first.output.data.startswith(b"started")  # the only worker is busy
     queued = client.call(SLOW)
     queued_task = asyncio.ensure_future(queued.read())
-    await _wait_for(lambda: pool.waiting == 1)
+    await eventually(lambda: pool.waiting == 1, what="the second call queued")
 
     refused = client.call(SLOW)
     with pytest.raises(grpc.aio.AioRpcError) as err:
@@ -49,7 +44,7 @@ async def test_full_queue_is_refused_at_once_and_cancel_frees_the_worker(client:
     started = await asyncio.wait_for(queued_task, 30)  # the queued call gets the freed worker
     assert started.output.data.startswith(b"started")
     queued.cancel()
-    await _wait_for(lambda: pool.busy == 0 and pool.waiting == 0)
+    await eventually(lambda: pool.busy == 0 and pool.waiting == 0, what="the pool idle")
     await client.assert_serving()
 
 
@@ -64,8 +59,8 @@ async def test_cancelled_call_kills_its_sandbox(client: Client, servicer: Sandbo
     )
     call = client.call(code, args={"marker": marker})
     assert (await call.read()).output.data.startswith(b"started")
-    await _wait_for(lambda: host_processes_with(marker=marker))  # the child really runs
+    await eventually(lambda: host_processes_with(marker=marker), what="the child running")
     call.cancel()
     pool = servicer.executor.pool  # type: ignore[union-attr]
-    await _wait_for(lambda: pool.busy == 0)
-    await _wait_for(lambda: not host_processes_with(marker=marker))
+    await eventually(lambda: pool.busy == 0, what="the worker freed")
+    await eventually(lambda: not host_processes_with(marker=marker), what="the sandbox gone")

@@ -173,16 +173,21 @@ async def test_killing_the_parent_is_refused(client: Client, language: int, code
 
 async def test_background_process_is_gone_after_the_run(client: Client, sandbox_cfg: SandboxConfig):
     marker = f"bg-{uuid.uuid4().hex}"
+    # Each leftover says it runs (a byte on a pipe) before main returns: both are there when the run ends.
     code = (
-        "import os, subprocess, sys, time\n"
+        "import os, subprocess, sys\n"
+        "LEFTOVER = 'import os, sys, time; os.write(int(sys.argv[2]), b\"!\"); time.sleep(60)'\n"
         "def main(marker):\n"
-        "    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', marker], start_new_session=True)\n"
+        "    r, w = os.pipe()\n"
+        "    subprocess.Popen([sys.executable, '-c', LEFTOVER, marker, str(w)], start_new_session=True, pass_fds=(w,))\n"
         "    if os.fork() == 0:\n"  # and a classic double-fork daemon
         "        os.setsid()\n"
         "        if os.fork() == 0:\n"
-        "            os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', marker])\n"
+        "            os.set_inheritable(w, True)\n"
+        "            os.execv(sys.executable, [sys.executable, '-c', LEFTOVER, marker, str(w)])\n"
         "        os._exit(0)\n"
-        "    time.sleep(0.3)\n"
+        "    os.close(w)\n"
+        "    assert os.read(r, 1) + os.read(r, 1) == b'!!'\n"
         "    return 'left'\n"
     )
     run = await client.run(code, args={"marker": marker})

@@ -11,6 +11,7 @@ from services.sandbox.isolation import RUNTIME_TASKS, rlimits
 from services.sandbox.limits import MAXIMA, Limits, resolve
 from services.sandbox.models import Language
 from services.sandbox.pool import ExecutionPool
+from tests.support.waiting import eventually
 
 
 def test_zero_means_default_and_values_within_bounds_are_kept():
@@ -48,8 +49,7 @@ async def test_pool_refuses_at_once_when_workers_and_queue_are_full():
 
     first = asyncio.create_task(hold())
     second = asyncio.create_task(hold())
-    await asyncio.sleep(0.01)
-    assert pool.busy == 1 and pool.waiting == 1
+    await eventually(lambda: pool.busy == 1 and pool.waiting == 1, what="one holder in, one waiting")
     with pytest.raises(ResourceExhausted):
         async with pool.slot():
             pass
@@ -62,7 +62,7 @@ async def test_cancelled_waiter_takes_no_slot():
     pool = ExecutionPool(workers=1, queue=2)
     async with pool.slot():
         waiter = asyncio.create_task(pool.slot().__aenter__())
-        await asyncio.sleep(0.01)
+        await eventually(lambda: pool.waiting == 1, what="the waiter queued")
         waiter.cancel()
         await asyncio.gather(waiter, return_exceptions=True)
         assert pool.waiting == 0
