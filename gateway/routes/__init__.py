@@ -57,6 +57,7 @@ def setup(app: web.Application, cfg: GatewayConfig, upstreams: web.AppKey[Upstre
     a2a.add_routes(app)  # the agents as A2A agents: /a2a/{agent_id} and the agent cards
     ui.add_routes(app)  # the run viewer at /ui/
     openapi_routes.add_routes(app)  # /openapi.json (built from every route registered here) and /docs
+    datasets.add_index_route(app)  # after every /api/v1/datasets/{id}/<name> route
     # Last: any other path under an API prefix gets a 404 in that API's dialect, not aiohttp's text page.
     app.router.add_route("*", _CATCH_ALL, _ragflow_no_route)
     app.router.add_route("*", "/v1/{tail:.*}", _no_route(Dialect.OPENAI))

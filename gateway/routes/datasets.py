@@ -46,6 +46,7 @@ from gateway.routes._datasets import (
     documents,
     find_dataset,
     next_name,
+    owned_dataset,
     owned_datasets,
     retrieval,
 )
@@ -258,6 +259,19 @@ async def delete_datasets(request: web.Request) -> web.Response:
     for dataset_id in ids:
         await rv.call(rv.rpc.DeleteDataset, rr_pb.DeleteDatasetRequest(tenant_id=tenant, dataset_id=dataset_id))
     return ok({"success_count": len(ids)})
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("Delete a dataset's knowledge graph, RAPTOR or mind-map index "
+                                             "(Trellis builds none)", response=None, tags=TAGS))
+async def delete_index(request: web.Request) -> web.Response:
+    await owned_dataset(request, request.match_info["dataset_id"])
+    raise data_error("Trellis builds no knowledge graph, RAPTOR or mind-map index: there is none to delete")
+
+
+def add_index_route(app: web.Application) -> None:
+    """RAGFlow's `DELETE /datasets/{id}/{index_type}`, after every other route: its pattern takes any second
+    segment, so the dataset's own DELETE routes must come first."""
+    app.router.add_delete("/api/v1/datasets/{dataset_id}/{index_type}", delete_index)
 
 
 def add_routes(app: web.Application) -> None:
