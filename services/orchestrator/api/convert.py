@@ -185,7 +185,8 @@ def run_info_to_proto(run_id: str, info: dict[str, str], path: list[str]) -> can
         run_id=run_id, session_id=info.get("session_id", ""), agent_id=info.get("agent_id", ""),
         status=info.get("status", ""), error=info.get("error", ""), started_at=float(info.get("started_at") or 0),
         finished_at=float(info.get("finished_at") or 0), parent_run_id=info.get("parent_run_id", ""),
-        attempts=int(info.get("attempts") or 1), path=path, waiting_for=info.get("paused_node", ""))
+        attempts=int(info.get("attempts") or 1), path=path, waiting_for=info.get("paused_node", ""),
+        caller_run_id=info.get("caller_run_id", ""))
 
 
 def event_from_proto(pb: ev_pb.RunEvent) -> ev.Event:

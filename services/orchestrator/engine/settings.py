@@ -6,9 +6,12 @@ The lead's `config.py` builds `EngineSettings` from the environment; the engine 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Protocol
 
 from services.clients import LlmClient, RetrievalClient, SandboxClient
+
+if TYPE_CHECKING:
+    from services.orchestrator.engine.events import Event
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +53,16 @@ class EngineSettings:
         return self.default_timeout_s
 
 
+class ChildRuns(Protocol):
+    """Runs another agent of the same tenant as a child run: an ordinary run of the orchestrator (its own run id
+    and session, journaled, cancellable) whose record names its caller (runs/children.py). The child's answer
+    events (RunStarted first, RunFinished last) are yielded; closing the iterator before its end cancels the
+    child. An agent of another tenant is not found."""
+
+    def run(self, *, tenant_id: str, agent_id: str, query: str, inputs: dict[str, Any], parent_run_id: str,
+            session_id: str = "", user_id: str = "") -> AsyncIterator[Event]: ...
+
+
 @dataclass(slots=True)
 class Services:
     """What components may call out to. A client is None where the deployment (or a test) has no such peer."""
@@ -61,4 +74,5 @@ class Services:
     http: Any = None  # shared outbound HTTP client with the SSRF guard (http_client.py)
     mcp_servers: Any = None  # the tenants' MCP servers (store/mcp_servers.py), for Agents' `mcp` tools
     attachments: Any = None  # files runs produce (attachments.py: DocGenerator, ExcelProcessor, Browser)
+    children: ChildRuns | None = None  # other agents of the tenant run as child runs (AgentCall)
     extra: dict[str, Any] = field(default_factory=dict)

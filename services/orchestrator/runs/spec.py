@@ -26,6 +26,8 @@ class RunSpec:
     continue_on_disconnect: bool = False  # keep running when the caller goes away
     create_session: bool = False  # no session_id: make the new session as CreateSession does (source "agent", prologue)
     answer_only: bool = False  # the caller gets only the events an answer is made of (events.ANSWER_EVENTS)
+    caller_run_id: str = ""  # a child run (runs/children.py): the run whose AgentCall started it
+    call_depth: int = 0  # how many callers above it (runs/children.py refuses runaway nesting)
 
     def to_json(self) -> dict[str, Any]:
         """The fields as they are (not copied): serialise the dict before the spec changes."""

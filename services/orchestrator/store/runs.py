@@ -133,6 +133,8 @@ class RunStore:
         now = time.time()
         record = {"session_id": session_id, "agent_id": agent_id, "started_at": now, "finished_at": "", "error": "",
                   "owner": self.owner, "attempts": 1, "parent_run_id": parent_run_id,
+                  # a child run's caller (RunSpec.caller_run_id): GetRun and ListRuns show the link
+                  "caller_run_id": (spec or {}).get("caller_run_id", ""),
                   "spec": dump_bytes(spec or {})}
         member = f"{tenant}/{run_id}"
         session_keys = [keys.session_active_run(tenant, session_id), keys.session_runs(tenant, session_id)] if session_id else []
