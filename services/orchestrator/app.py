@@ -34,6 +34,7 @@ from services.orchestrator.config import OrchestratorConfig
 from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
 from services.orchestrator.egress.mcp import McpAccess
 from services.orchestrator.engine.settings import Services
+from services.orchestrator.runs.children import ManagedChildRuns
 from services.orchestrator.runs.manager import RunManager
 from services.orchestrator.store import AgentStore, RunStore, SessionStore, layout, redis_client
 from services.orchestrator.store.attachments import AttachmentStore
@@ -64,6 +65,7 @@ def build(cfg: OrchestratorConfig) -> Service:
         mcp_servers=mcp_servers, attachments=attachments)
     manager = RunManager(agents, sessions, runs, services, codec=ProtoEventCodec(), max_attempts=cfg.run_max_attempts,
                          journal=journal_policy(cfg.journal_policy))
+    services.children = ManagedChildRuns(manager)  # AgentCall: the tenant's other agents as child runs
     listener = CancelListener(redis, manager.cancel_local, manager.recheck_cancels)
 
     async def start() -> None:
