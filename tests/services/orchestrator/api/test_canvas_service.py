@@ -15,8 +15,11 @@ from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
+from services.orchestrator.api.canvas import CanvasServicer
 from services.orchestrator.components.base import Component, register
 from services.orchestrator.store import keys
+from tests.support.orchestrator import orchestrator as serving_orchestrator
+from tests.support.waiting import eventually
 
 
 @register
@@ -47,6 +50,10 @@ async def orchestrator(orchestrator_addr):
     channel = grpc.aio.insecure_channel(orchestrator_addr)
     yield channel
     await channel.close()
+
+
+def canvas_servicer(service) -> CanvasServicer:
+    return next(b.servicer for b in service.bindings if isinstance(b.servicer, CanvasServicer))
 
 
 async def _run(channel, **kwargs) -> list:
@@ -139,12 +146,11 @@ async def test_client_disconnect_cancels_the_run(orchestrator, redis_server):
     call.cancel()
     client = aioredis.from_url(redis_server.url)
     try:
-        for _ in range(50):
-            status = await client.hget(keys.run("t1", run_id), "status")
-            if status == b"cancelled":
-                break
-            await asyncio.sleep(0.02)
-        assert status == b"cancelled"
+        async def ended():
+            return await client.hget(keys.run("t1", run_id), "status") not in (None, b"running")
+
+        await eventually(ended, what="the run's end")
+        assert await client.hget(keys.run("t1", run_id), "status") == b"cancelled"
     finally:
         await client.aclose()
 
@@ -301,63 +307,95 @@ async def test_answer_only_sends_the_answer_and_the_stream_keeps_every_event(orc
     assert [e.seq for e in lean] == [e.seq for e in stored if e.WhichOneof("kind") in answer]
 
 
-async def test_a_run_whose_start_redis_refuses_fails_and_leaves_nothing(orchestrator, redis_server):
+async def test_a_run_whose_start_redis_refuses_fails_and_leaves_nothing(redis_server):
     """The engine of a new session's run starts while the start is written: when Redis refuses that write
     (out of memory here), the caller gets the error and neither the run, nor its session, nor its events are
     stored later."""
     import redis.asyncio as aioredis
 
-    agents = agent_grpc.AgentServiceStub(orchestrator)
-    created = (await agents.CreateAgent(agent_pb.CreateAgentRequest(
-        tenant_id="t1", title="refused-start", dsl_json=canvas(message="late: {sys.query}")))).agent
-    admin = aioredis.from_url(redis_server.url)
-    before = {k async for k in admin.scan_iter(match="*:events")}
-    await admin.config_set("maxmemory", "1")  # with the default policy, noeviction: every write is refused
-    try:
-        with pytest.raises(grpc.aio.AioRpcError):
-            await _run(orchestrator, agent=canvas_pb.AgentTarget(agent_id=created.id), query="q",
-                       create_session=True, answer_only=True)
-    finally:
-        await admin.config_set("maxmemory", "0")
-    await asyncio.sleep(0.3)  # what a dropped run might still write would be there by now
-    assert {k async for k in admin.scan_iter(match="*:events")} == before
-    sessions = session_grpc.SessionServiceStub(orchestrator)
-    listed = await sessions.ListSessions(session_pb.ListSessionsRequest(tenant_id="t1", agent_id=created.id))
-    assert listed.total == 0
-    events = await _run(orchestrator, agent=canvas_pb.AgentTarget(agent_id=created.id), query="again",
-                        create_session=True)
-    assert "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta") == "late: again"
-    await admin.aclose()
+    async with serving_orchestrator(redis_server.url) as orch, grpc.aio.insecure_channel(orch.addr) as channel:
+        agents = agent_grpc.AgentServiceStub(channel)
+        created = (await agents.CreateAgent(agent_pb.CreateAgentRequest(
+            tenant_id="t1", title="refused-start", dsl_json=canvas(message="late: {sys.query}")))).agent
+        admin = aioredis.from_url(redis_server.url)
+        before = {k async for k in admin.scan_iter(match="*:events")}
+        await admin.config_set("maxmemory", "1")  # with the default policy, noeviction: every write is refused
+        try:
+            with pytest.raises(grpc.aio.AioRpcError):
+                await _run(channel, agent=canvas_pb.AgentTarget(agent_id=created.id), query="q",
+                           create_session=True, answer_only=True)
+        finally:
+            await admin.config_set("maxmemory", "0")
+        # No run left in the replica: whatever a dropped run would write (its events, its end) is written by now.
+        local = canvas_servicer(orch.service).runs.local
+        await eventually(lambda: len(local) == 0, what="no run left in the replica")
+        assert {k async for k in admin.scan_iter(match="*:events")} == before
+        sessions = session_grpc.SessionServiceStub(channel)
+        listed = await sessions.ListSessions(session_pb.ListSessionsRequest(tenant_id="t1", agent_id=created.id))
+        assert listed.total == 0
+        events = await _run(channel, agent=canvas_pb.AgentTarget(agent_id=created.id), query="again",
+                            create_session=True)
+        assert "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta") == "late: again"
+        await admin.aclose()
 
 
-async def test_a_caller_gone_while_the_start_is_written_ends_the_run_as_cancelled(orchestrator, redis_server):
-    """Redis holds every write for a moment (CLIENT PAUSE WRITE): the caller leaves while the run's start is
-    still being written. The run is not left behind running: once the start lands, it ends as cancelled and
-    its session keeps the turn."""
+async def test_a_caller_gone_while_the_start_is_written_ends_the_run_as_cancelled(redis_server):
+    """Redis holds every write (CLIENT PAUSE WRITE): the caller leaves while the run's start is still being
+    written. The run is not left behind running: once the start lands, it ends as cancelled and its session
+    keeps the turn."""
     import redis.asyncio as aioredis
 
-    agents = agent_grpc.AgentServiceStub(orchestrator)
-    created = (await agents.CreateAgent(agent_pb.CreateAgentRequest(
-        tenant_id="t1", title="gone-while-starting",
-        dsl_json=canvas(("SlowForTest:Z", "SlowForTest", {"seconds": 60}))))).agent
+    left = asyncio.Event()  # the caller's Run call has ended on the server
+
+    def watch_calls(service) -> None:
+        servicer = canvas_servicer(service)
+        run = servicer.Run
+
+        async def watched(request, context):
+            try:
+                async for event in run(request, context):
+                    yield event
+            finally:
+                left.set()
+
+        servicer.Run = watched  # read when the servicer is added to the server
+
     admin = aioredis.from_url(redis_server.url)
-    await admin.execute_command("CLIENT", "PAUSE", 1000, "WRITE")
-    call = canvas_grpc.CanvasServiceStub(orchestrator).Run(canvas_pb.RunRequest(
-        tenant_id="t1", agent=canvas_pb.AgentTarget(agent_id=created.id), query="q", create_session=True), timeout=30)
-    await asyncio.sleep(0.3)  # the engine runs, the start waits for Redis
-    call.cancel()
-    sessions = session_grpc.SessionServiceStub(orchestrator)
-    runs = canvas_grpc.CanvasServiceStub(orchestrator)
-    for _ in range(100):  # the pause ends, the start lands, the run ends
-        listed = await sessions.ListSessions(session_pb.ListSessionsRequest(tenant_id="t1", agent_id=created.id))
-        if listed.total:
-            found = (await runs.ListRuns(canvas_pb.ListRunsRequest(tenant_id="t1", session_id=listed.sessions[0].id))).runs
-            if found and found[0].status != "running":
-                break
-        await asyncio.sleep(0.05)
-    assert listed.total == 1 and [r.status for r in found] == ["cancelled"]
-    session = (await sessions.GetSession(session_pb.GetSessionRequest(tenant_id="t1", session_id=listed.sessions[0].id))).session
-    assert [m.content for m in session.messages][:2] == ["Hello there!", "q"]
+
+    async def start_held() -> bool:  # a write of the orchestrator's waits in Redis (flags: b, blocked)
+        return any("b" in c["flags"] and c["cmd"] != "xread" for c in await admin.client_list())
+
+    async with serving_orchestrator(redis_server.url, prepare=watch_calls) as orch, \
+            grpc.aio.insecure_channel(orch.addr) as channel:
+        agents = agent_grpc.AgentServiceStub(channel)
+        created = (await agents.CreateAgent(agent_pb.CreateAgentRequest(
+            tenant_id="t1", title="gone-while-starting",
+            dsl_json=canvas(("SlowForTest:Z", "SlowForTest", {"seconds": 60}))))).agent
+        await admin.execute_command("CLIENT", "PAUSE", 120_000, "WRITE")  # until UNPAUSE below
+        try:
+            call = canvas_grpc.CanvasServiceStub(channel).Run(canvas_pb.RunRequest(
+                tenant_id="t1", agent=canvas_pb.AgentTarget(agent_id=created.id), query="q", create_session=True),
+                timeout=30)
+            await eventually(start_held, what="the run's start held by Redis")
+            call.cancel()
+            await asyncio.wait_for(left.wait(), 30)  # the server saw the caller go, the start still held
+        finally:
+            await admin.execute_command("CLIENT", "UNPAUSE")
+        sessions = session_grpc.SessionServiceStub(channel)
+        runs = canvas_grpc.CanvasServiceStub(channel)
+
+        async def ended():  # the start lands, the run ends
+            listed = await sessions.ListSessions(session_pb.ListSessionsRequest(tenant_id="t1", agent_id=created.id))
+            if listed.total:
+                found = (await runs.ListRuns(canvas_pb.ListRunsRequest(tenant_id="t1", session_id=listed.sessions[0].id))).runs
+                if found and found[0].status != "running":
+                    return listed, found
+            return None
+
+        listed, found = await eventually(ended, what="the run's end")
+        assert listed.total == 1 and [r.status for r in found] == ["cancelled"]
+        session = (await sessions.GetSession(session_pb.GetSessionRequest(tenant_id="t1", session_id=listed.sessions[0].id))).session
+        assert [m.content for m in session.messages][:2] == ["Hello there!", "q"]
     await admin.aclose()
 
 
