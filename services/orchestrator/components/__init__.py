@@ -24,7 +24,7 @@ from services.orchestrator.components.base import (
 _MODULES = ("begin", "message", "switch", "iteration", "iteration_item", "loop", "loop_item",
             "exit_loop", "variable_assigner", "variable_aggregator", "string_transform",
             "data_operations", "list_operations", "invoke", "retrieval", "doc_generator", "excel_processor",
-            "browser",
+            "browser", "a2a_agent", "agent_call",
             "llm", "agent", "categorize", "code_exec", "exesql", "user_fill_up",
             "tools.tavily", "tools.google", "tools.bing", "tools.duckduckgo", "tools.wikipedia",
             "tools.yahoofinance", "tools.searxng", "tools.github", "tools.arxiv", "tools.pubmed",
