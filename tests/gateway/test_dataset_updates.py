@@ -228,7 +228,12 @@ async def test_retrieval_skips_unavailable_chunks_and_weighs_important_keywords(
     chunks = f"/api/v1/datasets/{ds['id']}/documents/{doc['id']}/chunks"
     text = "Bleed the radiator valve every autumn."
     plain = (await live.call("POST", chunks, json={"content": text}))["data"]["chunk"]
-    keyed = (await live.call("POST", chunks, json={"content": text, "important_keywords": ["heating"]}))["data"]["chunk"]
+    # The same words in another order: content of its own (the same content again would be the same chunk)
+    keyed = (await live.call("POST", chunks, json={"content": "Every autumn bleed the radiator valve.",
+                                                    "important_keywords": ["heating"]}))["data"]["chunk"]
+    assert keyed["id"] != plain["id"]
+    again = (await live.call("POST", chunks, json={"content": text, "questions": ["When?"]}))["data"]["chunk"]
+    assert again["id"] == plain["id"] and again["questions"] == ["When?"]  # RAGFlow: that chunk, written over
     found = await _retrieve(live, ds["id"], "radiator heating")
     assert [c["id"] for c in found[:2]] == [keyed["id"], plain["id"]]
     assert found[0]["similarity"] > found[1]["similarity"] and found[0]["important_keywords"] == ["heating"]
