@@ -18,9 +18,10 @@ its AgentCall again (a new child), and the orphaned child finishes unattended (i
 
 from __future__ import annotations
 
+import asyncio
+from contextlib import aclosing
 from typing import Any, AsyncIterator
 
-from services.common import context as ctxvars
 from services.common.errors import FailedPrecondition
 from services.orchestrator.engine import events as ev
 from services.orchestrator.runs.manager import RunManager
@@ -29,6 +30,8 @@ from services.orchestrator.runs.spec import RunSpec
 __all__ = ["MAX_DEPTH", "ManagedChildRuns"]
 
 MAX_DEPTH = 5  # child of a child of ...: runs above a run started by an AgentCall
+QUEUE_SIZE = 64  # a child's events read ahead of its caller
+_END = object()
 
 
 class ManagedChildRuns:
@@ -50,17 +53,31 @@ class ManagedChildRuns:
         spec = RunSpec(tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, query=query, inputs=inputs,
                        user_id=user_id, create_session=not session_id, answer_only=True,
                        caller_run_id=parent_run_id, call_depth=depth)
-        caller_log_id = ctxvars.run_id.get()
+        # The child's stream is read by a task of its own: a cancel of the caller reaches this frame first, so the
+        # child is cancelled with the reason before its stream is closed (which cancels it as "client disconnected").
+        events: asyncio.Queue = asyncio.Queue(QUEUE_SIZE)
+        reader = asyncio.create_task(self._read(spec, events), name=f"child-of-{parent_run_id}")
         ended = False
-        stream = self.manager.execute(spec)
         try:
-            async for item in stream:
-                ctxvars.run_id.set(caller_log_id)  # execute names the child in the log context: the caller's again
-                ended = item.event.__class__ is ev.RunFinished
-                yield item.event
+            while (item := await events.get()) is not _END:
+                if isinstance(item, Exception):
+                    raise item
+                ended = item.__class__ is ev.RunFinished
+                yield item
         finally:
             if not ended and spec.run_id:  # the caller went away first: say why in the child's record
                 pump = self.manager.local.get(spec.run_id)
                 if pump is not None:
                     pump.cancel(f"its caller, run {parent_run_id}, stopped")
-            await stream.aclose()  # the manager cancels a run its caller left, and waits for its end
+            reader.cancel()  # closes the child's stream: the manager cancels it and waits for its end
+            await asyncio.wait([reader])
+
+    async def _read(self, spec: RunSpec, events: asyncio.Queue) -> None:
+        try:
+            async with aclosing(self.manager.execute(spec)) as stream:
+                async for item in stream:
+                    await events.put(item.event)
+        except Exception as exc:  # refused (not found, busy session...): the caller raises it
+            await events.put(exc)
+            return
+        await events.put(_END)
