@@ -5,11 +5,12 @@ this very process)."""
 from __future__ import annotations
 
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tests.support.waiting import eventually_sync
 
 
 class OtlpReceiver:
@@ -50,10 +51,12 @@ class OtlpReceiver:
         return out
 
     def wait_for(self, predicate: Callable[[list[tuple[str, Any]]], bool], timeout_s: float = 30.0) -> list[tuple[str, Any]]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def complete() -> tuple[list[tuple[str, Any]]] | None:
             spans = self.spans()
-            if predicate(spans):
-                return spans
-            time.sleep(0.05)
-        raise AssertionError(f"the receiver did not get the spans in {timeout_s}s: {[(s, sp.name) for s, sp in self.spans()]}")
+            return (spans,) if predicate(spans) else None
+
+        try:
+            return eventually_sync(complete, what="the spans", timeout=timeout_s)[0]
+        except AssertionError:
+            raise AssertionError(f"the receiver did not get the spans in {timeout_s}s: "
+                                 f"{[(s, sp.name) for s, sp in self.spans()]}") from None

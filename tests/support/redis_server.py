@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import redis
@@ -10,6 +9,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tests.support.net import free_port
+from tests.support.waiting import eventually_sync
 
 
 class RedisServer:
@@ -56,18 +56,18 @@ class RedisServer:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         client = redis.Redis(port=self.port, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            try:
-                client.ping()
-                return True
-            except redis.ConnectionError:
-                time.sleep(0.02)
-        self.proc.kill()
-        self.proc.wait()
-        return False
+        proc = self.proc
+
+        def answered_or_exited() -> str:
+            return "exited" if proc.poll() is not None else "up" if client.ping() else ""
+
+        try:
+            return eventually_sync(answered_or_exited, what="redis-server answering", timeout=10,
+                                   ignoring=(redis.ConnectionError,)) == "up"
+        except AssertionError:
+            proc.kill()
+            proc.wait()
+            return False
 
     @staticmethod
     def _serve_every_slot(client: redis.Redis) -> None:
@@ -77,11 +77,8 @@ class RedisServer:
             except redis.ResponseError as exc:  # slots kept in nodes.conf across a restart
                 if "busy" not in str(exc).lower():
                     raise
-        for _ in range(500):
-            if b"cluster_state:ok" in client.execute_command("CLUSTER", "INFO"):
-                return
-            time.sleep(0.02)
-        raise RuntimeError("redis-server in cluster mode did not reach cluster_state:ok")
+        eventually_sync(lambda: b"cluster_state:ok" in client.execute_command("CLUSTER", "INFO"),
+                        what="redis-server in cluster mode at cluster_state:ok", timeout=30)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

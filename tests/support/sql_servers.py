@@ -14,7 +14,6 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -22,6 +21,7 @@ from typing import Iterator
 import pytest
 
 from tests.support.net import free_port
+from tests.support.waiting import eventually_sync
 
 USER, PASSWORD, DATABASE = "trellis", "s3cret", "shop"
 START_TIMEOUT_S = 60
@@ -83,19 +83,19 @@ def _run(cmd: list[str], what: str) -> None:
 
 
 def _wait(connect, proc: subprocess.Popen | None, log: Path, what: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    last: Exception | None = None
-    while time.monotonic() < deadline:
+    def answered_or_exited() -> str:
         if proc is not None and proc.poll() is not None:
-            break
-        try:
-            connect().close()
-            return
-        except Exception as exc:  # not up yet
-            last = exc
-            time.sleep(0.2)
-    tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-    pytest.fail(f"{what} did not start: {last}\n{tail}")
+            return f"exited with {proc.returncode}"
+        connect().close()
+        return "up"
+
+    try:  # any error is "not up yet"
+        outcome = eventually_sync(answered_or_exited, what=what, timeout=START_TIMEOUT_S, ignoring=(Exception,))
+    except AssertionError as exc:
+        outcome = str(exc)
+    if outcome != "up":
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        pytest.fail(f"{what} did not start: {outcome}\n{tail}")
 
 
 def postgres_server() -> Iterator[Database]:
