@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import grpc
@@ -30,6 +29,7 @@ from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from services.orchestrator.store import keys
 from tests.support.llm_gateway import llm_gateway
 from tests.support.net import free_port
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE_S = 1.0
@@ -82,17 +82,14 @@ class Replica:
 
     async def wait_serving(self) -> None:
         health = health_pb2_grpc.HealthStub(self.channel)
-        deadline = time.monotonic() + 90  # a hang, not a slow start on a loaded machine, fails this
-        while time.monotonic() < deadline:
+
+        async def serving() -> bool:
             assert self.proc.poll() is None, "orchestrator replica exited at start"
-            try:
-                resp = await health.Check(health_pb2.HealthCheckRequest(), timeout=1)
-                if resp.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.aio.AioRpcError:
-                pass
-            await asyncio.sleep(0.05)
-        raise AssertionError("orchestrator replica never became healthy")
+            resp = await health.Check(health_pb2.HealthCheckRequest(), timeout=1)
+            return resp.status == health_pb2.HealthCheckResponse.SERVING
+
+        # a hang, not a slow start on a loaded machine, fails this
+        await eventually(serving, what="the orchestrator replica serving", timeout=90, ignoring=(grpc.aio.AioRpcError,))
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
@@ -129,12 +126,11 @@ def answer(events) -> str:
 
 
 async def final_status(stub, run_id: str):
-    for _ in range(1000):
+    async def ended():
         info = (await stub.GetRun(canvas_pb.GetRunRequest(tenant_id="t1", run_id=run_id), timeout=30)).run
-        if info.status != "running":
-            return info
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"run {run_id} still running")
+        return info if info.status != "running" else None
+
+    return await eventually(ended, what=f"the end of run {run_id}")
 
 
 async def watch_to_end(stub, run_id: str, after: int = 0) -> list:
@@ -155,12 +151,10 @@ async def killed_mid_stream(replica: Replica) -> list:
 
 
 async def taken_over(replica: Replica, run_id: str) -> None:
-    for _ in range(600):
-        info = (await replica.stub.GetRun(canvas_pb.GetRunRequest(tenant_id="t1", run_id=run_id))).run
-        if info.attempts >= 2:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"run {run_id} was not taken over")
+    async def second_attempt() -> bool:
+        return (await replica.stub.GetRun(canvas_pb.GetRunRequest(tenant_id="t1", run_id=run_id))).run.attempts >= 2
+
+    await eventually(second_attempt, what=f"run {run_id} taken over")
 
 
 async def test_kill_9_mid_stream_the_other_replica_resumes_and_a_rejoining_client_gets_it_once(cluster) -> None:

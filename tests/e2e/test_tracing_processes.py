@@ -17,6 +17,7 @@ import grpc
 
 from tests.support.fake_otlp import OtlpReceiver
 from tests.support.net import free_port, health_status
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "otel-key"
@@ -40,15 +41,14 @@ def _start(module: str, env: dict[str, str], log: Path, stack: ExitStack) -> sub
 
 
 async def _until(check, proc: subprocess.Popen, log: Path, what: str) -> None:
-    for _ in range(1200):
+    async def up():
         assert proc.poll() is None, f"{what} exited at start:\n{log.read_text()[-3000:]}"
-        try:
-            if await check():
-                return
-        except (OSError, aiohttp.ClientError, grpc.aio.AioRpcError):
-            pass
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{what} did not start:\n{log.read_text()[-3000:]}")
+        return await check()
+
+    try:
+        await eventually(up, what=what, timeout=90, ignoring=(OSError, aiohttp.ClientError, grpc.aio.AioRpcError))
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{log.read_text()[-3000:]}") from None
 
 
 async def test_one_trace_across_gateway_orchestrator_and_llm_gateway_processes(redis_server, tmp_path):
