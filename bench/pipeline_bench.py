@@ -391,7 +391,7 @@ async def redis_round_trips_per_run(redis_port: int, runs: int) -> dict[str, Any
     from services.orchestrator.config import OrchestratorConfig
     from services.orchestrator.engine.settings import EngineSettings
     from services.orchestrator.store import AgentStore
-    from services.orchestrator.store.redis_client import Connection, SharedConnection  # the orchestrator's classes
+    from services.orchestrator.store._redis_fast import Connection, SharedConnection  # the orchestrator's classes
 
     nowhere = f"127.0.0.1:{free_port()}"
     orch = build(OrchestratorConfig(server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0),
@@ -485,7 +485,7 @@ def _caller() -> str:
     frame = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
-        if "/services/orchestrator/" in path and not path.endswith("/redis_client.py"):
+        if "/services/orchestrator/" in path and not path.endswith(("/redis_client.py", "/_redis_fast.py")):
             return f"{path.rsplit('/services/orchestrator/', 1)[1]}:{frame.f_code.co_name}"
         frame = frame.f_back
     return "other"

@@ -1,12 +1,12 @@
 """Counting the orchestrator's Redis round trips: a pipeline is one (it goes through the shared connection:
-services/orchestrator/store/redis_client.py), and so is a single command (it goes through a pooled connection)."""
+services/orchestrator/store/_redis_fast.py), and so is a single command (it goes through a pooled connection)."""
 from __future__ import annotations
 
 from typing import Any, Callable
 
 import pytest
 
-from services.orchestrator.store.redis_client import Connection, SharedConnection
+from services.orchestrator.store._redis_fast import Connection, SharedConnection
 
 
 def count_round_trips(monkeypatch: pytest.MonkeyPatch, skip: Callable[[Any], bool] = lambda conn: False) -> list:

@@ -31,6 +31,7 @@ from typing import Any, Hashable
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from services.orchestrator.store import _redis_fast
 from services.orchestrator.store.keys import AGENT_CHANGES_PREFIX
 
 log = logging.getLogger(__name__)
@@ -119,10 +120,7 @@ class ResolvedAgents:
     def _unread(self) -> bool:
         """Whether the tracking connection has bytes this process has not handled (or is gone)."""
         conn = self._conn
-        if conn is None:
-            return True
-        reader, writer = conn._reader, conn._writer  # redis-py's asyncio streams of the connection
-        if reader is None or writer is None or len(reader._buffer) or reader.at_eof():
+        if conn is None or _redis_fast.unread(conn):
             return True
         return bool(self._poll.poll(0))  # poll, not select: a busy process's descriptors pass 1024
 
@@ -134,11 +132,11 @@ class ResolvedAgents:
             conn = pool.connection_class(**{**pool.connection_kwargs, "protocol": 3})
             try:
                 await conn.connect()
-                conn._parser.set_invalidation_push_handler(self._on_invalidation)
+                _redis_fast.on_invalidation(conn, self._on_invalidation)
                 await conn.send_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", AGENT_CHANGES_PREFIX)
                 await conn.read_response()
                 self._poll = select.poll()
-                self._poll.register(conn._writer.get_extra_info("socket").fileno(), select.POLLIN)
+                self._poll.register(_redis_fast.fileno(conn), select.POLLIN)
                 self._clear()
                 self._conn = conn
                 self._settled.set()

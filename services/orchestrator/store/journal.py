@@ -18,8 +18,18 @@ had not finished run again; see `drop_unfinished`).
 
 Stream entries have the id `0-<seq>` (seq = the event's position, 1, 2, ...), the protobuf `RunEvent` in `e`,
 the component it belongs to in `k` (`checkpoint.node_key`, empty for run-level events) and `f` = 1 when the
-event finishes that component. When Redis is unreachable the writer keeps its batch and retries for
-`retry_s`; past that the run fails with `JournalUnavailable` rather than go on with nothing stored.
+event finishes that component.
+
+When Redis is unreachable the writer keeps its batch and sends it again for `retry_s`; past that the run fails
+with `JournalUnavailable` rather than go on with nothing stored. The attempts and the waits between them are
+redis-py's `Retry` with the client's backoff (`redis_client.retry`, the one retry rule for Redis), kept going
+until every journal of the batch is stored or has given up. What the journal adds to that rule, and why the
+client's own retry is not enough: a batch whose reply was lost or is an error may be stored, so it is checked
+against the stream (`_committed`) before it counts as failed and is sent again; and a journal gives up on its
+own deadline, at its first failure `retry_s` or more after its batch first failed (so at most one backoff,
+`redis_client.BACKOFF_CAP_S`, past it), not after a count of attempts. The client's retry runs inside each
+attempt (a connection Redis dropped is replaced at once); a batch it sends again after a lost reply fails on
+its first event's id (the stream has it) and is then found stored.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, RedisError
 
 from services.common.json_fields import dump_bytes
-from services.orchestrator.store import keys
+from services.orchestrator.store import keys, redis_client
 
 log = logging.getLogger(__name__)
 
@@ -106,29 +116,10 @@ class JournalWriter:
             self._task = None
 
     async def _write(self, batch: list[tuple[RunJournal, list[tuple]]]) -> None:
-        """Store every journal's batch; those that fail are retried until their journal's `retry_s` is spent."""
-        loop = asyncio.get_running_loop()
-        delay = 0.1
-        while batch:
-            try:
-                replies: list[Any] = await self._send(batch)
-            except RedisError as exc:
-                replies = [exc] * len(batch)
-            failed = []
-            for (journal, entries), reply in zip(batch, replies):
-                if not isinstance(reply, Exception) or await journal._committed(entries):  # the reply was lost
-                    journal._done()
-                elif journal._give_up_after(loop.time() + delay):
-                    journal._fail(JournalUnavailable(
-                        f"Redis is unavailable; the run's events could not be stored ({reply})"))
-                else:
-                    failed.append((journal, entries))
-            if failed:
-                log.warning("journal write failed for %d run(s) (%s); retrying", len(failed),
-                            next(r for r in replies if isinstance(r, Exception)))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
-            batch = failed
+        """Store every journal's batch: attempts by the Redis retry rule until each is stored or its journal's
+        `retry_s` is spent (module docstring)."""
+        attempt = _Attempt(self, batch)
+        await redis_client.retry(-1, (_Unstored,)).call_with_retry(attempt, attempt.failed)
 
     async def _send(self, batch: list[tuple[RunJournal, list[tuple]]]) -> list[Any]:
         replies = await self._pipeline(batch)
@@ -144,6 +135,39 @@ class JournalWriter:
             for journal, entries in batch:
                 pipe.evalsha(self._sha, 2, *journal._script_args(entries))
             return await pipe.execute(raise_on_error=False)
+
+
+class _Unstored(RedisError):
+    """Some batches of an attempt are neither stored nor given up: the writer's retry sends them again."""
+
+
+class _Attempt:
+    """One call per attempt at storing a writer's batches: what is left of them is sent; a batch whose reply is
+    an error is checked, and counts as stored if it is (its reply was lost, or it was sent twice)."""
+
+    def __init__(self, writer: JournalWriter, batch: list[tuple[RunJournal, list[tuple]]]) -> None:
+        self.writer = writer
+        self.left = batch
+
+    async def __call__(self) -> None:
+        left, self.left, error = self.left, [], None
+        try:
+            replies: list[Any] = await self.writer._send(left)
+        except RedisError as exc:
+            replies = [exc] * len(left)
+        for (journal, entries), reply in zip(left, replies):
+            if not isinstance(reply, Exception) or await journal._committed(entries):
+                journal._done()
+            elif journal._give_up_after(asyncio.get_running_loop().time()):
+                journal._fail(JournalUnavailable(f"Redis is unavailable; the run's events could not be stored ({reply})"))
+            else:
+                self.left.append((journal, entries))
+                error = reply
+        if self.left:
+            raise _Unstored(f"journal write failed for {len(self.left)} run(s) ({error}); retrying")
+
+    async def failed(self, error: BaseException) -> None:
+        log.warning("%s", error)
 
 
 class RunJournal:
@@ -208,10 +232,11 @@ class RunJournal:
         else:
             self._idle.set()
 
-    def _give_up_after(self, when: float) -> bool:
+    def _give_up_after(self, now: float) -> bool:
+        """After a failure at `now`: whether `retry_s` has passed since its batch first failed."""
         if self._deadline is None:
-            self._deadline = asyncio.get_running_loop().time() + self.retry_s
-        return when > self._deadline
+            self._deadline = now + self.retry_s
+        return now >= self._deadline
 
     def _fail(self, exc: JournalUnavailable) -> None:
         self.failed = exc

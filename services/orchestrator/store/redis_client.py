@@ -1,34 +1,29 @@
-"""The orchestrator's Redis connection: health stays NOT_SERVING until Redis answers."""
+"""The orchestrator's Redis connection: its pool and timeouts, its one retry rule, and readiness (health stays
+NOT_SERVING until Redis answers).
+
+The client is redis-py's, with a faster connection, pipeline and pool over TCP (`_redis_fast.fast_client`:
+the one module that uses redis-py's internals; docs/speed-policies.md says what it buys).
+
+Retries: one rule for every Redis call, redis-py's own `Retry` (`retry`), set once on the client here. A call
+that meets a lost connection (refused, reset, closed: a restart, a failover) reconnects and is sent again, up
+to `RETRIES` times with jittered exponential backoff; a pipeline is sent again whole, as redis-py does. A
+timeout is not retried (the command may still be running, and a stalled Redis would hold its caller that many
+times longer). A write whose reply was lost (Redis ran it, then the connection broke) runs again when it is
+resent: the journal checks its batches instead (store/journal.py); for the other writes (a turn's messages,
+a tool-call log entry, a run's attempt counter) that narrow window is the accepted cost (docs/durability.md).
+"""
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import math
-from typing import Any
-
-import hiredis
-import redis.asyncio as aioredis
-from redis._parsers import _AsyncHiredisParser
-from redis._parsers.hiredis import NOT_ENOUGH_DATA
-from redis.asyncio.client import EMPTY_RESPONSE, NEVER_DECODE
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ConstantBackoff, EqualJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeout
 
 from services.common.errors import Unavailable
-
-
-async def wait_until_ready(client: aioredis.Redis, url: str, attempts: int = 50, delay_s: float = 0.2) -> None:
-    for attempt in range(attempts):
-        try:
-            await client.ping()
-            return
-        except (OSError, aioredis.ConnectionError) as exc:
-            if attempt == attempts - 1:
-                raise Unavailable(f"Redis at {url} is not reachable: {exc}") from exc
-            await asyncio.sleep(delay_s)
-
+from services.orchestrator.store import _redis_fast
 
 # redis-py's default pool refuses its 101st connection at once ("Too many connections"): a burst of runs (each
 # holds one for a command, its journal writer another) failed runs. This pool makes a caller wait for a free
@@ -40,345 +35,37 @@ POOL_TIMEOUT_S = 30
 # Longer than any blocking read the orchestrator makes (its XREAD waits 1 s).
 SOCKET_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 5.0
+# The retry rule (module docstring): a few attempts soon after a lost connection; a Redis away for longer is
+# the caller's to report (UNAVAILABLE), or the journal's to wait for (its `retry_s`).
+RETRIES = 3
+BACKOFF_BASE_S = 0.05
+BACKOFF_CAP_S = 2.0
 
 
-class _Parser(_AsyncHiredisParser):
-    """hiredis's reply parser, bounding each wait for the socket with `read_timeout` when the connection sets
-    it: a reply that is already buffered (every reply of a pipeline after the first, mostly) needs no timer."""
-
-    __slots__ = ("read_timeout",)
-
-    def __init__(self, socket_read_size: int) -> None:
-        super().__init__(socket_read_size)
-        self.read_timeout: float | None = None
-
-    async def read_from_socket(self) -> bool:
-        if self.read_timeout is None:
-            return await super().read_from_socket()
-        try:
-            async with asyncio.timeout(self.read_timeout):
-                return await super().read_from_socket()
-        except TimeoutError:
-            raise RedisTimeout(f"Timeout reading from the socket ({self.read_timeout} s)") from None
+def backoff() -> EqualJitterBackoff:
+    """The wait before each new attempt: doubling from BACKOFF_BASE_S up to BACKOFF_CAP_S, half of it random
+    (replicas that lost Redis together do not reconnect together)."""
+    return EqualJitterBackoff(cap=BACKOFF_CAP_S, base=BACKOFF_BASE_S)
 
 
-class Connection(aioredis.Connection):
-    """redis-py's asyncio TCP connection without three costs every command pays (a run reads about eighteen
-    replies):
-
-    - its arguments are packed by hiredis, as redis-py's sync client packs them (a journal batch of 14 events
-      packs in 4 us instead of 30);
-    - a write that fits in the socket's buffer is just written. redis-py bounds every write with
-      `asyncio.wait_for`, which on Python 3.11 runs it in a task of its own; such a write cannot block, so
-      only one that has to wait for the buffer to drain goes that way, still bounded by `socket_timeout`;
-    - redis-py arms a timer around every reply it reads; here `socket_timeout` bounds each wait for the socket
-      instead (as the sync client's socket timeout does), so a reply already received costs none.
-    """
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("parser_class", _Parser)
-        super().__init__(**kwargs)
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        if isinstance(args[0], str) and " " in args[0]:  # "CONFIG GET": redis-py sends the words apart
-            args = (*args[0].split(), *args[1:])
-        try:
-            return [hiredis.pack_command(args)]
-        except TypeError:  # what hiredis does not pack (a memoryview, a bad type): redis-py's way and its errors
-            return super().pack_command(*args)
-
-    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        writer = self._writer
-        if writer is None or not self.is_connected or not isinstance(command, list):
-            return await super().send_packed_command(command, check_health)
-        transport = writer.transport
-        if transport.is_closing() or transport.get_write_buffer_size() >= transport.get_write_buffer_limits()[1]:
-            return await super().send_packed_command(command, check_health)  # waits for the drain, or fails
-        if check_health:
-            await self.check_health()
-        writer.writelines(command)
-
-    async def read_response(self, disable_decoding: bool = False, timeout: float | None = None, *,
-                            disconnect_on_error: bool = True, push_request: bool | None = False) -> Any:
-        parser = self._parser
-        if timeout is not None or self.socket_timeout is None or not isinstance(parser, _Parser):
-            return await super().read_response(disable_decoding, timeout, disconnect_on_error=disconnect_on_error,
-                                               push_request=push_request)
-        parser.read_timeout = self.socket_timeout  # math.inf: redis-py arms no timer of its own
-        try:
-            return await super().read_response(disable_decoding, math.inf, disconnect_on_error=disconnect_on_error,
-                                               push_request=push_request)
-        finally:
-            parser.read_timeout = None
+def retry(retries: int | None = None, errors: tuple[type[Exception], ...] = (RedisConnectionError,)) -> Retry:
+    """The Redis retry rule: `RETRIES` attempts after the first (-1: until the caller stops), on `errors`."""
+    return Retry(backoff(), RETRIES if retries is None else retries, errors)
 
 
-def closed_by_peer(conn: aioredis.Connection) -> bool:
-    """Whether Redis closed (a restart, a failover, CLIENT KILL) or reset this connection while it sat idle.
-    redis-py's own check before reuse sees a close only when nothing is buffered (a RESP3 push may be) and
-    never sees a reset, so the first command after one would fail."""
-    stream = conn._reader
-    return stream is not None and (stream._eof or stream.exception() is not None)
-
-
-class SharedConnection:
-    """One connection that every lean pipeline of the process shares (auto-pipelining). A pipeline goes out at
-    once when none is in flight; those sent while one is in flight wait for its replies and then go out
-    together, in one write, as a stream's deltas do (services/common/coalesce.py). Redis answers a
-    connection's commands in order, so one reader hands each pipeline its replies in that order. A burst of
-    runs then costs this process and Redis a write and a read per round trip, not per pipeline: in bursts of
-    100 five-token runs, CPU per run went from 1,730 to 1,585 us in the orchestrator and from 285 to 240 in
-    Redis (`docs/streaming.md`).
-
-    Replies come straight from hiredis (a command's error is its reply; RESP3 push messages go to the parser's
-    handler, as redis-py's read does); redis-py reads each through six coroutine frames and runs per-pipeline
-    hooks. Each wait for the socket is bounded by `socket_timeout`. A caller cancelled before its write sends
-    nothing; one cancelled after it has its replies read and dropped. A failed connection fails every pipeline
-    on it (nothing is retried: the commands may have run) and the next one connects anew."""
-
-    def __init__(self, pool: aioredis.ConnectionPool) -> None:
-        self._pool = pool
-        self._conn: Connection | None = None
-        self._opening: asyncio.Future[Connection] | None = None
-        self._queued: list[tuple[list[bytes], int, asyncio.Future]] = []  # for the next write
-        self._inflight: collections.deque[tuple[int, list[Any], asyncio.Future]] = collections.deque()
-        self._reader: asyncio.Task | None = None
-        self.writes = 0  # how many writes carried the pipelines (bench/pipeline_bench.py counts round trips)
-
-    async def round_trip(self, commands: list[tuple]) -> list[Any]:
-        conn = self._conn
-        if conn is None or not conn.is_connected or (not self._inflight and self._closed_by_peer(conn)):
-            conn = await self._connect()
-        packed: list[bytes] = []
-        for args in commands:
-            packed += conn.pack_command(*args)
-        loop = asyncio.get_running_loop()
-        replies = loop.create_future()
-        self._queued.append((packed, len(commands), replies))
-        if not self._inflight:  # an idle connection: at once; else with the next write
-            self._write(conn)
-        return await replies
-
-    def _closed_by_peer(self, conn: Connection) -> bool:
-        """Whether Redis closed or reset this idle connection (`closed_by_peer`): dropped then, and the next
-        pipeline connects anew. Nothing was sent on it since its last reply, so nothing is lost; a connection
-        lost with pipelines in flight fails them."""
-        if not closed_by_peer(conn):
-            return False
-        self._conn = None
-        conn._close()
-        return True
-
-    async def _connect(self) -> Connection:
-        """The connection, made once for every pipeline that needs it meanwhile: one attempt, one outcome (a
-        Redis that does not answer fails them all after one connect timeout, not one after the other)."""
-        opening = self._opening
-        if opening is None:
-            opening = self._opening = asyncio.ensure_future(self._open())
-            opening.add_done_callback(self._opened)
-        try:
-            return await asyncio.shield(opening)
-        except asyncio.CancelledError:
-            if opening.cancelled() and not asyncio.current_task().cancelling():  # the client closed, not the caller
-                raise RedisConnectionError("The Redis client was closed while connecting") from None
-            raise
-
-    async def _open(self) -> Connection:
-        conn = self._pool.make_connection()
-        try:
-            await conn.connect()
-        except BaseException:
-            conn._close()  # a handshake cut short (a timeout, the client closing) leaves no socket open
-            raise
-        self._conn = conn
-        return conn
-
-    def _opened(self, opening: asyncio.Future) -> None:
-        self._opening = None
-        if not opening.cancelled():
-            opening.exception()  # each waiter raised it; none left is no error to report
-
-    def _write(self, conn: Connection) -> None:
-        queued, self._queued = self._queued, []
-        queued = [q for q in queued if not q[2].done()]  # cancelled before the write: not sent
-        if not queued:
-            return
-        writer = conn._writer
-        if conn is not self._conn or writer is None or writer.transport.is_closing():
-            for _, _, replies in queued:
-                if not replies.done():
-                    replies.set_exception(RedisConnectionError("Connection to Redis lost before the write"))
-            return
-        writer.writelines([chunk for packed, _, _ in queued for chunk in packed])
-        self.writes += 1
-        self._inflight.extend((n, [], replies) for _, n, replies in queued)
-        if self._reader is None:
-            self._reader = asyncio.get_running_loop().create_task(self._read(conn))
-
-    async def _read(self, conn: Connection) -> None:
-        """Replies, in order, to the pipelines written, until none waits."""
-        parser = conn._parser
-        reader = parser._reader
-        push = parser._hiredis_PushNotificationType
-        inflight = self._inflight
-        parser.read_timeout = conn.socket_timeout
-        try:
-            while inflight:
-                reply = reader.gets()
-                if reply is NOT_ENOUGH_DATA:
-                    await parser.read_from_socket()
-                    continue
-                if isinstance(reply, RedisConnectionError):
-                    raise reply
-                if isinstance(reply, list) and reply and isinstance(reply[0], RedisConnectionError):
-                    raise reply[0]
-                if push is not None and isinstance(reply, push):
-                    await parser.handle_push_response(reply)
-                    continue
-                n, replies, done = inflight[0]
-                replies.append(reply)
-                if len(replies) == n:
-                    inflight.popleft()
-                    if not done.done():
-                        done.set_result(replies)
-                    if not inflight and self._queued:  # what queued meanwhile: one write
-                        self._write(conn)
-        except BaseException as exc:  # the connection is in an unknown state: everyone on it fails
-            error = exc if isinstance(exc, (RedisConnectionError, RedisTimeout)) else \
-                RedisConnectionError(f"Error while reading from Redis: {exc or type(exc).__name__}")
-            self._fail(conn, error)
-            if not isinstance(exc, Exception):  # cancelled (the client closes), or the process exits
-                raise
-        finally:
-            parser.read_timeout = None
-            self._reader = None
-
-    def _fail(self, conn: Connection, error: BaseException) -> None:
-        if self._conn is conn:
-            self._conn = None
-        failed = [replies for _, _, replies in self._inflight] + [replies for _, _, replies in self._queued]
-        self._inflight.clear()
-        self._queued.clear()
-        for replies in failed:
-            if not replies.done():
-                replies.set_exception(error)
-        conn._close()  # dropped at once; the next pipeline connects anew
-
-    async def aclose(self) -> None:
-        """Close the connection; every pipeline still waiting fails with a connection error."""
-        if self._opening is not None:
-            self._opening.cancel()
-        reader = self._reader
-        if reader is not None:  # (cancelled before its first step, it never runs its own cleanup)
-            reader.cancel()
-            await asyncio.gather(reader, return_exceptions=True)
-            self._reader = None
-        closed = RedisConnectionError("The Redis client was closed")
-        for replies in [r for _, _, r in self._inflight] + [r for _, _, r in self._queued]:
-            if not replies.done():
-                replies.set_exception(closed)
-        self._inflight.clear()
-        self._queued.clear()
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await conn.disconnect()
-
-
-class Pipeline(aioredis.client.Pipeline):
-    """redis-py's pipeline with a fast path for what the orchestrator sends, a batch without MULTI or WATCH:
-    the client's `SharedConnection`. Anything else goes redis-py's way."""
-
-    shared: SharedConnection | None = None  # the client's (Redis.pipeline)
-
-    async def execute(self, raise_on_error: bool = True) -> list[Any]:
-        stack = self.command_stack
-        shared = self.shared
-        if (shared is None or not stack or self.is_transaction or self.explicit_transaction or self.watching
-                or self.scripts or self.connection is not None):
-            return await super().execute(raise_on_error)
-        try:
-            try:
-                replies = await shared.round_trip([args for args, _ in stack])
-            except OSError as exc:
-                raise RedisConnectionError(f"Error while reading from Redis: {exc}") from exc
-            return self._responses(stack, replies, raise_on_error)
-        finally:
-            await self.reset()
-
-    def _responses(self, stack: list, replies: list[Any], raise_on_error: bool) -> list[Any]:
-        """The replies as redis-py's parse_response makes them: its response callbacks, EMPTY_RESPONSE."""
-        callbacks = self.response_callbacks
-        out: list[Any] = []
-        for (args, options), reply in zip(stack, replies):
-            if isinstance(reply, ResponseError):
-                out.append(options[EMPTY_RESPONSE] if EMPTY_RESPONSE in options else reply)
-                continue
-            callback = callbacks.get(args[0])
-            if callback is not None:
-                kwargs = {k: v for k, v in options.items() if k not in (EMPTY_RESPONSE, NEVER_DECODE, "keys")} if options else {}
-                reply = callback(reply, **kwargs)
-            out.append(reply)
-        if raise_on_error:
-            self.raise_first_error(stack, out)
-        return out
-
-
-class Redis(aioredis.Redis):
-    """The client whose pipelines share one connection (`SharedConnection`) when its connections are this
-    module's `Connection` (TCP: `connect`)."""
-
-    shared: SharedConnection | None = None
-
-    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> aioredis.client.Pipeline:
-        pipe = Pipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
-        pipe.shared = self.shared
-        return pipe
-
-    async def aclose(self, close_connection_pool: bool | None = None) -> None:
-        if self.shared is not None:
-            await self.shared.aclose()
-        await super().aclose(close_connection_pool)
-
-
-class Pool(aioredis.BlockingConnectionPool):
-    """redis-py's blocking pool with a fast path for its common case, a free connection and nobody waiting (a
-    run checks out three): handed out and taken back in place, without the pool's locks, its 30 s timer, its
-    observability hooks and, on release, the task redis-py's pipelines shield it in (`release` returns a done
-    future). A caller that has to wait for a connection, or a release that has to wake one, goes redis-py's way.
-    """
-
-    async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
-        if not self._available_connections:
-            return await super().get_connection(*args, **kwargs)
-        connection = self._available_connections.pop()
-        self._in_use_connections.add(connection)
-        try:
-            await self.ensure_connection(connection)  # connected, and nothing left unread on it
-        except BaseException:
-            await self.release(connection)
-            raise
-        return connection
-
-    async def ensure_connection(self, connection: Any) -> None:
-        if closed_by_peer(connection):  # reset or closed while idle: reconnected here, not failed on first use
-            await connection.disconnect()
-        await super().ensure_connection(connection)
-
-    def release(self, connection: Any) -> Any:  # awaitable either way
-        if self._condition._waiters or connection.should_reconnect():  # someone to wake, a reconnect: redis-py's
-            return asyncio.ensure_future(super().release(connection))
-        self._in_use_connections.remove(connection)
-        self._available_connections.append(connection)
-        done = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
-
-
-def connect(url: str) -> aioredis.Redis:
+def connect(url: str) -> Redis:
     """The process's client (lazy: nothing connects until it is first used)."""
-    pool = Pool.from_url(url, max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT_S,
-                         socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S)
-    client = Redis(connection_pool=pool)
-    if pool.connection_class is aioredis.Connection:  # TCP; TLS and unix sockets keep redis-py's own
-        pool.connection_class = Connection
-        client.shared = SharedConnection(pool)
-    return client
+    return _redis_fast.fast_client(url, retry(), max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT_S,
+                                   socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S)
+
+
+async def wait_until_ready(client: Redis, url: str, attempts: int = 50, delay_s: float = 0.2) -> None:
+    """Until Redis answers a PING: `attempts` of them, `delay_s` apart."""
+    async def nothing(error: BaseException) -> None:
+        pass
+
+    try:
+        await Retry(ConstantBackoff(delay_s), attempts - 1, (RedisConnectionError, RedisTimeout, OSError)) \
+            .call_with_retry(client.ping, nothing)
+    except (OSError, RedisError) as exc:
+        raise Unavailable(f"Redis at {url} is not reachable: {exc}") from exc

@@ -14,6 +14,7 @@ from services.orchestrator.store import keys
 from services.orchestrator.store import journal as journal_module
 from services.orchestrator.store.journal import JournalWriter, RunJournal, read_checkpoint, read_events
 from tests.support.redis_server import RedisServer
+from tests.support.net import free_port
 
 
 def stored(events) -> list[tuple[int, bytes, bytes, bytes]]:
@@ -225,3 +226,48 @@ async def test_a_busy_writer_waits_its_pace_and_the_runs_end_stores_what_waited(
     busy.pending_written()
     assert [s for s, _ in await read_events(redis_client, "t1", "run-busy")] == [1, 2, 3]
     writer._task.cancel()  # the writer's loop, still waiting out its pace with nothing left to write
+
+
+async def test_a_batch_whose_reply_was_lost_is_found_stored_and_not_sent_again(redis_client):
+    writer = JournalWriter(redis_client)
+    await redis_client.script_load(journal_module._APPEND)
+    sent = counting_pipelines(writer)
+    send = writer._pipeline
+
+    lost = []
+
+    async def reply_lost(batch):
+        replies = await send(batch)  # stored
+        if not lost:
+            lost.append(replies)  # its reply never reaches the writer
+            raise RedisConnectionError("Connection closed by server.")
+        return replies
+
+    writer._pipeline = reply_lost
+    journal = RunJournal(writer, "t1", "run-lost-reply")
+    journal.event(1, b"one", "n1", record={"n": "n1"})
+    await journal.flush()
+    assert lost == [[1]] and sent == [1]  # checked against the stream, not sent again
+    assert stored(await read_events(redis_client, "t1", "run-lost-reply")) == [(1, b"one", b"n1", b"1")]
+    assert await read_checkpoint(redis_client, "t1", "run-lost-reply") == [{"n": "n1"}]
+
+
+async def test_a_journal_gives_up_once_redis_stayed_away_for_its_retry_s(monkeypatch):
+    from services.orchestrator.store import redis_client as redis_client_module
+
+    monkeypatch.setattr(redis_client_module, "BACKOFF_BASE_S", 0.01)
+    monkeypatch.setattr(redis_client_module, "BACKOFF_CAP_S", 0.05)
+    client = redis_client_module.connect(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    writer = JournalWriter(client)
+    sent = counting_pipelines(writer)
+    try:
+        journal = RunJournal(writer, "t1", "run-away", retry_s=0.3)
+        journal.event(1, b"one", "n1")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(journal_module.JournalUnavailable, match="could not be stored"):
+            await asyncio.wait_for(journal.flush(), 30)
+        assert loop.time() - started >= 0.3  # not before its retry_s
+        assert sent[0] >= 2  # sent again meanwhile, by the retry rule
+    finally:
+        await client.aclose()

@@ -1,5 +1,6 @@
-"""The orchestrator's Redis client (services/orchestrator/store/redis_client.py): redis-py with hiredis packing and
-untasked writes, against a real Redis and against a peer that stops reading."""
+"""The orchestrator's Redis client (services/orchestrator/store/redis_client.py and its fast path, _redis_fast.py):
+redis-py with hiredis packing, untasked writes and shared pipelines, against a real Redis and against peers that
+stop reading, stop answering or drop the connection."""
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +15,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
 
-from services.orchestrator.store.redis_client import Connection, closed_by_peer, connect
+from services.orchestrator.store import redis_client
+from services.orchestrator.store._redis_fast import Connection, closed_by_peer
+from services.orchestrator.store.redis_client import connect
 from tests.support.net import free_port
 from tests.support.timers import timers_armed
 
@@ -276,19 +279,31 @@ async def test_a_pipeline_cancelled_while_reading_leaves_no_reply_for_the_next_c
         assert len(seen) == 2  # the shared one was kept, its late replies read and dropped
 
 
-async def test_a_connection_lost_during_a_pipeline_fails_it_and_the_next_command_gets_a_new_one():
+async def test_a_pipeline_whose_connection_is_lost_is_sent_again_on_a_new_one():
     async def answer(command, connection):
         if command[0] == b"GET" and connection == 1:
             return None  # the first connection dies before the pipeline's replies
         return b"$2\r\nok\r\n" if command[0] == b"GET" else b"+OK\r\n"
 
     async with _scripted_client(answer, "protocol=2") as (client, seen):
-        with pytest.raises(RedisConnectionError):  # as redis-py raises it (this client has no retries)
-            async with client.pipeline(transaction=False) as pipe:
-                await pipe.set("a", 1).get("a").execute()
-        async with client.pipeline(transaction=False) as pipe:
+        async with client.pipeline(transaction=False) as pipe:  # the retry rule (redis_client.retry)
             assert await pipe.set("a", 1).get("a").execute() == [True, b"ok"]
         assert len(seen) == 2  # the shared connection, then its replacement
+
+
+async def test_a_connection_lost_on_every_attempt_fails_the_pipeline_after_the_rules_retries(monkeypatch):
+    monkeypatch.setattr(redis_client, "BACKOFF_BASE_S", 0.001)
+    async def answer(command, connection):
+        return None if command[0] == b"GET" else b"+OK\r\n"  # every connection dies at the GET
+
+    async with _scripted_client(answer, "protocol=2") as (client, seen):
+        with pytest.raises(RedisConnectionError):
+            async with client.pipeline(transaction=False) as pipe:
+                await pipe.get("a").execute()
+        assert len(seen) == 1 + redis_client.RETRIES
+        with pytest.raises(RedisConnectionError):
+            await client.get("a")  # a single command: the same rule, through redis-py's own retry
+        assert len(seen) == 2 * (1 + redis_client.RETRIES)
 
 
 async def _pipeline(client, *commands: tuple) -> list:
@@ -402,7 +417,7 @@ async def test_pipelines_waiting_for_the_shared_connection_share_one_attempt_and
     client = connect(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
     try:
         outcomes = await asyncio.gather(*(_pipeline(client, ("GET", "a")) for _ in range(5)), return_exceptions=True)
-        assert [type(o) for o in outcomes] == [RedisConnectionError] * 5
+        assert all(isinstance(o, RedisConnectionError) for o in outcomes) and len(outcomes) == 5
         assert attempts == 1
     finally:
         await client.aclose()
@@ -494,7 +509,8 @@ async def test_closing_the_client_while_it_connects_fails_the_waiting_pipelines_
         await asyncio.wait_for(accepted.wait(), 10)
         await client.aclose()
         outcomes = await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), 10)
-        assert [type(o) for o in outcomes] == [RedisConnectionError] * 3  # not CancelledError: nobody cancelled them
+        # not CancelledError: nobody cancelled them
+        assert all(isinstance(o, RedisConnectionError) for o in outcomes) and len(outcomes) == 3
         await asyncio.wait_for(closed_by_client.wait(), 10)  # the half-made connection closed, not left to the GC
     finally:
         server.close()
