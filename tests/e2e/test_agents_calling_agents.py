@@ -21,6 +21,7 @@ from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 from gateway.app import create_app
 from gateway.config import GatewayConfig
 from services.orchestrator.engine.settings import EngineSettings
+from services.orchestrator.runs.children import MAX_DEPTH
 from tests.support.agent_services import ECHO, LONG_ANSWER, SLOW, cpn
 from tests.support.llm_gateway import llm_gateway
 from tests.support.net import free_port
@@ -215,3 +216,21 @@ async def test_without_the_allow_list_loopback_is_refused_naming_the_component(r
         assert error.startswith("Ask: params.url: refused to reach http://127.0.0.1:"), error
         assert "loopback" in error and "SSRF allow-list" in error
         assert await s.runs_of_agent(echo) == []
+
+
+async def test_an_agent_calling_itself_stops_at_the_nesting_limit(loopback_allowed):
+    s = loopback_allowed
+    me = await s.create(ECHO)
+    resp = await s.http.put(f"/api/v1/agents/{me}", headers={"Authorization": f"Bearer {s.key_a}"},
+                            json={"dsl": node_canvas("AgentCall", {"agent_id": me}), "release": True})
+    assert (await resp.json())["code"] == 0
+    run_id = uuid.uuid4().hex
+    events = [e async for e in s.run(me, run_id=run_id)]
+    error = of(events, "run_finished")[-1].error
+    assert error.startswith("Ask: ") and f"called {MAX_DEPTH + 1} levels deep" in error, error
+    runs = {r.run_id: r for r in await s.runs_of_agent(me)}
+    chain, link = [], run_id  # each child names its caller: the chain goes MAX_DEPTH deep below the first run
+    while (child := next((r for r in runs.values() if r.caller_run_id == link), None)) is not None:
+        chain.append(child)
+        link = child.run_id
+    assert len(chain) == MAX_DEPTH and all(r.status == "failed" for r in chain)

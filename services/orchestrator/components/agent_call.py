@@ -92,6 +92,6 @@ class AgentCall(Component):
                             raise RuntimeError(f"{cid}: agent {agent_id!r} (run {event.run_id}) {status}"
                                                + (f": {event.error}" if event.error else ""))
         except ServiceError as exc:  # refused before it ran: not found (another tenant's too), busy session...
-            raise RuntimeError(f"{cid}: agent {agent_id!r}: {exc.message}") from None
+            raise RuntimeError(f"{cid}: {exc.message}") from None
         if tips:
             yield tips
