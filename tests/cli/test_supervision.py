@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import grpc
 import psutil
 
 from tests.support.net import free_port, health_status
+from tests.support.waiting import eventually_sync
 
 STARTUP_S = 120
 REPLICA_STEP = 1000  # trellis_cli/stack.py: replica i listens on port + 1000 i
@@ -66,19 +66,13 @@ def _listener(port: int) -> psutil.Process:
     raise AssertionError(f"nothing listens on {port}")
 
 
-def _wait(predicate, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def test_replicas_are_restarted_after_kill_and_a_crash_loop_stops_the_stack(tmp_path):
     env, ports = _env(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "trellis_cli", "up"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        _wait(lambda: proc.poll() is not None or _healthz(ports["HTTP"]) == 200, "the stack", STARTUP_S)
+        eventually_sync(lambda: proc.poll() is not None or _healthz(ports["HTTP"]) == 200, what="the stack",
+                        timeout=STARTUP_S)
         assert proc.poll() is None, proc.stderr.read()
         children = " ".join(" ".join(c.cmdline()) for c in psutil.Process(proc.pid).children(recursive=True))
         assert children.count("services.orchestrator") == 2 and children.count("-m gateway") == 2
@@ -90,7 +84,7 @@ def test_replicas_are_restarted_after_kill_and_a_crash_loop_stops_the_stack(tmp_
             victim.send_signal(signal.SIGKILL)
             victim.wait(10)
             if kill < 3:  # restarted with backoff: a new process answers on the same port
-                _wait(lambda: _grpc_health(second) == "SERVING", f"the replica back after kill {kill}")
+                eventually_sync(lambda: _grpc_health(second) == "SERVING", what=f"the replica back after kill {kill}")
                 assert _listener(second).pid != victim.pid
                 assert _healthz(ports["HTTP"]) == 200
         # The third exit inside the window: the stack stops, naming the part.

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import psutil
 import redis
 
 from tests.support.net import free_port
+from tests.support.waiting import eventually_sync
 
 STARTUP_S = 240  # the local model loads at start-up
 
@@ -79,11 +79,11 @@ def test_up_healthy_then_sigterm_stops_everything_and_keeps_aof(tmp_path):
     env, ports = _env(tmp_path)
     proc = _start(env)
     try:
-        deadline = time.monotonic() + STARTUP_S
-        while _healthz(ports["HTTP"]) != 200:
+        def healthy() -> bool:
             assert proc.poll() is None, f"trellis up died: {proc.stderr.read()}"
-            assert time.monotonic() < deadline, "stack not healthy in time"
-            time.sleep(0.5)
+            return _healthz(ports["HTTP"]) == 200
+
+        eventually_sync(healthy, what="the stack healthy", timeout=STARTUP_S)
         children = psutil.Process(proc.pid).children(recursive=True)
         names = " ".join(" ".join(c.cmdline()) for c in children)
         for part in ("redis-server", "services.orchestrator", "services.llm_gateway", "services.retrieval", "services.sandbox", "gateway"):
@@ -93,8 +93,13 @@ def test_up_healthy_then_sigterm_stops_everything_and_keeps_aof(tmp_path):
                 assert any("uvloop" in m.path for m in child.memory_maps()), child.cmdline()
         _check_every_service_answers(ports)
         # state written through the private Redis must land in its AOF
+        aof_dir = tmp_path / "data" / "redis"
+
+        def in_aof() -> bool:
+            return any(b"trellis:e2e" in f.read_bytes() for f in aof_dir.rglob("*.aof*") if f.is_file())
+
         redis.Redis(port=ports["REDIS"]).set("trellis:e2e", "kept")
-        time.sleep(1.2)  # appendfsync everysec
+        eventually_sync(in_aof, what="the write in the AOF")  # written out; SIGTERM makes it durable
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
@@ -103,9 +108,7 @@ def test_up_healthy_then_sigterm_stops_everything_and_keeps_aof(tmp_path):
         assert f"API key (tenant default): {key}" in out
         gone, alive = psutil.wait_procs(children, timeout=10)
         assert not alive, f"orphans left: {[c.pid for c in alive]}"
-        aof_files = list((tmp_path / "data" / "redis").rglob("*.aof*"))
-        assert aof_files, "no AOF written"
-        assert any(b"trellis:e2e" in f.read_bytes() for f in aof_files if f.is_file())
+        assert in_aof()  # still there after the stop
     finally:
         if proc.poll() is None:
             proc.kill()
