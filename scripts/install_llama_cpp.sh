@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds llama-cpp-python (the local chat model's runtime) from source so that it runs on any x86-64 CPU.
-# Usage: scripts/install_llama_cpp.sh PYTHON      (run by `make` and the Dockerfile, before the other packages)
+# Usage: scripts/install_llama_cpp.sh PYTHON      (run by `make` and the Dockerfile, after the venv is synced
+#        to its lock: a sync removes what the lock does not list, this package included)
 #
 # GGML_NATIVE=OFF alone still compiles AVX, AVX2, FMA and F16C into llama.cpp: on a CPU without them the
 # first token dies with SIGILL. So every x86 extension is switched off by name: one CPU backend of the
