@@ -30,6 +30,7 @@ from services.orchestrator.api.canvas import CanvasServicer
 from services.orchestrator.api.mcp_servers import McpServerServicer
 from services.orchestrator.api.run_turns import RunTurnServicer
 from services.orchestrator.api.sessions import SessionServicer
+from services.orchestrator.api import webhook_triggers
 from services.orchestrator.config import OrchestratorConfig
 from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
 from services.orchestrator.egress.mcp import McpAccess
@@ -92,5 +93,6 @@ def build(cfg: OrchestratorConfig) -> Service:
         Binding(session_grpc.add_SessionServiceServicer_to_server, SessionServicer(agents, sessions), _name(session_pb, "SessionService")),
         Binding(mcp_grpc.add_McpServerServiceServicer_to_server, McpServerServicer(mcp_servers, mcp_access), _name(mcp_pb, "McpServerService")),
         Binding(att_grpc.add_AttachmentServiceServicer_to_server, AttachmentServicer(attachments), _name(att_pb, "AttachmentService")),
+        webhook_triggers.binding(redis, cfg.redis_url),  # RAGFlow's webhook trigger: rate limit, test log
     ]
     return Service(bindings, on_startup=[start], on_drain=[run_turns.turns.drain], on_shutdown=[stop])
