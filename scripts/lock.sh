@@ -22,7 +22,9 @@ project=(pyproject.toml --override requirements/overrides.txt --no-emit-package 
 compile "${project[@]}" --extra dev -o requirements/dev.lock "$@"
 compile "${project[@]}" -c requirements/dev.lock -o requirements/runtime.lock "$@"
 compile "${project[@]}" --extra dev --extra bench -c requirements/dev.lock -o requirements/bench.lock "$@"
-python3 -c 'import sys, tomllib
+py="$(dirname "$uv")/python"   # the venv's (tomllib needs 3.11); a uv found elsewhere: python3
+[ -x "$py" ] || py=python3
+"$py" -c 'import sys, tomllib
 deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
 print(next(d for d in deps if d.startswith("llama-cpp-python")))' \
   | compile - --no-deps -o requirements/llama-cpp-python.lock "$@"
