@@ -8,14 +8,13 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
 
 from gateway import routes
-from gateway.config import GatewayConfig
+from gateway.config import CONFIG, GatewayConfig
 from gateway.responses import json_response
 from gateway.tracing import tracing_middleware
 from services.common import context as ctxvars
 from gateway.upstreams import Upstreams
 
 UPSTREAMS = web.AppKey("upstreams", Upstreams)
-CONFIG = web.AppKey("config", GatewayConfig)
 REQUEST_ID = web.RequestKey("request_id", str)
 
 HTTP_TOTAL = Counter("trellis_http_requests_total", "HTTP requests, by route and status", ["route", "method", "status"])

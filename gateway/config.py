@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from aiohttp import web
+
 from services.common.config import (
     DEFAULT_HTTP_PORT,
     DEFAULT_PORTS,
@@ -72,3 +74,6 @@ class GatewayConfig:
             reuse_port=env_bool("TRELLIS_HTTP_REUSE_PORT", cls.reuse_port),
             a2a_push_private_hosts=env_bool("TRELLIS_A2A_PUSH_PRIVATE_HOSTS", cls.a2a_push_private_hosts),
         )
+
+
+CONFIG = web.AppKey("config", GatewayConfig)  # the app's settings (gateway/app.py sets it)

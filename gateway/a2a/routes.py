@@ -24,6 +24,7 @@ from gateway.a2a.handler import TrellisRequestHandler
 from gateway.a2a.push import PushDelivery
 from gateway.agent_calls import find_agent
 from gateway.asgi import serve_asgi
+from gateway.config import CONFIG
 from gateway.contract import Contract
 from gateway.endpoint import KEYS
 from gateway.errors import GatewayError
@@ -119,8 +120,6 @@ root_card_route.contract = Contract("The root A2A agent card: the caller's publi
 
 def add_routes(app: web.Application) -> None:
     async def context(app: web.Application):
-        from gateway.app import CONFIG  # (gateway.app imports the routes)
-
         push = PushDelivery(private_hosts=app[CONFIG].a2a_push_private_hosts)
         app[PUSH] = push
         handler = TrellisRequestHandler(push)

@@ -7,7 +7,7 @@ import asyncio
 
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 
-from gateway.app import CONFIG
+from gateway.config import CONFIG
 from tests.support.fake_openai import FakeOpenAI, Reply, text_chunks
 from tests.support.pipeline import HEADERS, agent_canvas, create_agent, echo_canvas, pipeline
 
