@@ -15,6 +15,8 @@ a tool-call log entry, a run's attempt counter) that narrow window is the accept
 
 from __future__ import annotations
 
+import asyncio
+
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ConstantBackoff, EqualJitterBackoff
@@ -59,13 +61,19 @@ def connect(url: str) -> Redis:
                                    socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S)
 
 
-async def wait_until_ready(client: Redis, url: str, attempts: int = 50, delay_s: float = 0.2) -> None:
-    """Until Redis answers a PING: `attempts` of them, `delay_s` apart."""
-    async def nothing(error: BaseException) -> None:
-        pass
+async def wait_until_ready(client: Redis, url: str, timeout_s: float = 10.0, delay_s: float = 0.2) -> None:
+    """Until Redis answers a PING, for at most `timeout_s`: a PING every `delay_s` after a failed one (each
+    also retried by the client's rule)."""
+    errors: list[BaseException] = []
+
+    async def failed(error: BaseException) -> None:
+        errors[:] = [error]
 
     try:
-        await Retry(ConstantBackoff(delay_s), attempts - 1, (RedisConnectionError, RedisTimeout, OSError)) \
-            .call_with_retry(client.ping, nothing)
+        async with asyncio.timeout(timeout_s):
+            await Retry(ConstantBackoff(delay_s), -1, (RedisConnectionError, RedisTimeout, OSError)) \
+                .call_with_retry(client.ping, failed)
+    except TimeoutError as exc:
+        raise Unavailable(f"Redis at {url} is not reachable: {errors[0] if errors else 'no answer'}") from exc
     except (OSError, RedisError) as exc:
         raise Unavailable(f"Redis at {url} is not reachable: {exc}") from exc

@@ -533,3 +533,22 @@ async def test_a_redis_that_stops_answering_fails_calls_after_the_default_timeou
         with pytest.raises(RedisTimeout):
             await asyncio.wait_for(_pipeline(client, ("GET", "a")), 30)
     assert connect("redis://127.0.0.1:1/0?socket_timeout=42").connection_pool.connection_kwargs["socket_timeout"] == 42
+
+
+async def test_readiness_gives_up_with_unavailable_once_its_time_is_spent():
+    from services.common.errors import Unavailable
+
+    client = connect(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    try:
+        with pytest.raises(Unavailable, match="not reachable: .*connecting"):
+            await asyncio.wait_for(redis_client.wait_until_ready(client, "redis://nowhere", timeout_s=0.5), 10)
+    finally:
+        await client.aclose()
+
+
+async def test_readiness_returns_once_redis_answers(redis_server):
+    client = connect(redis_server.url)
+    try:
+        await redis_client.wait_until_ready(client, redis_server.url)
+    finally:
+        await client.aclose()
