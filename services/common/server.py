@@ -10,7 +10,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_health.v1._async import HealthServicer
+from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
 from services.common import heap, logs, metrics, tracing
@@ -48,12 +48,12 @@ class Service:
     on_drain: list[Hook] = field(default_factory=list)
 
 
-async def build_server(service: str, bindings: Sequence[Binding]) -> tuple[grpc.aio.Server, HealthServicer]:
+async def build_server(service: str, bindings: Sequence[Binding]) -> tuple[grpc.aio.Server, health_aio.HealthServicer]:
     """A server with interceptors, the servicers, health (all NOT_SERVING) and reflection; not started."""
     server = grpc.aio.server(interceptors=server_interceptors(service), options=SERVER_OPTIONS)
     for b in bindings:
         b.add_fn(b.servicer, server)
-    health = HealthServicer()
+    health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     await set_health(health, bindings, health_pb2.HealthCheckResponse.NOT_SERVING)
     names = [b.service_name for b in bindings]
@@ -61,7 +61,7 @@ async def build_server(service: str, bindings: Sequence[Binding]) -> tuple[grpc.
     return server, health
 
 
-async def set_health(health: HealthServicer, bindings: Sequence[Binding], status: int) -> None:
+async def set_health(health: health_aio.HealthServicer, bindings: Sequence[Binding], status: int) -> None:
     await health.set("", status)
     for b in bindings:
         await health.set(b.service_name, status)
