@@ -74,6 +74,7 @@ async def wait_until_ready(client: Redis, url: str, timeout_s: float = 10.0, del
             await Retry(ConstantBackoff(delay_s), -1, (RedisConnectionError, RedisTimeout, OSError)) \
                 .call_with_retry(client.ping, failed)
     except TimeoutError as exc:
-        raise Unavailable(f"Redis at {url} is not reachable: {errors[0] if errors else 'no answer'}") from exc
+        last = errors[0] if errors else f"no answer in {timeout_s} s"
+        raise Unavailable(f"Redis at {url} is not reachable: {last}") from exc
     except (OSError, RedisError) as exc:
         raise Unavailable(f"Redis at {url} is not reachable: {exc}") from exc
