@@ -1,7 +1,7 @@
-"""An httpx transport that connects only to addresses the SSRF guard of `http_client.OutboundHttp` checked.
+"""An httpx transport that connects only to addresses the SSRF guard (`egress/http.py`'s `OutboundHttp`) checked.
 
-The MCP transports (mcp_client.py) are httpx clients, and httpx resolves a host name by itself when it
-connects. Checking the URL first and letting httpx resolve again afterwards would let a DNS answer that
+The MCP and A2A transports (egress/mcp.py, egress/a2a.py) are httpx clients, and httpx resolves a host name by
+itself when it connects. Checking the URL first and letting httpx resolve again afterwards would let a DNS answer that
 changes in between (a rebind) reach a private address. Here every new connection, the first one and
 any later one, asks `OutboundHttp.resolve` for the checked addresses of its host and connects to one of
 them; TLS still verifies the certificate against the host name. Redirects are not followed (the clients
