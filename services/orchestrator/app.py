@@ -17,8 +17,12 @@ from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.canvas.v1 import mcp_service_pb2 as mcp_pb
 from trellis.canvas.v1 import mcp_service_pb2_grpc as mcp_grpc
+from trellis.canvas.v1 import schedule_service_pb2 as sched_pb
+from trellis.canvas.v1 import schedule_service_pb2_grpc as sched_grpc
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
+from trellis.canvas.v1 import webhook_service_pb2 as hook_pb
+from trellis.canvas.v1 import webhook_service_pb2_grpc as hook_grpc
 
 from services.clients import LlmClient, RetrievalClient, SandboxClient
 from services.common.server import Binding, Service
@@ -29,7 +33,9 @@ from services.orchestrator.api.attachments import AttachmentServicer
 from services.orchestrator.api.canvas import CanvasServicer
 from services.orchestrator.api.mcp_servers import McpServerServicer
 from services.orchestrator.api.run_turns import RunTurnServicer
+from services.orchestrator.api.schedules import ScheduleServicer
 from services.orchestrator.api.sessions import SessionServicer
+from services.orchestrator.api.completion_webhooks import WebhookServicer
 from services.orchestrator.api import webhook_triggers
 from services.orchestrator.config import OrchestratorConfig
 from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
@@ -42,6 +48,7 @@ from services.orchestrator.store.attachments import AttachmentStore
 from services.orchestrator.store.mcp_servers import McpServerStore
 from services.orchestrator.store.redis_client import wait_until_ready
 from services.orchestrator.store.runs import CancelListener
+from services.orchestrator.triggers import Triggers
 
 
 def _name(module: Any, service: str) -> str:
@@ -68,6 +75,7 @@ def build(cfg: OrchestratorConfig) -> Service:
                          journal=journal_policy(cfg.journal_policy))
     services.children = ManagedChildRuns(manager)  # AgentCall: the tenant's other agents as child runs
     listener = CancelListener(redis, manager.cancel_local, manager.recheck_cancels)
+    triggers = Triggers(redis, manager, http, cfg.triggers)  # schedules and completion webhooks
 
     async def start() -> None:
         await wait_until_ready(redis, cfg.redis_url)
@@ -75,8 +83,10 @@ def build(cfg: OrchestratorConfig) -> Service:
         await listener.start()
         await agents.resolved_cache.start()
         await manager.start()
+        await triggers.start()
 
     async def stop() -> None:
+        await triggers.stop()
         await manager.aclose()
         await listener.stop()
         await agents.resolved_cache.aclose()
@@ -93,6 +103,10 @@ def build(cfg: OrchestratorConfig) -> Service:
         Binding(session_grpc.add_SessionServiceServicer_to_server, SessionServicer(agents, sessions), _name(session_pb, "SessionService")),
         Binding(mcp_grpc.add_McpServerServiceServicer_to_server, McpServerServicer(mcp_servers, mcp_access), _name(mcp_pb, "McpServerService")),
         Binding(att_grpc.add_AttachmentServiceServicer_to_server, AttachmentServicer(attachments), _name(att_pb, "AttachmentService")),
+        Binding(sched_grpc.add_ScheduleServiceServicer_to_server, ScheduleServicer(agents, triggers.schedules, triggers.scheduler),
+                _name(sched_pb, "ScheduleService")),
+        Binding(hook_grpc.add_WebhookServiceServicer_to_server, WebhookServicer(agents, triggers.outbox, manager.queries),
+                _name(hook_pb, "WebhookService")),
         webhook_triggers.binding(redis, cfg.redis_url),  # RAGFlow's webhook trigger: rate limit, test log
     ]
     return Service(bindings, on_startup=[start], on_drain=[run_turns.turns.drain], on_shutdown=[stop])

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from services.common.speed_policies import DEFAULT_JOURNAL_POLICY, journal_policy
 from services.common.config import ServerConfig, env_bool, env_float, env_int, env_str, peer_address
 from services.orchestrator.engine.settings import EngineSettings
 from services.orchestrator.store.attachments import DEFAULT_MAX_BYTES, DEFAULT_TTL_S
+from services.orchestrator.triggers.settings import TriggerSettings
 
 
 def _engine_from_env() -> EngineSettings:
@@ -55,6 +56,8 @@ class OrchestratorConfig:
     journal_policy: str = DEFAULT_JOURNAL_POLICY
     attachment_ttl_s: float = DEFAULT_TTL_S  # TRELLIS_ATTACHMENT_TTL_S: a file a run produced stays this long
     attachment_max_bytes: int = DEFAULT_MAX_BYTES  # TRELLIS_ATTACHMENT_MAX_BYTES: larger files are refused
+    # TRELLIS_SCHEDULER_*, TRELLIS_WEBHOOK_*: schedules and completion webhooks (triggers/settings.py)
+    triggers: TriggerSettings = field(default_factory=TriggerSettings)
 
     @classmethod
     def from_env(cls) -> "OrchestratorConfig":
@@ -71,4 +74,5 @@ class OrchestratorConfig:
             journal_policy=journal_policy().name,  # an unknown name stops start-up, naming the known ones
             attachment_ttl_s=env_float("TRELLIS_ATTACHMENT_TTL_S", cls.attachment_ttl_s),
             attachment_max_bytes=env_int("TRELLIS_ATTACHMENT_MAX_BYTES", cls.attachment_max_bytes),
+            triggers=TriggerSettings.from_env(),
         )

@@ -314,7 +314,7 @@ class OutboundHttp:
         *,
         params: Mapping[str, Any] | None = None,
         json: Any = None,
-        data: Mapping[str, Any] | None = None,
+        data: Mapping[str, Any] | bytes | None = None,
         headers: Mapping[str, str] | None = None,
         proxy: str | None = None,
         timeout_s: float = 60.0,

@@ -28,6 +28,9 @@ class RunSpec:
     answer_only: bool = False  # the caller gets only the events an answer is made of (events.ANSWER_EVENTS)
     caller_run_id: str = ""  # a child run (runs/children.py): the run whose AgentCall started it
     call_depth: int = 0  # how many callers above it (runs/children.py refuses runaway nesting)
+    webhook_payload: dict[str, Any] | None = None  # RAGFlow's webhook trigger: what Begin in Webhook mode outputs
+    # {url, events, secret, source}: POSTed when the run ends (triggers/webhooks_out.py), besides its agent's
+    completion_webhook: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The fields as they are (not copied): serialise the dict before the spec changes."""

@@ -145,3 +145,39 @@ CANCEL_CHANNEL = "trellis:cancel"
 def attachment(tenant: str, attachment_id: str) -> str:
     """A file a run produced (attachments.py): a hash of its name, type, bytes and run, with a TTL."""
     return f"t:{_id(tenant, 'tenant id')}:attachment:{_id(attachment_id, 'attachment id')}"
+
+
+# ---- triggers: schedules and completion webhooks (services/orchestrator/triggers/) ------------------------
+
+def schedule(tenant: str, schedule_id: str) -> str:
+    """A schedule (store/schedules.py): a hash of its settings and its next tick, tagged with the tenant."""
+    return f"{_tenant(tenant)}:schedule:{_id(schedule_id, 'schedule id')}"
+
+
+def schedule_tick(tenant: str, schedule_id: str, tick: int) -> str:
+    """The claim of one tick of a schedule: the one replica that set it fires that tick."""
+    return f"{schedule(tenant, schedule_id)}:tick:{int(tick)}"
+
+
+def agent_schedules(tenant: str, agent_id: str) -> str:
+    return f"{agent(tenant, agent_id)}:schedules"
+
+
+# Schedules scored by when they are next due (clock of the scheduler); members "<tenant>/<schedule id>".
+SCHEDULES_DUE = "trellis:schedules:due"
+
+
+def agent_webhook(tenant: str, agent_id: str) -> str:
+    """The agent's completion webhook (JSON), tagged with the tenant."""
+    return f"{agent(tenant, agent_id)}:webhook"
+
+
+def run_deliveries(tenant: str, run_id: str) -> str:
+    """A run's completion webhook deliveries (hash: delivery id -> JSON with its attempts), beside the run."""
+    return f"{run(tenant, run_id)}:deliveries"
+
+
+# Runs that ended and may have webhooks to notify, scored by when; members "<tenant>/<run id>/<status>".
+WEBHOOK_NOTICES = "trellis:webhooks:notices"
+# Deliveries scored by their next attempt; members "<tenant>/<run id>/<delivery id>".
+WEBHOOK_DUE = "trellis:webhooks:due"

@@ -1,0 +1,95 @@
+"""The completion webhooks' durable outbox in Redis (triggers/webhooks_out.py delivers from it).
+
+- A run's end queues a notice (`queue_notice`, on the pipeline that stores the end: a run that ended always
+  has one): a member "<tenant>/<run>/<status>" of `WEBHOOK_NOTICES`.
+- A deliverer claims notices (`claim`: atomically pushed a lease ahead, so one replica at a time works on
+  each) and turns each into the run's deliveries, one per webhook that wants the event (`add_deliveries`:
+  their ids derive from the run, the event and the target, so doing it twice writes nothing new), then drops it.
+- Each delivery is a JSON entry of the run's `deliveries` hash (its attempts with it, kept as long as the run)
+  and a member of `WEBHOOK_DUE` scored by its next attempt, claimed the same way.
+- An agent's webhook is one JSON string beside the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from services.common.errors import NotFound
+from services.orchestrator.store import keys
+from services.orchestrator.store.runs import RUN_TTL_S
+from services.orchestrator.store.schedules import _CLAIM_DUE
+
+
+def queue_notice(pipe: aioredis.client.Pipeline, tenant: str, run_id: str, status: str) -> None:
+    """On `pipe`: the run ended with `status`; its webhooks (if any) are to be notified."""
+    pipe.zadd(keys.WEBHOOK_NOTICES, {f"{tenant}/{run_id}/{status}": time.time()})
+
+
+class Outbox:
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.redis = redis
+        self._claim = redis.register_script(_CLAIM_DUE)
+
+    # ------------------------------------------------------------------ agents' webhooks
+    async def set_agent_webhook(self, tenant: str, agent_id: str, webhook: dict[str, Any]) -> None:
+        await self.redis.set(keys.agent_webhook(tenant, agent_id), json.dumps(webhook))
+
+    async def agent_webhook(self, tenant: str, agent_id: str) -> dict[str, Any] | None:
+        raw = await self.redis.get(keys.agent_webhook(tenant, agent_id))
+        return json.loads(raw) if raw else None
+
+    async def delete_agent_webhook(self, tenant: str, agent_id: str) -> bool:
+        return bool(await self.redis.delete(keys.agent_webhook(tenant, agent_id)))
+
+    # ------------------------------------------------------------------ notices and deliveries
+    async def claim(self, due_set: str, lease_s: float, limit: int = 20) -> list[list[str]]:
+        """Members of `due_set` (WEBHOOK_NOTICES or WEBHOOK_DUE) due now, split on "/", claimed for `lease_s`."""
+        now = time.time()
+        members = await self._claim(keys=[due_set], args=[now, now + lease_s, limit])
+        return [m.decode().split("/", 2) for m in members]
+
+    async def run_record(self, tenant: str, run_id: str) -> dict[str, str]:
+        raw = await self.redis.hgetall(keys.run(tenant, run_id))
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    async def add_deliveries(self, tenant: str, run_id: str, status: str, deliveries: list[dict[str, Any]]) -> None:
+        """The notice's deliveries (each once, however often this is called), then the notice is done."""
+        key = keys.run_deliveries(tenant, run_id)
+        now = time.time()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for d in deliveries:
+                pipe.hsetnx(key, d["id"], json.dumps(d))
+                pipe.zadd(keys.WEBHOOK_DUE, {f"{tenant}/{run_id}/{d['id']}": now}, nx=True)
+            if deliveries:
+                pipe.expire(key, RUN_TTL_S)
+            pipe.zrem(keys.WEBHOOK_NOTICES, f"{tenant}/{run_id}/{status}")
+            await pipe.execute()
+
+    async def delivery(self, tenant: str, run_id: str, delivery_id: str) -> dict[str, Any] | None:
+        raw = await self.redis.hget(keys.run_deliveries(tenant, run_id), delivery_id)
+        return json.loads(raw) if raw else None
+
+    async def save_delivery(self, tenant: str, run_id: str, delivery: dict[str, Any]) -> None:
+        """The delivery after an attempt: due again at `next_attempt_at` while pending, else out of the due set."""
+        member = f"{tenant}/{run_id}/{delivery['id']}"
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(keys.run_deliveries(tenant, run_id), delivery["id"], json.dumps(delivery))
+            if delivery["state"] == "pending":
+                pipe.zadd(keys.WEBHOOK_DUE, {member: delivery["next_attempt_at"]})
+            else:
+                pipe.zrem(keys.WEBHOOK_DUE, member)
+            await pipe.execute()
+
+    async def drop(self, due_set: str, member: str) -> None:
+        await self.redis.zrem(due_set, member)
+
+    async def run_deliveries(self, tenant: str, run_id: str) -> list[dict[str, Any]]:
+        """A run's deliveries, oldest first."""
+        if not await self.redis.exists(keys.run(tenant, run_id)):
+            raise NotFound(f"run {run_id!r} not found")
+        raw = await self.redis.hvals(keys.run_deliveries(tenant, run_id))
+        return sorted((json.loads(r) for r in raw), key=lambda d: (d.get("created_at", 0), d["id"]))
