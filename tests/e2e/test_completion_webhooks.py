@@ -1,0 +1,182 @@
+"""Completion webhooks with real processes: an orchestrator replica (subprocess) and a receiver (a real HTTP
+server in this process) that verifies every delivery with the `standardwebhooks` package.
+
+- a run with a webhook on its request: the receiver fails the first delivery, the retry carries the same
+  webhook-id, a fresh signature that verifies, and the attempts (500, then 200) are on the run API;
+- an agent's webhook and a schedule's: each gets its own delivery of the same run's end, events filtered;
+- a receiver on a private address is refused by the SSRF guard (not retried) unless allow-listed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiohttp import web
+from standardwebhooks import Webhook
+from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
+from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
+from trellis.canvas.v1 import schedule_service_pb2 as sched_pb
+from trellis.canvas.v1 import schedule_service_pb2_grpc as sched_grpc
+from trellis.canvas.v1 import webhook_service_pb2 as hook_pb
+from trellis.canvas.v1 import webhook_service_pb2_grpc as hook_grpc
+
+from services.orchestrator.triggers.webhooks_out import new_secret
+from tests.e2e.test_run_failover import Replica
+from tests.e2e.test_schedules import ECHO_DSL, TENANT, Cluster
+from tests.support.net import free_port
+from tests.support.waiting import eventually
+
+FAST_RETRIES = {"TRELLIS_WEBHOOK_POLL_S": "0.05", "TRELLIS_WEBHOOK_RETRY_BASE_S": "0.05"}
+
+
+class Receiver:
+    """Answers each delivery with the next status of `statuses` (then 200); keeps what it verified."""
+
+    def __init__(self, secret: str, statuses: list[int]) -> None:
+        self.webhook = Webhook(secret)
+        self.statuses = list(statuses)
+        self.received: list[tuple[dict[str, str], dict]] = []  # (headers, verified payload)
+        self.arrived = asyncio.Event()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        payload = self.webhook.verify(body, headers)  # raises on a bad signature
+        self.received.append((headers, payload))
+        self.arrived.set()
+        return web.Response(status=self.statuses.pop(0) if self.statuses else 200)
+
+
+@pytest.fixture
+async def receiver_server():
+    runners = []
+
+    async def start(receiver: Receiver) -> str:
+        app = web.Application()
+        app.router.add_post("/hook", receiver.handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        runners.append(runner)
+        return f"http://127.0.0.1:{port}/hook"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+async def replica(redis_server, tmp_path, **env) -> Replica:
+    r = Replica(redis_server.url, f"127.0.0.1:{free_port()}", tmp_path / "orch.log", **{**FAST_RETRIES, **env})
+    await r.wait_serving()
+    return r
+
+
+async def run_inline(stub, hook: hook_pb.CompletionWebhook, query: str = "hi") -> str:
+    request = canvas_pb.RunRequest(dsl_json=ECHO_DSL, tenant_id=TENANT, query=query, completion_webhook=hook)
+    events = [e async for e in stub.Run(request, timeout=60)]
+    return events[0].run_id
+
+
+async def deliveries(channel, run_id: str, *, until) -> list:
+    stub = hook_grpc.WebhookServiceStub(channel)
+
+    async def check():
+        got = (await stub.ListRunDeliveries(hook_pb.ListRunDeliveriesRequest(tenant_id=TENANT, run_id=run_id))).deliveries
+        return got if until(got) else None
+
+    return await eventually(check, what=f"the deliveries of run {run_id}")
+
+
+async def test_a_failed_delivery_is_retried_with_the_same_id_and_a_valid_signature(redis_server, tmp_path,
+                                                                                  receiver_server):
+    secret = new_secret()
+    receiver = Receiver(secret, [500])
+    url = await receiver_server(receiver)
+    orch = await replica(redis_server, tmp_path, TRELLIS_SSRF_ALLOWLIST="127.0.0.1")
+    try:
+        run_id = await run_inline(canvas_grpc.CanvasServiceStub(orch.channel),
+                                  hook_pb.CompletionWebhook(url=url, secret=secret, events=["run.succeeded"]))
+        found = await deliveries(orch.channel, run_id, until=lambda d: d and d[0].state == "delivered")
+    finally:
+        await orch.close()
+    (delivery,) = found
+    assert [a.status_code for a in delivery.attempts] == [500, 200]
+    assert delivery.attempts[0].error and not delivery.attempts[1].error
+    assert delivery.event == "run.succeeded" and delivery.source == "request" and delivery.url == url
+    assert len(receiver.received) == 2
+    ids = {headers["webhook-id"] for headers, _ in receiver.received}
+    assert ids == {delivery.id}  # the receiver can deduplicate on it
+    payload = receiver.received[1][1]
+    assert payload["type"] == "run.succeeded"
+    assert payload["data"]["run_id"] == run_id and payload["data"]["status"] == "succeeded"
+    assert receiver.received[0][1] == payload  # the same body every attempt
+
+
+async def test_agent_and_schedule_webhooks_each_get_a_delivery(redis_server, redis_client, tmp_path,
+                                                               receiver_server):
+    agent_secret, schedule_secret = new_secret(), new_secret()
+    agent_receiver, schedule_receiver = Receiver(agent_secret, []), Receiver(schedule_secret, [])
+    agent_url, schedule_url = await receiver_server(agent_receiver), await receiver_server(schedule_receiver)
+    cluster = Cluster(redis_server.url, redis_client, tmp_path)
+    await cluster.set_clock(1893456030)
+    cluster.started = 0
+    orch = await replica(redis_server, tmp_path, TRELLIS_SSRF_ALLOWLIST="127.0.0.1",
+                         TRELLIS_SCHEDULER_CLOCK_KEY=cluster.clock_key, TRELLIS_SCHEDULER_POLL_S="0.05")
+    cluster.replicas = [orch]
+    try:
+        agent_id = await cluster.agent(ECHO_DSL)
+        hooks = hook_grpc.WebhookServiceStub(orch.channel)
+        await hooks.SetAgentWebhook(hook_pb.SetAgentWebhookRequest(
+            tenant_id=TENANT, agent_id=agent_id, webhook=hook_pb.CompletionWebhook(url=agent_url, secret=agent_secret)))
+        read = await hooks.GetAgentWebhook(hook_pb.GetAgentWebhookRequest(tenant_id=TENANT, agent_id=agent_id))
+        assert read.webhook.url == agent_url and read.webhook.secret == ""  # never read back
+        s = await cluster.schedule(agent_id, query="tick", webhook=hook_pb.CompletionWebhook(
+            url=schedule_url, secret=schedule_secret, events=["run.succeeded", "run.failed"]))
+        fired = await cluster.fires(agent_id, s.id, int(s.next_fire_at))
+        found = await deliveries(orch.channel, fired.last_run_id,
+                                 until=lambda d: len(d) == 2 and all(x.state == "delivered" for x in d))
+        # a schedule's webhook made without a secret: one is made and returned once
+        made = await sched_grpc.ScheduleServiceStub(orch.channel).UpdateSchedule(sched_pb.UpdateScheduleRequest(
+            tenant_id=TENANT, agent_id=agent_id, schedule_id=s.id,
+            fields=sched_pb.ScheduleFields(webhook=hook_pb.CompletionWebhook(url=schedule_url))))
+        assert made.webhook_secret.startswith("whsec_") and made.schedule.webhook.secret == ""
+    finally:
+        await orch.close()
+    assert {d.source for d in found} == {"agent", "schedule"}
+    assert len({d.id for d in found}) == 2
+    (_, from_schedule), = schedule_receiver.received
+    assert from_schedule["data"]["schedule_id"] == s.id and from_schedule["data"]["run_id"] == fired.last_run_id
+    (_, from_agent), = agent_receiver.received
+    assert from_agent["data"]["agent_id"] == agent_id
+
+
+async def test_a_private_receiver_is_refused_by_the_ssrf_guard(redis_server, tmp_path, receiver_server):
+    secret = new_secret()
+    receiver = Receiver(secret, [])
+    url = await receiver_server(receiver)
+    orch = await replica(redis_server, tmp_path)  # no allow-list: 127.0.0.1 is private
+    try:
+        run_id = await run_inline(canvas_grpc.CanvasServiceStub(orch.channel),
+                                  hook_pb.CompletionWebhook(url=url, secret=secret))
+        found = await deliveries(orch.channel, run_id, until=lambda d: d and d[0].state == "failed")
+    finally:
+        await orch.close()
+    (delivery,) = found
+    (attempt,) = delivery.attempts  # not retried
+    assert attempt.status_code == 0 and "refused to reach" in attempt.error
+    assert receiver.received == []
+
+
+async def test_a_request_webhook_needs_a_secret(redis_server, tmp_path):
+    import grpc
+
+    orch = await replica(redis_server, tmp_path)
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await run_inline(canvas_grpc.CanvasServiceStub(orch.channel),
+                             hook_pb.CompletionWebhook(url="http://example.com/hook"))
+    finally:
+        await orch.close()
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
