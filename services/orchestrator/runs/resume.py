@@ -66,7 +66,9 @@ class RunResumes:
         await self.runs.set_fields(tenant, parent_id, resumed_by=spec.run_id)
         await self.sessions.set_paused_run(tenant, record.id, "")
         records = [NodeRecord.from_json(r) for r in await read_checkpoint(self.runs.redis, tenant, spec.run_id)]
-        return Pump(self.pumps, spec, plan, state, resume=Resume(Replay(records, {waiting: spec.inputs})))
+        pump = Pump(self.pumps, spec, plan, state, resume=Resume(Replay(records, {waiting: spec.inputs})))
+        pump.attach()  # before its first event: the caller gets every one
+        return pump
 
     async def take_over(self, tenant: str, run_id: str, attempt: int) -> None:
         """Resume a run whose replica died, in place, or fail it with the reason and free its session."""

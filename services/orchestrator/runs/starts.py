@@ -4,6 +4,7 @@ its record and lease, written in one round trip before its engine starts (store/
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from typing import Any, Callable
 
@@ -19,9 +20,13 @@ from services.orchestrator.store.sessions import message
 Dsl = tuple[str, str]
 
 
-def _cancel_launched(launch: asyncio.Future) -> None:
+def _caller_gone(launch: asyncio.Future, *, cancel: bool) -> None:
+    """A launch whose caller left meanwhile: the run goes on without it, or (`cancel`) ends as cancelled."""
     if not launch.cancelled() and launch.exception() is None:
-        launch.result().cancel("client disconnected")
+        pump = launch.result()
+        pump.detach()
+        if cancel:
+            pump.cancel("client disconnected")
 
 
 class RunStarts:
@@ -67,11 +72,12 @@ class RunStarts:
         session_id, state, create_session = await self._session(spec, record, plan)
         spec.session_id = session_id
 
-
         async def record_and_launch() -> Pump:
             cancelled = await self.runs.start(spec.tenant_id, spec.run_id, session_id, spec.agent_id,
                                               spec=spec.to_json(), before=create_session)
-            return Pump(self.pumps, spec, plan, state, cancelled=cancelled)
+            pump = Pump(self.pumps, spec, plan, state, cancelled=cancelled)
+            pump.attach()  # before its first event: the caller gets every one
+            return pump
 
         # Once sent, the start may land whatever the caller does: a caller gone meanwhile leaves no run behind
         # that nobody drives; it ends as cancelled (or goes on, when the caller asked to continue).
@@ -79,8 +85,7 @@ class RunStarts:
         try:
             return await asyncio.shield(launch)
         except asyncio.CancelledError:
-            if not spec.continue_on_disconnect:
-                launch.add_done_callback(_cancel_launched)
+            launch.add_done_callback(functools.partial(_caller_gone, cancel=not spec.continue_on_disconnect))
             raise
 
     async def plan(self, spec: RunSpec, record: SessionRecord | None, dsl: Dsl | None = None) -> Plan:
