@@ -97,5 +97,9 @@ class KeyRing:
             return None
         return self._tenants.get(self._digest(token))
 
+    def tenants(self) -> set[str]:
+        """Every tenant a key maps to: where an anonymous RAGFlow webhook looks for its agent."""
+        return set(self._tenants.values())
+
     def __len__(self) -> int:
         return len(self._tenants)

@@ -26,6 +26,7 @@ from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.canvas.v1 import events_pb2
 from trellis.canvas.v1 import mcp_service_pb2_grpc as mcp_grpc
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
+from trellis.canvas.v1 import webhook_trigger_service_pb2_grpc as webhook_trigger_grpc
 
 from gateway.errors import GatewayError, from_rpc_error
 from services.common.channels import channel_target, outbound_metadata
@@ -133,6 +134,7 @@ class Orchestrator:
         self.canvas = canvas_grpc.CanvasServiceStub(channel)
         self.mcp = mcp_grpc.McpServerServiceStub(channel)
         self.attachments = attachment_grpc.AttachmentServiceStub(channel)
+        self.webhook_triggers = webhook_trigger_grpc.WebhookTriggerServiceStub(channel)  # RAGFlow's webhook trigger
         self.rpc_timeout_s = rpc_timeout_s
         self.run_timeout_s = run_timeout_s
         # Runs go on shared streams, one per orchestrator replica (services/common/turns/): `turns.call` is used

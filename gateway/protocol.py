@@ -87,6 +87,8 @@ class ChatMessageIn(_Body):
 class RagflowCompletionBody(_Body):
     # "continue": the run goes on when the client disconnects (rejoin with Last-Event-ID); default "cancel"
     on_disconnect: Literal["cancel", "continue"] = "cancel"
+    # true: answer 202 with the run's ids at once; the run goes on (GET .../runs/{run_id}/join or /events)
+    background: bool = False
     agent_id: str | None = None
     query: str | None = None
     question: str | None = None  # the legacy name of `query`

@@ -17,7 +17,7 @@ from gateway.orchestrator import ORCHESTRATOR, Orchestrator
 from gateway.responses import json_response
 from gateway.retrieval import RETRIEVAL, Retrieval
 from gateway.routes import (agents, attachments, chunks, completions, datasets, document_files, documents, envelope,
-                            mcp, openai, retrieve, runs, sessions, ui)
+                            mcp, openai, retrieve, runs, sessions, ui, webhooks)
 from gateway.upstreams import Upstreams
 from gateway import a2a, mcp_server
 
@@ -42,6 +42,7 @@ def setup(app: web.Application, cfg: GatewayConfig, upstreams: web.AppKey[Upstre
     app.cleanup_ctx.append(context)
     completions.add_routes(app)  # first: /agents/chat/completions before /agents/{agent_id}/...
     attachments.add_routes(app)  # /agents/attachments/... before /agents/{agent_id}/... too
+    webhooks.add_routes(app)  # RAGFlow's webhook trigger: /agents/{agent_id}/webhook, /test, /logs
     agents.add_routes(app)
     sessions.add_routes(app)
     runs.add_routes(app)

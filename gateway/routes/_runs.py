@@ -17,6 +17,7 @@ from gateway import sse
 from gateway.dialects import DialectRun
 from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR, Orchestrator
+from gateway.responses import json_response
 
 
 async def respond(request: web.Request, req: canvas_pb.RunRequest, run: DialectRun, *, stream: bool) -> web.StreamResponse:
@@ -27,6 +28,25 @@ async def respond(request: web.Request, req: canvas_pb.RunRequest, run: DialectR
         if stream:
             return await sse.send(request, run.stream(events), events, media_type=run.dialect.media_type)
         return await run.answer(events)
+
+
+async def start_in_background(request: web.Request, req: canvas_pb.RunRequest) -> web.Response:
+    """`"background": true`: start the run to go on without its caller and answer 202 with its ids once its
+    first event came, which the orchestrator sends only after the run's start (record, lease, request) is
+    in Redis: an acknowledged run is never lost. Then leave; the run continues (continue_on_disconnect).
+    `GET .../runs/{run_id}/join` waits for its result, `.../events` streams it (gateway/routes/runs.py)."""
+    req.continue_on_disconnect = True
+    async with request.app[ORCHESTRATOR].run(req, merge=False) as events:
+        first = await anext(aiter(events), None)
+    if first is None:
+        raise GatewayError("the run ended before it started", code=grpc.StatusCode.UNAVAILABLE)
+    return started(first.run_id, first.session_id)
+
+
+def started(run_id: str, session_id: str) -> web.Response:
+    """202, RAGFlow's envelope with the ids of a run still running (also `join`'s answer when it waited long enough)."""
+    return json_response({"code": 0, "message": "success",
+                          "data": {"run_id": run_id, "session_id": session_id, "status": "running"}}, status=202)
 
 
 def json_field(value: Any) -> str:

@@ -6,18 +6,36 @@
   while it waits for the user, the component that waits (`waiting_for`);
 - GET /api/v1/agents/{agent_id}/sessions/{session_id}/runs: the session's runs, newest first.
 
-A run's events are rejoined on the completion routes themselves, with the `Last-Event-ID` header.
+- GET /api/v1/agents/{agent_id}/runs/{run_id}/join?timeout=&dialect=: waits for the run (a background run's
+  result, any run's) and answers it as the completion routes answer a run that did not stream, in `dialect`
+  (ragflow, the default, or openai); after `timeout` seconds (30 by default, at most TRELLIS_RUN_TIMEOUT_S)
+  it answers 202 with the ids and "running" instead;
+- GET /api/v1/agents/{agent_id}/runs/{run_id}/events?dialect=: the run's stream in `dialect` (ragflow,
+  openai or envelope) from its start, or after the event a `Last-Event-ID: <run id>:<seq>` header names.
+
+A run's events are also rejoined on the completion routes themselves, with the `Last-Event-ID` header.
 """
 
 from __future__ import annotations
 
+import asyncio
+from typing import Literal
+
 from aiohttp import web
+from pydantic import BaseModel, Field
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 
-from gateway.contract import Contract
+from gateway import sse
+from gateway.contract import Contract, query
+from gateway.dialects import DialectRun
+from gateway.dialects.envelope import EnvelopeRun
+from gateway.dialects.openai import OpenAIRun
+from gateway.dialects.ragflow import Mode, RagflowRun
 from gateway.endpoint import TENANT, Dialect, endpoint
-from gateway.orchestrator import ORCHESTRATOR
-from gateway.responses import RunOut
+from gateway.errors import GatewayError
+from gateway.orchestrator import ORCHESTRATOR, parse_event_id
+from gateway.responses import CompletionData, RunOut
+from gateway.routes._runs import started
 from gateway.routes._views import ok
 
 _TAGS = ("runs",)
@@ -46,6 +64,62 @@ async def list_session_runs(request: web.Request) -> web.Response:
     return ok([run_view(r) for r in (await orch.unary(orch.canvas.ListRuns, req)).runs])
 
 
+class JoinQuery(BaseModel):
+    timeout: float = Field(30.0, ge=0)  # seconds to wait; at most TRELLIS_RUN_TIMEOUT_S
+    dialect: Literal["ragflow", "openai"] = "ragflow"
+
+
+class EventsQuery(BaseModel):
+    dialect: Literal["ragflow", "openai", "envelope"] = "ragflow"
+
+
+def _dialect_run(dialect: str, run: canvas_pb.RunInfo) -> DialectRun:
+    if dialect == "openai":
+        return OpenAIRun(model=run.agent_id, completion_id=run.session_id)
+    if dialect == "envelope":
+        return EnvelopeRun(run.session_id)
+    return RagflowRun(Mode.WORKFLOW, session_id=run.session_id)
+
+
+async def _run_info(request: web.Request) -> canvas_pb.RunInfo:
+    """The run of the path, which must be the agent's (NOT_FOUND otherwise)."""
+    orch = request.app[ORCHESTRATOR]
+    req = canvas_pb.GetRunRequest(tenant_id=request[TENANT], run_id=request.match_info["run_id"],
+                                  agent_id=request.match_info["agent_id"])
+    return (await orch.unary(orch.canvas.GetRun, req)).run
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("Wait for a run's result (bounded by `timeout`; 202 while it runs)",
+                                             query=JoinQuery, response=CompletionData, tags=_TAGS))
+async def join_run(request: web.Request) -> web.StreamResponse:
+    q: JoinQuery = query(request)
+    orch, info = request.app[ORCHESTRATOR], await _run_info(request)
+    run = _dialect_run(q.dialect, info)
+    try:
+        async with asyncio.timeout(min(q.timeout, orch.run_timeout_s)):
+            async with orch.run(canvas_pb.RunRequest(tenant_id=request[TENANT]), last_event_id=f"{info.run_id}:0",
+                                merge=False) as events:
+                return await run.answer(events)
+    except TimeoutError:
+        return started(info.run_id, info.session_id)
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("A run's events in a dialect, from its start or after Last-Event-ID",
+                                             query=EventsQuery, stream=True, tags=_TAGS))
+async def run_events(request: web.Request) -> web.StreamResponse:
+    q: EventsQuery = query(request)
+    info = await _run_info(request)
+    last = request.headers.get("Last-Event-ID", "") or f"{info.run_id}:0"
+    if parse_event_id(last)[0] != info.run_id:
+        raise GatewayError(f"Last-Event-ID {last!r} names another run than {info.run_id}", param="Last-Event-ID")
+    run = _dialect_run(q.dialect, info)
+    async with request.app[ORCHESTRATOR].run(canvas_pb.RunRequest(tenant_id=request[TENANT]),
+                                             last_event_id=last) as events:
+        return await sse.send(request, run.stream(events), events, media_type=run.dialect.media_type)
+
+
 def add_routes(app: web.Application) -> None:
+    app.router.add_get("/api/v1/agents/{agent_id}/runs/{run_id}/join", join_run)
+    app.router.add_get("/api/v1/agents/{agent_id}/runs/{run_id}/events", run_events)
     app.router.add_get("/api/v1/agents/{agent_id}/runs/{run_id}", get_run)
     app.router.add_get("/api/v1/agents/{agent_id}/sessions/{session_id}/runs", list_session_runs)

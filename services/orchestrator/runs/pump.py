@@ -195,7 +195,8 @@ class Pump:
         spec = self.spec
         return RunRequest(run_id=self.run_id, session_id=self.session_id, query=spec.query, inputs=spec.inputs,
                           files=spec.files, user_id=spec.user_id, chat_template_kwargs=spec.chat_template_kwargs,
-                          tenant_id=spec.tenant_id, overrides=spec.overrides, custom_header=spec.custom_header)
+                          tenant_id=spec.tenant_id, overrides=spec.overrides, custom_header=spec.custom_header,
+                          webhook_payload=spec.webhook_payload)
 
     def _number(self, event: ev.Event) -> Numbered:
         """The event's place in the run's stream, and what the turn keeps of it."""
