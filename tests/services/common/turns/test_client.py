@@ -4,7 +4,6 @@ test_llm_turns.py and tests/e2e/test_run_turns.py; the lanes in test_lanes.py.""
 
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 
