@@ -10,7 +10,7 @@ failures are the typed errors of services/clients/_rpc.py.
 
 The token stream is the hot path: every chat turn of a client, streamed or whole, rides one long-lived stream
 per gateway replica with the others (trellis.llm.internal.v1.ChatTurnService, through services/common/turns/),
-where a call per turn would cost both processes hundreds of microseconds (docs/transport.md). A turn is used as
+where a call per turn would cost both processes several times the CPU (docs/transport.md). A turn is used as
 the Chat or Complete call it stands for, so it goes through the same `_stream`/`_unary` as any call: one code
 path, one deadline, error and retry rule (services/clients/_rpc.py). Each chunk becomes one `ChatDelta`
 (llm_convert.delta_from_proto), read by the caller itself. The gateway already merges what queued up while it

@@ -1,8 +1,7 @@
 """The event loop every Trellis process runs on: uvloop (libuv's loop, written in Cython) unless
 TRELLIS_UVLOOP=0, else asyncio's own. Under load a process's time goes to loop callbacks (each delta wakes a
 few tasks in every process it crosses, each gRPC completion is one more): uvloop runs the same callbacks for
-less CPU. Measured on bench (c), 100 streams starting at once on two cores: docs/streaming.md, "Where a
-burst's last first token goes"."""
+less CPU (measured in docs/streaming.md, "Where a burst's last first token goes")."""
 
 from __future__ import annotations
 

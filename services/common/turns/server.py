@@ -2,8 +2,8 @@
 orchestrator reaches the LLM gateway, trellis.llm.internal.v1.ChatTurnService, and how the gateway reaches the
 orchestrator, trellis.canvas.internal.v1.RunTurnService; docs/transport.md).
 
-A gRPC call costs both processes hundreds of microseconds of CPU, and each of its messages is written on its
-own; under a burst of runs that is most of a run's start. Here a turn costs neither: the caller opens and
+A gRPC call costs both processes far more CPU than a message on a stream kept open (docs/transport.md),
+and each of its messages is written on its own; under a burst of runs that is most of a run's start. Here a turn costs neither: the caller opens and
 cancels turns by id in its messages, and every turn's chunks go out in shared messages, what queued up while
 one was written going out in the next, whichever turns it belongs to (docs/transport.md has the
 measurements). Each turn behaves as a call of its own: its deadline (`timeout_s`), its cancel, the status it ends

@@ -4,17 +4,15 @@ Both are written in the order the engine produced them, as one Lua script call p
 run's one hash slot), by the process's one JournalWriter: whatever all its runs queued up while the previous
 write was in flight goes out together in one pipeline, so a run costs a few round trips, not one per token,
 and a crash loses a tail of both, never one without the other. At the run's end its journal stops (`settle`)
-and the last batch rides in the round trip that stores the turn (`queue_pending`, run_manager.py).
+and the last batch rides in the round trip that stores the turn (`queue_pending`, runs/ending.py).
 
-Under load the writer also paces itself (`pace`, from the run manager): it writes no sooner than that long after
-its previous write, so a hundred streaming runs cost at most twenty round trips a second (at 50 ms), each
-carrying what every run produced meanwhile, instead of nearly one per event.
-
-A journal may start late (`first_write_delay_s`; the run manager asks for it under load): it writes nothing for
-that long. A short run then stores its whole journal with its turn, in the round trip that ends it, and a burst
-of new runs does not spend its first moments on journal writes (bench (c) in docs/streaming.md). What that costs: a reader of the run's stream (WatchRun, a client
-rejoining) sees its first events that much later, and a crash in that time loses them (the components that
-had not finished run again; see `drop_unfinished`).
+When the journal policy says so (services/common/speed_policies.py, `batched`; docs/speed-policies.md), the
+writer paces itself (`pace`): it writes no sooner than that long after its previous write, each write carrying
+what every run produced meanwhile; and a journal may start late (`first_write_delay_s`): it writes nothing for
+that long, so a short run stores its whole journal with its turn, in the round trip that ends it. What that
+costs: a reader of the run's stream (WatchRun, a client rejoining) sees events that much later, and a crash in
+that time loses them (the components that had not finished run again; see `drop_unfinished`). The default
+policy, `at_once`, does neither.
 
 Stream entries have the id `0-<seq>` (seq = the event's position, 1, 2, ...), the protobuf `RunEvent` in `e`,
 the component it belongs to in `k` (`checkpoint.node_key`, empty for run-level events) and `f` = 1 when the
