@@ -17,7 +17,7 @@ from gateway.orchestrator import ORCHESTRATOR, Orchestrator
 from gateway.responses import json_response
 from gateway.retrieval import RETRIEVAL, Retrieval
 from gateway.routes import (agents, attachments, chunks, completions, datasets, document_files, documents, envelope,
-                            mcp, openai, retrieve, runs, sessions, ui, webhooks)
+                            mcp, openai, retrieve, runs, schedules, sessions, ui, webhooks)
 from gateway.upstreams import Upstreams
 from gateway import a2a, mcp_server
 
@@ -46,6 +46,7 @@ def setup(app: web.Application, cfg: GatewayConfig, upstreams: web.AppKey[Upstre
     agents.add_routes(app)
     sessions.add_routes(app)
     runs.add_routes(app)
+    schedules.add_routes(app, upstreams)  # schedules, completion webhooks, a run's deliveries
     envelope.add_routes(app)
     openai.add_routes(app)
     datasets.add_routes(app)
