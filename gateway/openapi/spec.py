@@ -128,4 +128,23 @@ def _responses(slots: dict[str, Any], resolved: dict[Any, Any], errors: dict[str
     if dialect is None:
         return {"200": {"description": "the answer"}, "default": {"description": "an error"}}
     answer = resolved[slots["response"]] if "response" in slots else None
-    return dialect.openapi_responses(slots["contract"], answer, resolved[errors[dialect.name]])
+    responses = dialect.openapi_responses(slots["contract"], answer, resolved[errors[dialect.name]])
+    if _may_answer_running(slots["contract"]):
+        responses["202"] = {"description": "the run goes on: its ids (docs/triggers.md)", "content": {
+            "application/json": {"schema": _RUNNING}}}
+    return responses
+
+
+# A background run's 202 and join's while it runs: RAGFlow's envelope with the run's ids.
+_RUNNING = {"type": "object", "required": ["code", "data"], "properties": {
+    "code": {"const": 0}, "message": {"type": "string"}, "data": {
+        "type": "object", "required": ["run_id", "session_id", "status"],
+        "properties": {"run_id": {"type": "string"}, "session_id": {"type": "string"}, "status": {"const": "running"}}}}}
+
+
+def _may_answer_running(contract: Contract | None) -> bool:
+    """Routes that start a run with `background` in their body, and `join` (a `timeout` in its query)."""
+    if contract is None:
+        return False
+    return any(m is not None and name in m.model_fields
+               for m, name in ((contract.body, "background"), (contract.query, "timeout")))
