@@ -130,6 +130,7 @@ class RunOut(_Out):
     started_at: float  # epoch seconds
     finished_at: float | None = None
     parent_run_id: str | None = None  # the paused run this one resumed
+    caller_run_id: str | None = Field(None, description="the run whose AgentCall started this one")
     attempts: int
     path: list[str]  # top-level components finished so far
     waiting_for: str | None = None  # the component that waits for the user

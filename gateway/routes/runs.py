@@ -2,8 +2,9 @@
 
 - GET /api/v1/agents/{agent_id}/runs/{run_id}: status (running, waiting_for_user, succeeded, failed,
   cancelled), timestamps, the paused run it resumed (`parent_run_id`), the failure reason, attempts (more than
-  one after a replica died and another resumed it), the top-level components finished so far (`path`), and
-  while it waits for the user, the component that waits (`waiting_for`);
+  one after a replica died and another resumed it), the top-level components finished so far (`path`), while
+  it waits for the user, the component that waits (`waiting_for`), and for a child run, the run whose AgentCall
+  started it (`caller_run_id`; docs/agents-as-services.md, "Agents calling agents");
 - GET /api/v1/agents/{agent_id}/sessions/{session_id}/runs: the session's runs, newest first.
 
 - GET /api/v1/agents/{agent_id}/runs/{run_id}/join?timeout=&dialect=: waits for the run (a background run's
@@ -45,7 +46,7 @@ def run_view(run: canvas_pb.RunInfo) -> dict:
     return {"id": run.run_id, "session_id": run.session_id, "agent_id": run.agent_id, "status": run.status,
             "error": run.error or None, "started_at": run.started_at, "finished_at": run.finished_at or None,
             "parent_run_id": run.parent_run_id or None, "attempts": run.attempts, "path": list(run.path),
-            "waiting_for": run.waiting_for or None}
+            "waiting_for": run.waiting_for or None, "caller_run_id": run.caller_run_id or None}
 
 
 @endpoint(Dialect.RAGFLOW, contract=Contract("A run's status", response=RunOut, tags=_TAGS))

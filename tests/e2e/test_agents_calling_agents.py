@@ -5,6 +5,7 @@ child run and the remote task; the SSRF guard without an allow-list; another ten
 
 from __future__ import annotations
 
+import json
 import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -152,6 +153,38 @@ async def test_an_agent_asks_a_remote_a2a_agent_and_a_child_agent(loopback_allow
     assert child.session_id != parent.session_id and parent.caller_run_id == ""
     [remote_run] = await s.runs_of_agent(echo)  # through the gateway's A2A door: no caller of this stack's
     assert remote_run.status == "succeeded" and remote_run.caller_run_id == ""
+
+
+async def test_the_run_api_links_a_child_run_to_its_caller_and_the_callers_trace_names_the_child(loopback_allowed):
+    s = loopback_allowed
+    helper = await s.create(HELPER)
+    caller = await s.create(node_canvas("AgentCall", {"agent_id": helper, "query": "hello"}))
+    run_id = uuid.uuid4().hex
+    assert not of([e async for e in s.run(caller, run_id=run_id)], "run_finished")[-1].error
+    [child] = await s.runs_of_agent(helper)
+    auth = {"Authorization": f"Bearer {s.key_a}"}
+
+    async def data(path: str) -> Any:
+        body = await (await s.http.get(path, headers=auth)).json()
+        assert body["code"] == 0, body
+        return body["data"]
+
+    # child -> caller: the child's record names the run whose AgentCall started it; the caller's names none
+    got = await data(f"/api/v1/agents/{helper}/runs/{child.run_id}")
+    assert got["caller_run_id"] == run_id and got["status"] == "succeeded"
+    [listed] = await data(f"/api/v1/agents/{helper}/sessions/{child.session_id}/runs")
+    assert listed["id"] == child.run_id and listed["caller_run_id"] == run_id
+    assert (await data(f"/api/v1/agents/{caller}/runs/{run_id}"))["caller_run_id"] is None
+    # caller -> child: the caller's trace (RAGFlow's node_finished) names the child's agent, run and session
+    resp = await s.http.get(f"/api/v1/agents/{caller}/runs/{run_id}/events?dialect=ragflow", headers=auth)
+    frames = [line[len("data:"):] for line in (await resp.text()).split("\n") if line.startswith("data:{")]
+    [ask] = [e["data"] for e in map(json.loads, frames)
+             if e["event"] == "node_finished" and e["data"]["component_type"] == "AgentCall"]
+    assert ask["component_id"] == "Ask" and ask["inputs"]["agent_id"] == helper
+    assert (ask["outputs"]["run_id"], ask["outputs"]["session_id"]) == (child.run_id, child.session_id)
+    # the OpenAPI document describes the field
+    schemas = (await (await s.http.get("/openapi.json")).json())["components"]["schemas"]
+    assert schemas["RunOut"]["properties"]["caller_run_id"]["description"] == "the run whose AgentCall started this one"
 
 
 async def test_a_child_node_streams_its_answer_and_cancelling_the_caller_cancels_it(loopback_allowed):
