@@ -1,4 +1,5 @@
-"""RAGFlow's agent CRUD, versions and run logs: /api/v1/agents[/{agent_id}[/versions[/{version_id}]|/logs/{message_id}]].
+"""RAGFlow's agent CRUD, versions and run logs: /api/v1/agents[/{agent_id}[/versions[/{version_id}]|/logs/{message_id}]],
+and its support routes /agents/prompts, /agents/templates, /agents/test_db_connection and /agents/rerun.
 
 Codes and messages are RAGFlow's (its api/apps/restful_apis/agent_api.py): an agent the key cannot reach
 is 103 "Make sure you have permission to access the agent." on update and on its versions, sessions and
@@ -20,7 +21,7 @@ from gateway.contract import Contract, body, query
 from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR, Orchestrator
-from gateway.protocol import CreateAgentBody, PublishBody, UpdateAgentBody, dsl_text, truthy
+from gateway.protocol import CreateAgentBody, PublishBody, UpdateAgentBody, dsl_text, read_json, truthy
 from gateway.ragflow_models import ListAgentsQuery
 from gateway.responses import AgentList, AgentOut, AgentUpdated, RunLogOut, VersionOut
 from gateway.routes._views import agent_view, ok, version_view
@@ -188,8 +189,68 @@ async def run_log(request: web.Request) -> web.Response:
                "logs": json.loads(log.tool_calls_json or "[]"), "thoughts": json.loads(log.thoughts_json or "[]")})
 
 
+# What the Agent node uses when a canvas author's system prompt carries no tag of that name (RAGFlow's
+# /agents/prompts gives its defaults to the editor). Trellis's Agent calls tools natively, so RAGFlow's
+# text-protocol prompts (task analysis, plan generation, reflection) have no default here; the citation
+# rules are the orchestrator's CITATION_PROMPT (services/orchestrator/components/_llm.py; a test keeps the two equal).
+CITATION_GUIDELINES = """
+# Citations
+The retrieved content comes in blocks that start with "ID: i". Cite the blocks your answer relies on.
+- Format: [ID:i], with i the block's ID; several sources as [ID:i] [ID:j], never [ID:i, ID:j].
+- Put the citations at the end of the sentence they support, before its final punctuation.
+- At most 4 citations per sentence; cite only IDs that appear in the retrieved content, never invent one.
+- Cite facts taken from the retrieved content: numbers, dates, definitions, causes, comparisons, quotes,
+  predictions and disputed claims. Do not cite common knowledge, transitions, or your own reasoning.
+- Do not change the wording of what you write to fit a citation, and use no other markup (no ~~).
+"""
+_DB_FIELDS = ("db_type", "database", "username", "host", "port", "password")
+_RERUN_FIELDS = ("id", "dsl", "component_id")
+
+
+async def _required(request: web.Request, fields: tuple[str, ...]) -> dict:
+    """RAGFlow's validate_request: code 101 "required argument are missing: a,b; " naming each absent key."""
+    raw = await read_json(request)
+    missing = [f for f in fields if f not in raw]
+    if missing:
+        raise GatewayError(f"required argument are missing: {','.join(missing)}; ", param=missing[0])
+    return raw
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("The Agent node's default prompt sections", response=dict[str, str],
+                                             tags=_TAGS))
+async def agent_prompts(request: web.Request) -> web.Response:
+    return ok({"task_analysis": "", "plan_generation": "", "reflection": "", "citation_guidelines": CITATION_GUIDELINES})
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("Agent templates (Trellis ships none)", response=list[dict], tags=_TAGS))
+async def agent_templates(request: web.Request) -> web.Response:
+    return ok([])
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("Test an ExeSQL database connection (checked when an ExeSQL node runs)",
+                                             response=None, tags=_TAGS))
+async def test_db_connection(request: web.Request) -> web.Response:
+    """RAGFlow's required fields (101); a complete request gets 102: Trellis connects to a database only from
+    the orchestrator, when an ExeSQL node runs, through its egress guard; the gateway opens no connection."""
+    await _required(request, _DB_FIELDS)
+    raise GatewayError("Trellis tests a database connection when an ExeSQL node runs; the gateway connects to "
+                       "no database", code=grpc.StatusCode.NOT_FOUND)
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("Rerun an ingestion pipeline from a component", response=None, tags=_TAGS))
+async def rerun_agent(request: web.Request) -> web.Response:
+    """RAGFlow's required fields (101); `id` names an ingestion-pipeline log, which Trellis keeps none of,
+    so a complete request gets RAGFlow's answer for a log it cannot find: 102 "Document not found."."""
+    await _required(request, _RERUN_FIELDS)
+    raise GatewayError("Document not found.", code=grpc.StatusCode.NOT_FOUND)
+
+
 def add_routes(app: web.Application) -> None:
     r = app.router
+    r.add_get("/api/v1/agents/prompts", agent_prompts)  # before /agents/{agent_id}
+    r.add_get("/api/v1/agents/templates", agent_templates)
+    r.add_post("/api/v1/agents/test_db_connection", test_db_connection)
+    r.add_post("/api/v1/agents/rerun", rerun_agent)
     r.add_get("/api/v1/agents", list_agents)
     r.add_post("/api/v1/agents", create_agent)
     r.add_get("/api/v1/agents/{agent_id}", get_agent)

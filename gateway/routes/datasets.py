@@ -5,6 +5,9 @@ retrieval: retrieve.py):
     GET/PUT         /api/v1/datasets/{dataset_id}
     GET/PUT         /api/v1/datasets/{dataset_id}/metadata/config     (auto-metadata fields, in parser_config)
 
+and, registered from here: document metadata (document_metadata.py), ingestions and the embedding check
+(ingestions.py).
+
 Validation, defaults, codes and messages follow RAGFlow's restful_apis/dataset_api.py and its
 validation_utils: bodies are strict (gateway/ragflow_models.py), a duplicate name gets "(1)" appended on
 create and is refused on update. RAGFlow's own settings (avatar, permission, chunk_method, parser_config,
@@ -50,6 +53,7 @@ from gateway.routes._datasets import (
     owned_datasets,
     retrieval,
 )
+from gateway.routes import document_metadata, ingestions
 from gateway.routes._views import ok
 
 _ORDER = {"create_time": rr_pb.DATASET_ORDER_CREATE_TIME, "update_time": rr_pb.DATASET_ORDER_UPDATE_TIME}
@@ -275,6 +279,8 @@ def add_index_route(app: web.Application) -> None:
 
 
 def add_routes(app: web.Application) -> None:
+    document_metadata.add_routes(app)  # first: /datasets/metadata/flattened before /datasets/{dataset_id}
+    ingestions.add_routes(app)
     r = app.router
     r.add_post("/api/v1/datasets", create_dataset)
     r.add_get("/api/v1/datasets", list_datasets)

@@ -10,7 +10,7 @@ from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc
 
 from services.common.errors import InvalidArgument, NotFound
 from services.common.server import Binding
-from services.retrieval import convert
+from services.retrieval import convert, metadata_filter
 from services.retrieval.backends.base import Backend
 from services.retrieval.catalog import Catalog
 from services.retrieval.chunks import ChunkEditor
@@ -18,7 +18,7 @@ from services.retrieval.config import RetrievalConfig
 from services.retrieval.ingest import Ingestor
 from services.retrieval.llm import LlmPeer
 from services.common.json_fields import json_object
-from services.retrieval.models import ChunkRecord, Dataset, Document, new_id
+from services.retrieval.models import ChunkRecord, Dataset, Document, MetadataCondition, new_id
 from services.retrieval.parse_jobs import ParseJobs
 from services.retrieval.search import Searcher
 
@@ -138,7 +138,14 @@ class RetrievalServicer(rr_grpc.RetrievalServiceServicer):
         if await self.backend.get_dataset(tenant, request.dataset_id) is None:
             raise NotFound(f"dataset {request.dataset_id!r} not found")
         offset, limit = _page(request.page, request.page_size)
-        docs, total = await self.backend.list_documents(tenant, request.dataset_id, offset=offset, limit=limit)
+        if request.metadata_filter:  # the dataset's documents, newest first, then those that pass
+            every = await self.backend.get_documents(tenant, [request.dataset_id])
+            conditions = [MetadataCondition(c.key, c.operator, c.value) for c in request.metadata_filter]
+            passing = metadata_filter.filter_documents(every, conditions, request.metadata_logic)
+            kept = sorted((d for d in every if d.id in passing), key=lambda d: (-d.created_at, d.id))
+            docs, total = kept[offset:offset + limit], len(kept)
+        else:
+            docs, total = await self.backend.list_documents(tenant, request.dataset_id, offset=offset, limit=limit)
         return rr_pb.ListDocumentsResponse(documents=[convert.document_to_proto(d) for d in docs], total=total)
 
     async def DeleteDocument(self, request: rr_pb.DeleteDocumentRequest, context: grpc.aio.ServicerContext) -> rr_pb.DeleteDocumentResponse:
