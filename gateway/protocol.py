@@ -84,11 +84,17 @@ class ChatMessageIn(_Body):
         return self.content or ""
 
 
+MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
+
+
 class RagflowCompletionBody(_Body):
     # "continue": the run goes on when the client disconnects (rejoin with Last-Event-ID); default "cancel"
     on_disconnect: Literal["cancel", "continue"] = "cancel"
     # true: answer 202 with the run's ids at once; the run goes on (GET .../runs/{run_id}/join or /events)
     background: bool = False
+    # the session runs a run already (double-texting): refuse with 409, start after it, cancel it (its turn
+    # stays) or cancel it and remove its turn; unset: the agent's default (Begin's param), else "busy"
+    multitask_strategy: MultitaskStrategy | None = None
     agent_id: str | None = None
     query: str | None = None
     question: str | None = None  # the legacy name of `query`

@@ -51,7 +51,8 @@ async def _run(request: web.Request, body: RagflowCompletionBody, agent_id: str,
         agent=target, tenant_id=tenant, query=body.text(), inputs_json=json_field(body.inputs),
         files=input_files(body.files), session_id=session_id, user_id=user_id,
         return_trace=return_trace, chat_template_kwargs_json=json_field(body.chat_template_kwargs),
-        custom_header_json=json_field(custom_header), continue_on_disconnect=body.on_disconnect == "continue")
+        custom_header_json=json_field(custom_header), continue_on_disconnect=body.on_disconnect == "continue",
+        multitask_strategy=body.multitask_strategy or "")
     if body.background:
         return await start_in_background(request, req)
     stream = body.stream if body.stream is not None else legacy

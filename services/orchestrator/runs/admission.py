@@ -7,14 +7,32 @@ per session is enforced later, atomically with the run's start (store/runs.py `R
 from __future__ import annotations
 
 from services.common.errors import InvalidArgument
+from services.orchestrator.engine.plan import Plan
 from services.orchestrator.runs.spec import RunSpec
 from services.orchestrator.store import SessionRecord
+
+
+# What a request on a busy session may ask (double-texting; runs/starts.py `make_way` applies it): refuse it
+# (ABORTED), start once the current run ends, cancel the current run first (its turn stays, or goes).
+MULTITASK_STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
+
+
+def multitask_strategy(spec: RunSpec, plan: Plan) -> str:
+    """The request's strategy, else its agent's (Begin's `multitask_strategy` param), else "" (refused as
+    busy, FAILED_PRECONDITION, as before strategies existed)."""
+    if spec.multitask_strategy:
+        return spec.multitask_strategy
+    begin = plan.canvas.components.get("begin")
+    default = begin.params.get("multitask_strategy", "") if begin is not None else ""
+    return default if default in MULTITASK_STRATEGIES else ""
 
 
 def check_request(spec: RunSpec) -> None:
     """Refuse a request that cannot become a run, naming what is wrong."""
     if not spec.tenant_id:
         raise InvalidArgument("tenant_id is required")
+    if spec.multitask_strategy and spec.multitask_strategy not in MULTITASK_STRATEGIES:
+        raise InvalidArgument(f"multitask_strategy must be one of {', '.join(MULTITASK_STRATEGIES)}")
 
 
 def check_session(spec: RunSpec, session: SessionRecord | None) -> None:

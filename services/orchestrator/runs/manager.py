@@ -38,6 +38,7 @@ from services.orchestrator.runs.starts import RunStarts
 from services.orchestrator.runs.stream import EventCodec, Numbered, merge_numbered
 from services.orchestrator.store import AgentStore, RunStore, SessionStore
 from services.orchestrator.store.journal import JournalWriter
+from services.orchestrator.store.runs import SessionBusy
 
 __all__ = ["RunManager", "RunSpec"]
 
@@ -75,15 +76,23 @@ class RunManager:
         fewer, larger events (the one coalescing step of this hop: services/common/coalesce.py's rule)."""
         admission.check_request(spec)
         spec.run_id = spec.run_id or uuid.uuid4().hex
-        record, dsl = await self.starts.load(spec)
-        admission.check_session(spec, record)
-        if record is not None and record.paused_run:
-            pump = await self.resumes.answer_pause(spec, record)
-        else:
-            pump = await self.starts.start_new(spec, record, dsl)
+        pump = await self._begin(spec)
         ctxvars.run_id.set(spec.run_id)
         async for item in _follow(pump, spec):
             yield item
+
+    async def _begin(self, spec: RunSpec) -> Pump:
+        """The run's pump: a new run, or the answer to its session's pause. A busy session makes way as the
+        request's multitask strategy says (runs/starts.py `make_way`), then the session is read again."""
+        while True:
+            record, dsl = await self.starts.load(spec)
+            admission.check_session(spec, record)
+            try:
+                if record is not None and record.paused_run:
+                    return await self.resumes.answer_pause(spec, record)
+                return await self.starts.start_new(spec, record, dsl)
+            except SessionBusy as busy:
+                await self.starts.make_way(spec, record, dsl, busy)
 
     # ------------------------------------------------------------------ cancel
     def cancel_local(self, run_id: str) -> None:

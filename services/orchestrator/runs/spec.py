@@ -31,6 +31,8 @@ class RunSpec:
     webhook_payload: dict[str, Any] | None = None  # RAGFlow's webhook trigger: what Begin in Webhook mode outputs
     # {url, events, secret, source}: POSTed when the run ends (triggers/webhooks_out.py), besides its agent's
     completion_webhook: dict[str, Any] | None = None
+    # a busy session: reject, enqueue, interrupt or rollback (runs/admission.py); "" the agent's default
+    multitask_strategy: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The fields as they are (not copied): serialise the dict before the spec changes."""

@@ -5,19 +5,37 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
+import time
 import uuid
 from typing import Any, Callable
 
+import grpc
+
+from services.common.errors import DeadlineExceeded, ServiceError
 from services.orchestrator.engine import canvases
 from services.orchestrator.engine.plan import Plan
 from services.orchestrator.engine.state import SessionState
+from services.orchestrator.runs import admission
 from services.orchestrator.runs.pump import Pump, PumpServices
 from services.orchestrator.runs.spec import RunSpec
 from services.orchestrator.store import AgentStore, RunStore, SessionRecord, SessionStore
+from services.orchestrator.store.runs import TERMINAL, SessionBusy
 from services.orchestrator.store.sessions import message
 
 # (dsl_json, version_id) of an agent's version, as read
 Dsl = tuple[str, str]
+# How long a double-text waits for the session's current run to end: cancelled (interrupt, rollback), or
+# running to its end (enqueue). Past it the request fails with DEADLINE_EXCEEDED and the session is as it was.
+CANCEL_WAIT_S = 30.0
+ENQUEUE_WAIT_S = 600.0
+_POLL_S = 0.02
+
+
+class Aborted(ServiceError):
+    """A double-text refused (`reject`): ABORTED, HTTP 409."""
+
+    code = grpc.StatusCode.ABORTED
 
 
 def _caller_gone(launch: asyncio.Future, *, cancel: bool) -> None:
@@ -87,6 +105,36 @@ class RunStarts:
         except asyncio.CancelledError:
             launch.add_done_callback(functools.partial(_caller_gone, cancel=not spec.continue_on_disconnect))
             raise
+
+    async def make_way(self, spec: RunSpec, record: SessionRecord | None, dsl: Dsl | None, busy: SessionBusy) -> None:
+        """A run that found its session busy (double-texting): apply its strategy (admission.multitask_strategy)
+        to the run holding it and return once that run ended, so the caller starts again from the session as it
+        is now; raise when the strategy refuses (none: `busy` itself; reject: ABORTED)."""
+        strategy = admission.multitask_strategy(spec, await self.plan(spec, record, dsl))
+        if not strategy:
+            raise busy
+        if strategy == "reject":
+            raise Aborted(f"session {busy.session_id!r} is busy with run {busy.holder!r} "
+                          "(multitask_strategy reject)")
+        tenant = spec.tenant_id
+        if strategy in ("interrupt", "rollback"):
+            await self.runs.request_cancel(tenant, run_id=busy.holder)
+        info = await self._ended(tenant, busy.holder, CANCEL_WAIT_S if strategy != "enqueue" else ENQUEUE_WAIT_S)
+        if strategy == "rollback":
+            query = json.loads(info.get("spec") or "{}").get("query", "")
+            await self.sessions.remove_turn(tenant, busy.session_id, busy.holder, query)
+
+    async def _ended(self, tenant: str, run_id: str, bound_s: float) -> dict[str, str]:
+        """The record of `run_id` once it is no longer running (its turn stored: runs/ending.py writes both in
+        one round trip), polled for at most `bound_s`."""
+        deadline = time.monotonic() + bound_s
+        while True:
+            info = await self.runs.status(tenant, run_id)
+            if info.get("status") in TERMINAL or info.get("status") == "waiting_for_user" or not info:
+                return info
+            if time.monotonic() >= deadline:
+                raise DeadlineExceeded(f"run {run_id!r} still holds its session after {bound_s:g} s")
+            await asyncio.sleep(_POLL_S)
 
     async def plan(self, spec: RunSpec, record: SessionRecord | None, dsl: Dsl | None = None) -> Plan:
         """The checked plan: inline DSL, or the agent's version (a session runs the version it was created with);

@@ -101,6 +101,16 @@ return 1
 """
 
 
+class SessionBusy(FailedPrecondition):
+    """A run cannot start: its session runs another one (`holder`). What a double-text does about it is
+    runs/starts.py's `make_way`."""
+
+    def __init__(self, session_id: str, holder: str) -> None:
+        super().__init__(f"session {session_id!r} is busy with run {holder!r}: wait for it to finish or cancel it")
+        self.session_id = session_id
+        self.holder = holder
+
+
 def _decode(raw: dict[bytes, bytes]) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in raw.items()}
 
@@ -155,8 +165,7 @@ class RunStore:
                     pipe.delete(keys.run(tenant, run_id), keys.run_lease(run_id))
                     pipe.zrem(keys.ACTIVE_RUNS, member)
                     await pipe.execute()
-            raise FailedPrecondition(
-                f"session {session_id!r} is busy with run {holder.decode()!r}: wait for it to finish or cancel it")
+            raise SessionBusy(session_id, holder.decode())
         if outcome == b"exists":
             if session_keys:  # the claim was taken for a run that does not start
                 await self._unclaim(keys=session_keys, args=[run_id, 0 if detail.decode() == session_id else 1])

@@ -191,6 +191,27 @@ class SessionStore:
 
         await write_if_exists(self.redis, keys.session(tenant, session_id), f"session {session_id!r} not found", fill)
 
+    async def remove_turn(self, tenant: str, session_id: str, run_id: str, query: str) -> int:
+        """Take a run's turn back out of the session (a double-text's `rollback`): its answer (the message whose
+        id is the run's), the user message of `query` before it, and what its state's history gained from that
+        message on. Atomic against other writes to the session; how many messages went."""
+        key, listed = keys.session(tenant, session_id), keys.session_messages(tenant, session_id)
+        dropped: list[bytes] = []
+
+        async def fill(pipe) -> None:
+            raw = await pipe.lrange(listed, 0, -1)
+            state = state_from_json((await pipe.hget(key, "state_json") or b"").decode())
+            dropped[:] = _turn_of(raw, run_id, query)
+            pipe.multi()
+            for m in dropped:
+                pipe.lrem(listed, 1, m)
+            if state is not None and query:
+                _forget(state, query)
+                pipe.hset(key, mapping={"state_json": state_to_json(state), "updated_at": time.time()})
+
+        await write_if_exists(self.redis, key, f"session {session_id!r} not found", fill, also_watch=(listed,))
+        return len(dropped)
+
     async def delete(self, tenant: str, session_id: str) -> None:
         current = await self.get(tenant, session_id)
         async with self.redis.pipeline(transaction=False) as pipe:  # the session's keys, then its index entries
@@ -211,3 +232,27 @@ class SessionStore:
             pipe.delete(keys.agent_sessions(tenant, agent_id))
             await pipe.execute()
         return len(ids)
+
+
+def _turn_of(raw: list[bytes], run_id: str, query: str) -> list[bytes]:
+    """The stored messages of a run's turn: its answer (id = run id) and the user message before it; with no
+    answer, the last message when it is the user's `query`."""
+    found = [json.loads(m) for m in raw]
+    answer = next((i for i, m in enumerate(found) if m.get("id") == run_id), None)
+    end = answer if answer is not None else len(found)
+    turn = [raw[answer]] if answer is not None else []
+    if query and end > 0 and found[end - 1].get("role") == "user" and found[end - 1].get("content") == query:
+        turn.append(raw[end - 1])
+    return turn
+
+
+def _forget(state: SessionState, query: str) -> None:
+    """The state's history from the last user message `query` on (what one turn added) goes."""
+    for i in range(len(state.history) - 1, -1, -1):
+        if list(state.history[i]) == ["user", query]:
+            del state.history[i:]
+            break
+    hist = state.globals.get("sys.history")
+    if isinstance(hist, list) and f"user: {query}" in hist:
+        cut = len(hist) - 1 - hist[::-1].index(f"user: {query}")
+        state.globals["sys.history"] = hist[:cut]
