@@ -50,6 +50,9 @@ class GatewayConfig:
     rpc_timeout_s: float = 10.0  # TRELLIS_RPC_TIMEOUT_S: every unary call to the orchestrator and retrieval
     ingest_timeout_s: float = 900.0  # TRELLIS_INGEST_TIMEOUT_S: one upload, parsed, chunked and embedded
     run_timeout_s: float = 900.0  # TRELLIS_RUN_TIMEOUT_S: the longest a run stream may last
+    # TRELLIS_RUN_LEASE_S: the orchestrator's run lease (the same variable). A rejoin that meets a replica going
+    # away waits about two of them for the run's new owner before it answers "unavailable".
+    run_lease_s: float = 10.0
     # TRELLIS_HTTP_REUSE_PORT=1 (set by `trellis up` when it starts several gateways): share the port with
     # SO_REUSEPORT, the kernel spreading connections over the processes.
     reuse_port: bool = False
@@ -71,6 +74,7 @@ class GatewayConfig:
             rpc_timeout_s=env_float("TRELLIS_RPC_TIMEOUT_S", cls.rpc_timeout_s),
             ingest_timeout_s=env_float("TRELLIS_INGEST_TIMEOUT_S", cls.ingest_timeout_s),
             run_timeout_s=env_float("TRELLIS_RUN_TIMEOUT_S", cls.run_timeout_s),
+            run_lease_s=env_float("TRELLIS_RUN_LEASE_S", cls.run_lease_s),
             reuse_port=env_bool("TRELLIS_HTTP_REUSE_PORT", cls.reuse_port),
             a2a_push_private_hosts=env_bool("TRELLIS_A2A_PUSH_PRIVATE_HOSTS", cls.a2a_push_private_hosts),
         )

@@ -11,6 +11,7 @@ A run is not started twice: the one repetition is the transport's, of a turn no 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from contextlib import aclosing, asynccontextmanager
 from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -128,7 +129,8 @@ def parse_event_id(value: str) -> tuple[str, int]:
 
 
 class Orchestrator:
-    def __init__(self, channel: grpc.aio.Channel, *, rpc_timeout_s: float, run_timeout_s: float) -> None:
+    def __init__(self, channel: grpc.aio.Channel, *, rpc_timeout_s: float, run_timeout_s: float,
+                 run_lease_s: float = 10.0) -> None:
         self.agents = agent_grpc.AgentServiceStub(channel)
         self.sessions = session_grpc.SessionServiceStub(channel)
         self.canvas = canvas_grpc.CanvasServiceStub(channel)
@@ -137,6 +139,7 @@ class Orchestrator:
         self.webhook_triggers = webhook_trigger_grpc.WebhookTriggerServiceStub(channel)  # RAGFlow's webhook trigger
         self.rpc_timeout_s = rpc_timeout_s
         self.run_timeout_s = run_timeout_s
+        self.run_lease_s = run_lease_s  # the orchestrator's run lease: how long a rejoin waits for a new owner
         # Runs go on shared streams, one per orchestrator replica (services/common/turns/): `turns.call` is used
         # as `canvas.Run` would be.
         self.turns = TurnClient(turn_grpc.RunTurnServiceStub(channel).RunTurns, _TURN_TYPES, peer="orchestrator",
@@ -155,12 +158,10 @@ class Orchestrator:
         end: with nothing sent meanwhile there is nothing to merge, and no reader task to pay for."""
         if last_event_id:
             run_id, seq = parse_event_id(last_event_id)
-            call = self.canvas.WatchRun(
-                canvas_pb.WatchRunRequest(tenant_id=request.tenant_id, run_id=run_id, after_seq=seq),
-                timeout=self.run_timeout_s, metadata=outbound_metadata())
+            events = self._rejoin(request.tenant_id, run_id, seq)
         else:
-            call = self.turns.call(request, timeout=self.run_timeout_s, metadata=outbound_metadata())
-        stream = RunStream(_call_events(call))
+            events = _call_events(self.turns.call(request, timeout=self.run_timeout_s, metadata=outbound_metadata()))
+        stream = RunStream(events)
         try:
             await stream.start()
             if not merge:
@@ -173,6 +174,35 @@ class Orchestrator:
             # A no-op once the run ended. On a client disconnect aiohttp cancels the handler, and this
             # cancels the turn at once, so the orchestrator stops the run (and its LLM request) too.
             await stream.aclose()
+
+    async def _rejoin(self, tenant: str, run_id: str, seq: int) -> AsyncGenerator[events_pb2.RunEvent, None]:
+        """The run's events after `seq` (WatchRun), followed through a replica going away.
+
+        A WatchRun answers UNAVAILABLE when the replica serving it dies (or is gone before it answers); the run
+        is not lost with it: its events are in Redis, and another replica takes it over within a lease. So the
+        call is made again, after the last event it passed on, while the run exists, for at most two leases
+        since the last event came (a run no replica takes over by then is answered "unavailable"). The channel
+        picks a live replica for the next call (round_robin). Every other status ends the rejoin as before;
+        so does UNAVAILABLE once the bound is spent."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + 2 * self.run_lease_s
+        delay = 0.05
+        while True:
+            call = self.canvas.WatchRun(canvas_pb.WatchRunRequest(tenant_id=tenant, run_id=run_id, after_seq=seq),
+                                        timeout=self.run_timeout_s, metadata=outbound_metadata())
+            try:
+                async for event in _call_events(call):
+                    if event.seq:
+                        seq = event.seq
+                        give_up, delay = loop.time() + 2 * self.run_lease_s, 0.05
+                    yield event
+                return
+            except GatewayError as exc:
+                if exc.code is not grpc.StatusCode.UNAVAILABLE or loop.time() + delay >= give_up:
+                    raise
+                log.info("rejoining run %s after seq %d: %s; trying again", run_id, seq, exc.message)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0, self.run_lease_s / 4)
 
     async def aclose(self) -> None:
         """Ends the runs still running on shared streams (before the channel closes)."""

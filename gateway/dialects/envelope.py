@@ -5,8 +5,10 @@ Types and their `data`:
 - `content`: {"delta"} text deltas; `<think>` / `</think>` mark a reasoning block inline;
 - `tool_start`: {"tool_name", "tool_input", "call_id"}; `tool_end`: {"tool_name", "tool_output", "call_id",
   "error", "elapsed_time"} (full values, not deltas);
-- `status`: node progress and run milestones, {"status": "run_started" | "node_started" | "node_finished"
-  | "node_failed" | "node_skipped" | "message_end" | "user_input_required", ...details};
+- `status`: node progress and run milestones, {"status": "run_started" | "node_started" | "node_restarted"
+  | "node_finished" | "node_failed" | "node_skipped" | "message_end" | "user_input_required", ...details}
+  (`node_restarted`: the component runs again from its start after another replica took the run over; what
+  it sent before is void);
 - `error`: {"message", "code", "component_id"} (the failing component, or null; also its `node_name`);
   `done` (last, always): {"outputs", "usage", "elapsed_time", "cancelled", "waiting_for_user"} (waiting: the
   next request on the thread answers the form of the last `user_input_required` with `inputs`).
@@ -82,7 +84,9 @@ class EnvelopeRun(DialectRun):
             return [self.envelope("status", {"status": "run_started", "inputs": inputs}, ev=ev)]
         if kind == "node_started":
             n = ev.node_started
-            data = {"status": "node_started", "component_name": n.component_name or ev.node_id,
+            # node_restarted: it runs again from its start after a take-over; drop what it sent so far
+            data = {"status": "node_restarted" if n.restarted else "node_started",
+                    "component_name": n.component_name or ev.node_id,
                     "component_type": n.component_type, "path": list(ev.path)}
             return [self.envelope("status", data, node_name=node, ev=ev)]
         if kind == "node_finished":

@@ -6,6 +6,9 @@ As RAGFlow adds: `id` is the session id (send it back as `session_id` or `metada
 conversation) and a message_end's `reference` rides in a delta with empty content.
 `<think>` blocks arrive inline as `<think>` / `</think>` in the content; a UserFillUp's tips are content.
 A mid-stream failure is one `{"error": {...}}` chunk, which the official client raises as APIError.
+A component that starts again after another replica took the run over (NodeStarted `restarted`) has no place
+in OpenAI's chunks and adds nothing to the content: a client that rejoined sees its whole output again
+(gateway/README.md, "Rejoining a run").
 """
 
 from __future__ import annotations

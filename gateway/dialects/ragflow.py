@@ -4,7 +4,9 @@ Which events a client sees depends on how RAGFlow would have run the request (`M
 
 - WORKFLOW: no session_id, or a session created by a run ("workflow" source): every event.
 - SESSION: a session created by POST .../sessions ("agent" source): node_finished, message, message_end,
-  user_inputs, and workflow_finished reduced to its usage; workflow_started and node_started are dropped.
+  user_inputs, and workflow_finished reduced to its usage; workflow_started and node_started are dropped,
+  except a node_started with `data.restarted` true (the component runs again after another replica took the
+  run over: a client drops the output it showed of that component).
 - LEGACY: POST /api/v1/agents/{id}/completions: message and message_end only, plus node_finished when
   return_trace is set. SDK 0.22 reads `data.content` of every event it gets, so nothing else may reach it.
 
@@ -62,6 +64,11 @@ class RagflowDialect(Dialect):
         return {"code": err.ragflow_code, "message": err.message, "data": None if err.ragflow_code == 401 else False}
 
     def error_status(self, err: GatewayError) -> int:
+        # a double-text refused (multitask_strategy reject): 409, as the issue asks, whatever the dialect
+        if err.code == grpc.StatusCode.ABORTED:
+            return 409
+        if err.http_status == 410:  # an interrupt answered after it expired (gateway/routes/runs.py)
+            return 410
         return 401 if err.ragflow_code == 401 else 200
 
     def auth_error(self, missing: bool) -> GatewayError:
@@ -144,9 +151,12 @@ class RagflowRun(DialectRun):
             return {"inputs": self._inputs}
         if kind == "node_started":
             n = ev.node_started
-            return {"inputs": None, "created_at": int(epoch_s(ev)), "component_id": ev.node_id,
+            data = {"inputs": None, "created_at": int(epoch_s(ev)), "component_id": ev.node_id,
                     "component_name": n.component_name or ev.node_id, "component_type": n.component_type,
                     "thoughts": n.thoughts}
+            if n.restarted:  # runs again after a take-over: drop what it sent so far (docs/durability.md)
+                data["restarted"] = True
+            return data
         if kind == "node_finished":
             n = ev.node_finished
             if n.skipped:
@@ -197,7 +207,7 @@ class RagflowRun(DialectRun):
             elif self.mode is Mode.LEGACY:
                 return None
         if self.mode is Mode.SESSION:
-            if name not in _SESSION_EVENTS:
+            if name not in _SESSION_EVENTS and not out["data"].get("restarted"):
                 return None
             if name == "workflow_finished":
                 out["data"] = {"usage": out["data"]["usage"]}

@@ -32,7 +32,7 @@ def setup(app: web.Application, cfg: GatewayConfig, upstreams: web.AppKey[Upstre
     async def context(app: web.Application):
         app[KEYS] = KeyRing(load_keys(cfg))
         app[ORCHESTRATOR] = Orchestrator(app[upstreams].channels["orchestrator"], rpc_timeout_s=cfg.rpc_timeout_s,
-                                         run_timeout_s=cfg.run_timeout_s)
+                                         run_timeout_s=cfg.run_timeout_s, run_lease_s=cfg.run_lease_s)
         app[MODELS] = ModelCatalog(app[upstreams].channels["llm_gateway"], timeout_s=cfg.rpc_timeout_s)
         app[RETRIEVAL] = Retrieval(app[upstreams].channels["retrieval"], rpc_timeout_s=cfg.rpc_timeout_s,
                                    ingest_timeout_s=cfg.ingest_timeout_s)

@@ -34,6 +34,7 @@ class NodeStarted(_Base):
     component_name: str  # display name from graph.nodes, or ""
     component_type: str
     thoughts: str = ""
+    restarted: bool = False  # it runs again after a take-over: what it sent before is void (runs/resume.py)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,7 +14,7 @@ import functools
 import logging
 import time
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from services.orchestrator import metrics
@@ -60,6 +60,9 @@ class Resume:
     in_place: bool = False  # a crashed run resumed under its own id: its RunStarted is in the stream already
     first_seq: int = 1
     turn: TurnRecord | None = None  # what the stored stream already told of the turn
+    # Components (`node_key`) whose half-sent events were dropped from the stream: each one's next NodeStarted
+    # says `restarted`, so a client that saw part of its output drops it.
+    restarted: set[str] = field(default_factory=set)
 
 
 class Pump:
@@ -76,6 +79,7 @@ class Pump:
         self.in_place = resume.in_place if resume else False
         self.seq = (resume.first_seq if resume else 1) - 1
         self.turn = (resume.turn if resume else None) or TurnRecord()
+        self.restarted = set(resume.restarted) if resume else set()
         self.out: asyncio.Queue | None = None
         self._for_caller = ev.ANSWER_EVENTS if spec.answer_only else None  # None: every event
         self.started = time.time()
@@ -149,6 +153,8 @@ class Pump:
                                 held = None
                             if item.__class__ is ev.RunStarted and self.in_place:
                                 continue
+                            if self.restarted and item.__class__ is ev.NodeStarted:
+                                item = self._restart(item)
                             if item.__class__ is ev.NodeFinished:
                                 held = self._number(item)
                                 if not item.skipped:
@@ -190,6 +196,14 @@ class Pump:
                 end = asyncio.ensure_future(self.services.ending.store(self))
                 self.services.local.ending(end)
                 await asyncio.shield(end)
+
+    def _restart(self, event: ev.NodeStarted) -> ev.NodeStarted:
+        """The first NodeStarted of a component whose earlier events were dropped on a take-over, flagged."""
+        key = node_key(event.path, event.node_id)
+        if key not in self.restarted:
+            return event
+        self.restarted.discard(key)
+        return replace(event, restarted=True)
 
     def _request(self) -> RunRequest:
         spec = self.spec

@@ -84,7 +84,7 @@ class RunResumes:
             plan = await self.starts.plan(spec, record)
             state = (record.state() if record is not None else None) or SessionState.fresh(plan.variables)
             records = [NodeRecord.from_json(r) for r in await read_checkpoint(self.runs.redis, tenant, run_id)]
-            last_seq = await drop_unfinished(self.runs.redis, tenant, run_id)
+            last_seq, restarted = await drop_unfinished(self.runs.redis, tenant, run_id)
             await self.runs.set_fields(tenant, run_id, resuming="")
             turn = TurnRecord()
             answer: list[str] = []  # what the stored stream already answered: the engine's answer starts from it
@@ -102,4 +102,5 @@ class RunResumes:
             return
         # In place: its RunStarted is in the stream already, unless it died before its journal's first write.
         Pump(self.pumps, spec, plan, state,
-             resume=Resume(replay, in_place=last_seq > 0, first_seq=last_seq + 1, turn=turn)).detach()
+             resume=Resume(replay, in_place=last_seq > 0, first_seq=last_seq + 1, turn=turn,
+                           restarted=restarted)).detach()

@@ -349,9 +349,11 @@ async def tail_events(redis: aioredis.Redis, tenant: str, run_id: str, after: in
             yield seq, fields
 
 
-async def drop_unfinished(redis: aioredis.Redis, tenant: str, run_id: str) -> int:
+async def drop_unfinished(redis: aioredis.Redis, tenant: str, run_id: str) -> tuple[int, set[str]]:
     """Before a crashed run resumes in place: delete the stored events of components that did not finish (they
-    run again and send them anew), so a reader sees every component's output once. Returns the last seq."""
+    run again and send them anew), so a reader sees every component's output once. Returns the last seq and
+    the components whose events were dropped (`checkpoint.node_key`): a client may have seen them start, so
+    their NodeStarted says they start again (runs/pump.py)."""
     key = keys.run_events(tenant, run_id)
     pending: dict[str, list[bytes]] = {}
     last = 0
@@ -366,4 +368,4 @@ async def drop_unfinished(redis: aioredis.Redis, tenant: str, run_id: str) -> in
     stale = [eid for ids in pending.values() for eid in ids]
     if stale:
         await redis.xdel(key, *stale)
-    return last
+    return last, {node for node, ids in pending.items() if ids}
