@@ -274,6 +274,15 @@ class CreateDatasetBody(StrictBody):
     def _empty_config(cls, v: Any) -> Any:
         return None if v == {} else v
 
+    @field_validator("parser_config", mode="after")
+    @classmethod
+    def _config_size(cls, v: ParserConfig | None) -> ParserConfig | None:
+        """RAGFlow's validate_parser_config_json_length: the whole config, serialized, fits a TEXT column."""
+        if v is not None and len(json_str := v.model_dump_json()) > 65535:
+            raise PydanticCustomError("string_too_long", "Parser config exceeds size limit (max 65,535 characters). "
+                                      "Current size: {actual}", {"actual": len(json_str)})
+        return v
+
     @field_validator("chunk_method", mode="wrap")
     @classmethod
     def _chunk_method(cls, v: Any, handler: Any, info: ValidationInfo) -> Any:

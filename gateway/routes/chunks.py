@@ -123,16 +123,7 @@ async def add_chunk(request: web.Request) -> web.Response:
     for key in ("important_keywords", "questions", "tag_kwd"):
         _string_list(raw, key)
     await body(request)  # the declared model (the checks above gave RAGFlow's messages first)
-    # RAGFlow's chunk id is a hash of the content and the document: the same content again is that chunk,
-    # written over with what this request gives.
-    same = rr_pb.ListChunksRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id,
-                                   keywords=content, page_size=1000)
-    existing = next((c for c in (await rv.call(rv.rpc.ListChunks, same)).chunks if c.content == content), None)
-    if existing is not None:
-        extra = {"important_keywords": [], "questions": [], "tag_kwd": [], **_chunk_extra(raw)}
-        update = rr_pb.UpdateChunkRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id,
-                                          chunk_id=existing.id, extra_json=json.dumps(extra, ensure_ascii=False))
-        return ok({"chunk": stored_chunk_view((await rv.call(rv.rpc.UpdateChunk, update)).chunk)})
+    # the same content again is that chunk, written over (the retrieval service's rule, RAGFlow's ids)
     req = rr_pb.AddChunkRequest(tenant_id=request[TENANT], dataset_id=dataset_id, document_id=document_id, content=content,
                                 extra_json=json.dumps(_chunk_extra(raw), ensure_ascii=False))
     return ok({"chunk": stored_chunk_view((await rv.call(rv.rpc.AddChunk, req)).chunk)})

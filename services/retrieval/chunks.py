@@ -1,5 +1,8 @@
 """Editing a document's chunks one by one (RAGFlow's chunk routes): list, add, update, delete.
 
+Adding content the document already holds writes that chunk over (RAGFlow's chunk id hashes content and
+document), and the document's chunk_count counts edits as RAGFlow's does: +1 per add, -n per delete of n.
+
 Each edit reads the document's chunks, changes the list and swaps it in with `Backend.replace_chunks`, so
 searches see the old chunks or the new ones, never a mix. An added or changed chunk is embedded with the
 dataset's model, the same way ingestion embeds.
@@ -51,9 +54,15 @@ class ChunkEditor:
         async with self.locks[document_id]:
             ds, doc = await self.document(tenant_id, dataset_id, document_id)
             chunks = await self.backend.get_chunks(tenant_id, dataset_id, document_id)
-            new = ChunkRecord(chunk_id(document_id, len(chunks), content), content, await self._embed(ds, content),
-                              extra=dict(extra or {}))
-            await self._store(tenant_id, ds, doc, [*chunks, new])
+            same = next((i for i, c in enumerate(chunks) if c.content == content), None)
+            if same is not None:  # RAGFlow's id hashes content and document: this chunk, written over
+                new = dataclasses.replace(chunks[same], extra=dict(extra or {}))
+                chunks[same] = new
+            else:
+                new = ChunkRecord(chunk_id(document_id, len(chunks), content), content, await self._embed(ds, content),
+                                  extra=dict(extra or {}))
+                chunks.append(new)
+            await self._store(tenant_id, ds, doc, chunks, doc.chunk_count + 1)
             return new
 
     async def update(self, tenant_id: str, dataset_id: str, document_id: str, chunk: str, content: str | None,
@@ -73,7 +82,7 @@ class ChunkEditor:
             if changed == old:
                 return old
             chunks[index] = changed
-            await self._store(tenant_id, ds, doc, chunks)
+            await self._store(tenant_id, ds, doc, chunks, doc.chunk_count)
             return chunks[index]
 
     async def delete(self, tenant_id: str, dataset_id: str, document_id: str, ids: list[str], *, everything: bool) -> int:
@@ -82,7 +91,8 @@ class ChunkEditor:
             chunks = await self.backend.get_chunks(tenant_id, dataset_id, document_id)
             drop = {c.id for c in chunks} if everything else set(ids) & {c.id for c in chunks}
             if drop:
-                await self._store(tenant_id, ds, doc, [c for c in chunks if c.id not in drop])
+                await self._store(tenant_id, ds, doc, [c for c in chunks if c.id not in drop],
+                                  max(doc.chunk_count - len(drop), 0))
             return len(drop)
 
     async def _embed(self, ds: Dataset, text: str) -> list[float]:
@@ -98,6 +108,8 @@ class ChunkEditor:
                                      f"dataset holds {ds.dimension}-dimensional ones")
         return vectors[0]
 
-    async def _store(self, tenant_id: str, ds: Dataset, doc: Document, chunks: list[ChunkRecord]) -> None:
-        done = dataclasses.replace(doc, chunk_count=len(chunks), updated_at=now())
+    async def _store(self, tenant_id: str, ds: Dataset, doc: Document, chunks: list[ChunkRecord], count: int) -> None:
+        """`count` is the document's chunk_count after the edit: RAGFlow's counter, which each add raises by
+        one (an add of content the document holds too) and each delete lowers by the chunks it removed."""
+        done = dataclasses.replace(doc, chunk_count=count, updated_at=now())
         await self.backend.replace_chunks(tenant_id, ds, done, chunks)

@@ -139,7 +139,8 @@ async def test_important_keywords_are_searched_and_rank_their_chunk_first(stack)
     doc = await stack.ingest(ds.id, "base.txt", "Zebras graze on the savanna.")
     text = "Bleed the radiator valve every autumn."
     plain = await _chunk(stack, ds.id, doc.id, text)
-    keyed = await _chunk(stack, ds.id, doc.id, text, important_keywords=["heating"], questions=["How to bleed?"])
+    # the same words (the same text again would be the same chunk, written over)
+    keyed = await _chunk(stack, ds.id, doc.id, text.upper(), important_keywords=["heating"], questions=["How to bleed?"])
     # A term only in the keywords is found by the keyword search and counts as a found term.
     only_keywords = (await stack.search("heating", [ds.id], keywords_similarity_weight=1.0)).chunks
     assert [c.id for c in only_keywords] == [keyed.id] and only_keywords[0].term_similarity > 0.99
@@ -187,3 +188,33 @@ async def test_a_datasets_pagerank_is_added_to_its_chunks_similarity(stack):
     assert after[0].similarity == pytest.approx(after[1].similarity + 7)
     assert "pagerank" in await _fails(stack.stub.UpdateDataset(_update_dataset(stack, ranked.id, pagerank=101)),
                                       grpc.StatusCode.INVALID_ARGUMENT)
+
+
+async def test_adding_content_the_document_holds_is_that_chunk_and_counts_as_ragflow_counts(stack):
+    ds = await stack.dataset()
+    doc = await stack.ingest(ds.id, "base.txt", "Zebras graze on the savanna.")
+    first = await _chunk(stack, ds.id, doc.id, "The boiler warranty lasts five years.", important_keywords=["boiler"])
+    again = await _chunk(stack, ds.id, doc.id, "The boiler warranty lasts five years.", questions=["How long?"])
+    assert again.id == first.id and json.loads(again.extra_json) == {"questions": ["How long?"]}  # written over
+    listed = await stack.stub.ListChunks(rr_pb.ListChunksRequest(tenant_id=stack.tenant, dataset_id=ds.id,
+                                                                 document_id=doc.id), timeout=30)
+    assert listed.total == 2  # the ingested chunk and the added one
+    assert listed.document.chunk_count == 3  # RAGFlow's counter: 1 ingested, +1 per add
+    await stack.stub.DeleteChunks(rr_pb.DeleteChunksRequest(tenant_id=stack.tenant, dataset_id=ds.id, document_id=doc.id,
+                                                            chunk_ids=[first.id]), timeout=30)
+    listed = await stack.stub.ListChunks(rr_pb.ListChunksRequest(tenant_id=stack.tenant, dataset_id=ds.id,
+                                                                 document_id=doc.id), timeout=30)
+    assert (listed.total, listed.document.chunk_count) == (1, 2)  # minus the chunks removed
+
+
+async def test_list_documents_by_metadata(stack):
+    ds = await stack.dataset()
+    tagged = await stack.ingest(ds.id, "a.txt", "Zebras graze.", metadata=json.dumps({"status": "done", "tags": ["x", "y"]}))
+    await stack.ingest(ds.id, "b.txt", "Lions hunt.", metadata=json.dumps({"status": "new"}))
+    req = rr_pb.ListDocumentsRequest(tenant_id=stack.tenant, dataset_id=ds.id,
+                                     metadata_filter=[rr_pb.MetadataCondition(key="tags", operator="is", value="y")])
+    resp = await stack.stub.ListDocuments(req, timeout=30)
+    assert [d.id for d in resp.documents] == [tagged.id] and resp.total == 1
+    req.metadata_filter.append(rr_pb.MetadataCondition(key="status", operator="=", value="new"))
+    req.metadata_logic = "or"
+    assert (await stack.stub.ListDocuments(req, timeout=30)).total == 2
