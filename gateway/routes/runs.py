@@ -14,13 +14,19 @@
 - GET /api/v1/agents/{agent_id}/runs/{run_id}/events?dialect=: the run's stream in `dialect` (ragflow,
   openai or envelope) from its start, or after the event a `Last-Event-ID: <run id>:<seq>` header names.
 
+- GET /api/v1/agents/{agent_id}/runs/{run_id}/interrupts: what a paused run waits for (form, tips, expiry);
+  POST .../interrupts/{interrupt_id}/resolve {"inputs"} answers it once: 409 once answered, 410 once expired.
+
 A run's events are also rejoined on the completion routes themselves, with the `Last-Event-ID` header.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Literal
+
+import grpc
 
 from aiohttp import web
 from pydantic import BaseModel, Field
@@ -36,7 +42,8 @@ from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR, parse_event_id
 from gateway.responses import CompletionData, RunOut
-from gateway.routes._runs import started
+from gateway.protocol import parse, read_json
+from gateway.routes._runs import respond, started
 from gateway.routes._views import ok
 
 _TAGS = ("runs",)
@@ -119,8 +126,60 @@ async def run_events(request: web.Request) -> web.StreamResponse:
         return await sse.send(request, run.stream(events), events, media_type=run.dialect.media_type)
 
 
+class InterruptOut(BaseModel):
+    id: str  # "<run id>:<component>": POST .../interrupts/{id}/resolve answers it
+    run_id: str
+    component: str  # the UserFillUp that waits
+    form: dict = Field(default_factory=dict)  # {field: {name, type, optional, options, value}}
+    tips: str = ""
+    expires_at: float | None = None  # epoch seconds; null: it never expires
+    status: Literal["waiting", "answered", "expired", "cancelled"]
+    on_timeout: str = "fail"  # what becomes of the run when it expires: fail, defaults, cancel
+
+
+class ResolveBody(BaseModel):
+    model_config = {"extra": "forbid"}
+    inputs: dict = Field(default_factory=dict)  # the form's answers: {field: value} or {field: {"value": ...}}
+
+
+def _interrupt_view(i: canvas_pb.Interrupt) -> dict:
+    return {"id": i.id, "run_id": i.run_id, "component": i.component, "form": json.loads(i.form_json or "{}"),
+            "tips": i.tips, "expires_at": i.expires_at or None, "status": i.status, "on_timeout": i.on_timeout}
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract("What a paused run waits for (its UserFillUp's form, tips, expiry)",
+                                             response=list[InterruptOut], tags=_TAGS))
+async def list_interrupts(request: web.Request) -> web.Response:
+    orch = request.app[ORCHESTRATOR]
+    req = canvas_pb.ListInterruptsRequest(tenant_id=request[TENANT], run_id=request.match_info["run_id"],
+                                          agent_id=request.match_info["agent_id"])
+    return ok([_interrupt_view(i) for i in (await orch.unary(orch.canvas.ListInterrupts, req)).interrupts])
+
+
+@endpoint(Dialect.RAGFLOW, contract=Contract(
+    "Answer an interrupt with its inputs, once (409 once answered, 410 once expired); the resumed run's result",
+    body=ResolveBody, response=CompletionData, error_statuses=(409, 410), tags=_TAGS))
+async def resolve_interrupt(request: web.Request) -> web.StreamResponse:
+    body = parse(ResolveBody, await read_json(request))
+    info = await _run_info(request)
+    interrupt_id = request.match_info["interrupt_id"]
+    if interrupt_id.partition(":")[0] != info.run_id:
+        raise GatewayError(f"interrupt {interrupt_id!r} is not run {info.run_id}'s", code=grpc.StatusCode.NOT_FOUND)
+    req = canvas_pb.RunRequest(agent=canvas_pb.AgentTarget(agent_id=info.agent_id), tenant_id=request[TENANT],
+                               session_id=info.session_id, inputs_json=json.dumps(body.inputs),
+                               interrupt_id=interrupt_id)
+    try:
+        return await respond(request, req, RagflowRun(Mode.WORKFLOW, session_id=info.session_id), stream=False)
+    except GatewayError as err:
+        if err.code == grpc.StatusCode.OUT_OF_RANGE:  # expired: 410 Gone, whatever the dialect
+            raise GatewayError(err.message, code=err.code, http_status=410) from None
+        raise
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/api/v1/agents/{agent_id}/runs/{run_id}/join", join_run)
     app.router.add_get("/api/v1/agents/{agent_id}/runs/{run_id}/events", run_events)
     app.router.add_get("/api/v1/agents/{agent_id}/runs/{run_id}", get_run)
+    app.router.add_get("/api/v1/agents/{agent_id}/runs/{run_id}/interrupts", list_interrupts)
+    app.router.add_post("/api/v1/agents/{agent_id}/runs/{run_id}/interrupts/{interrupt_id}/resolve", resolve_interrupt)
     app.router.add_get("/api/v1/agents/{agent_id}/sessions/{session_id}/runs", list_session_runs)

@@ -10,6 +10,7 @@ from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.canvas.v1 import events_pb2 as ev_pb
 
 from services.common.errors import InvalidArgument
+from services.common.json_fields import dumps
 from services.orchestrator.api.convert import (
     issues_to_proto,
     numbered_to_proto,
@@ -60,6 +61,14 @@ class CanvasServicer(canvas_grpc.CanvasServiceServicer):
             raise InvalidArgument("session_id is required")
         runs = await self.runs.queries.list_runs(_tenant(request), request.session_id, request.agent_id)
         return canvas_pb.ListRunsResponse(runs=[run_info_to_proto(run_id, info, []) for run_id, info in runs])
+
+    async def ListInterrupts(self, request, context):
+        if not request.run_id:
+            raise InvalidArgument("run_id is required")
+        found = await self.runs.interrupts.list(_tenant(request), request.run_id, request.agent_id)
+        return canvas_pb.ListInterruptsResponse(interrupts=[canvas_pb.Interrupt(
+            id=i["id"], run_id=i["run_id"], component=i["component"], form_json=dumps(i["form"]), tips=i["tips"],
+            expires_at=i["expires_at"], status=i["status"], on_timeout=i["on_timeout"]) for i in found])
 
     async def GetRunLog(self, request, context):
         if not request.run_id:

@@ -10,7 +10,7 @@ that was not answered is None.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -25,6 +25,10 @@ class UserFillUpParams(Params):
     inputs: dict[str, dict[str, Any]] = Field(default_factory=dict)  # {field: {name, type, optional, options}}
     tips: str = DEFAULT_TIPS
     enable_tips: Any = True
+    # the wait expires after this many seconds (0: never); then the interrupt cannot be answered (410) and
+    # `on_timeout` says what became of the run: fail, use the form's default `value`s, or cancel
+    timeout_s: float = Field(0.0, ge=0)
+    on_timeout: Literal["fail", "defaults", "cancel"] = "fail"
 
 
 def _form(inputs: Any) -> dict[str, dict[str, Any]]:

@@ -28,6 +28,7 @@ from services.orchestrator.engine import events as ev
 from services.orchestrator.engine.settings import Services
 from services.orchestrator.runs import admission
 from services.orchestrator.runs.ending import RunEnding
+from services.orchestrator.runs.interrupts import RunInterrupts
 from services.orchestrator.runs.leases import Leases
 from services.orchestrator.runs.local import LocalRuns
 from services.orchestrator.runs.pump import END, Pump, PumpServices
@@ -58,6 +59,7 @@ class RunManager:
         self.resumes = RunResumes(sessions, runs, self.starts, pumps, max_attempts=max_attempts)
         self.leases = Leases(runs, self.local, self.resumes)
         self.queries = RunQueries(sessions, runs)
+        self.interrupts = RunInterrupts(runs, self.starts, codec)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -87,6 +89,8 @@ class RunManager:
         while True:
             record, dsl = await self.starts.load(spec)
             admission.check_session(spec, record)
+            if spec.interrupt_id:  # an interrupt answered (resolve): once, before its expiry
+                await self.interrupts.claim(spec, record)
             try:
                 if record is not None and record.paused_run:
                     return await self.resumes.answer_pause(spec, record)

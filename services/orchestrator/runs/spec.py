@@ -33,6 +33,7 @@ class RunSpec:
     completion_webhook: dict[str, Any] | None = None
     # a busy session: reject, enqueue, interrupt or rollback (runs/admission.py); "" the agent's default
     multitask_strategy: str = ""
+    interrupt_id: str = ""  # "<run id>:<component>": these inputs answer that interrupt, once (runs/interrupts.py)
 
     def to_json(self) -> dict[str, Any]:
         """The fields as they are (not copied): serialise the dict before the spec changes."""
