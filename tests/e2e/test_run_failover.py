@@ -4,6 +4,9 @@ llm_gateway (in this process, scripted, counting every model request).
 - `kill -9` of the replica running a canvas in the middle of an LLM stream: the other replica resumes the run
   within a few leases, a client that rejoins gets the whole answer once, the LLM call that had finished is not
   sent again, and the session takes the next turn.
+- `kill -9` of the replica running a client's stream through the HTTP gateway: the client rejoins
+  (Last-Event-ID) at once, is never told "unavailable", and is told that the interrupted component started
+  again before its whole output.
 - `kill -9` while a run waits for UserFillUp: the answer goes to the surviving replica.
 - Redis restarts in the middle of a run: the run ends (finished or with a clear error) and nothing that was
   stored is lost.
@@ -26,6 +29,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 
+from aiohttp.test_utils import TestClient, TestServer
+
+from gateway.app import create_app
+from gateway.config import GatewayConfig
 from services.orchestrator.store import keys
 from tests.support.llm_gateway import llm_gateway
 from tests.support.net import free_port
@@ -172,6 +179,9 @@ async def test_kill_9_mid_stream_the_other_replica_resumes_and_a_rejoining_clien
     assert [e.seq for e in whole] == sorted({e.seq for e in whole})
     started = [e.node_id for e in whole if e.WhichOneof("kind") == "node_started"]
     assert started == ["begin", "LLM:Plan", "LLM:Slow", "Message:Out"]  # each component once in the stream
+    # what had started but not finished starts again, and says so (a client that saw part of it drops that)
+    restarted = {e.node_id for e in whole if e.WhichOneof("kind") == "node_started" and e.node_started.restarted}
+    assert "LLM:Slow" in restarted and not restarted & {"begin", "LLM:Plan"}
     assert calls(provider, "planner") == 1  # finished before the crash: never sent again
     assert calls(provider, "slow") == 2  # interrupted: sent again
     info = await final_status(b.stub, run_id)  # the turn is stored just after the last event
@@ -199,6 +209,107 @@ async def test_a_run_that_dies_before_its_journals_first_write_is_resumed_from_t
     assert started == ["begin", "LLM:Plan", "LLM:Slow", "Message:Out"]
     assert calls(provider, "planner") == 2  # no checkpoint reached Redis: it ran again
     assert (await final_status(b.stub, run_id)).status == "succeeded"
+
+
+GATEWAY_KEY = "failover-key"
+
+
+@pytest.fixture
+async def gateway(cluster):
+    """The HTTP gateway in front of both replicas (one channel, round_robin over the two addresses)."""
+    (a, b), _, _ = cluster
+    cfg = GatewayConfig(host="127.0.0.1", port=0, api_keys={GATEWAY_KEY: "t1"}, run_lease_s=LEASE_S,
+                        upstreams={"orchestrator": f"ipv4:127.0.0.1:{a.port},127.0.0.1:{b.port}",
+                                   **{name: f"127.0.0.1:{free_port()}" for name in ("llm_gateway", "retrieval", "sandbox")}})
+    client = TestClient(TestServer(create_app(cfg), host="127.0.0.1"))
+    await client.start_server()
+    yield client
+    await client.close()
+
+
+async def sse_frames(resp):
+    """(id, RAGFlow event) of each SSE frame as it comes; ends at [DONE] or when the connection breaks."""
+    block: dict[str, str] = {}
+    try:
+        async for raw in resp.content:
+            line = raw.decode().rstrip("\n")
+            if line:
+                field, _, value = line.partition(":")
+                block[field] = value.strip()
+                continue
+            if block.get("data") and block["data"] != "[DONE]":
+                yield block.get("id", ""), json.loads(block["data"])
+            block = {}
+    except Exception:  # noqa: BLE001 (the replica died under the stream: what came is what the client has)
+        return
+
+
+class Screen:
+    """What a RAGFlow UI shows: each component's output, dropped when the component starts again."""
+
+    def __init__(self) -> None:
+        self.output: dict[str, list[str]] = {}
+        self.restarted: list[str] = []
+        self.errors: list[str] = []
+
+    def show(self, event: dict) -> None:
+        data = event.get("data") or {}
+        if event.get("code"):  # a RAGFlow error frame
+            self.errors.append(event.get("message", ""))
+        elif event["event"] == "node_started" and data.get("restarted"):
+            self.restarted.append(data["component_id"])
+            self.output.pop(data["component_id"], None)
+        elif event["event"] == "node_started":
+            self.output.setdefault(data["component_id"], [])
+        elif event["event"] == "message":
+            streaming = [node for node, text in self.output.items() if text is not None]
+            self.output.setdefault(streaming[-1] if streaming else "", []).append(data.get("content", ""))
+
+    def text(self) -> str:
+        return "".join(t for texts in self.output.values() for t in texts)
+
+
+async def owner_process(redis_client, replicas, run_id: str) -> Replica:
+    owner = (await redis_client.get(keys.run_lease(run_id))).decode()
+    return next(r for r in replicas if owner.split("-")[-2] == str(r.proc.pid))
+
+
+async def test_kill_9_under_a_gateway_stream_the_rejoin_is_never_unavailable_and_sees_the_restart(
+        cluster, gateway, redis_client) -> None:
+    (a, b), provider, _ = cluster
+    auth = {"Authorization": f"Bearer {GATEWAY_KEY}"}
+    created = await (await gateway.post("/api/v1/agents", headers=auth,
+                                        json={"title": "failover", "dsl": json.loads(TWO_LLM_DSL)})).json()
+    agent_id = created["data"]["id"]
+    body = {"agent_id": agent_id, "query": "q", "stream": True}
+    screen, last_id, deltas = Screen(), "", 0
+    killed: Replica | None = None
+    resp = await gateway.post("/api/v1/agents/chat/completions", headers=auth, json=body)
+    async for frame_id, event in sse_frames(resp):
+        if killed is not None:
+            break  # what the dying stream still says is not the point here
+        screen.show(event)
+        last_id = frame_id or last_id
+        deltas += event.get("event") == "message"
+        if deltas == 3:
+            killed = await owner_process(redis_client, (a, b), last_id.rsplit(":", 1)[0])
+            killed.kill()
+    assert killed is not None and calls(provider, "slow") == 1
+    survivor = b if killed is a else a
+
+    # At once, before any replica took the run over: the rejoin waits for the new owner and goes on.
+    rejoin = await gateway.post("/api/v1/agents/chat/completions", headers={**auth, "Last-Event-ID": last_id}, json=body)
+    assert rejoin.status == 200
+    events = [event async for _, event in sse_frames(rejoin)]
+    for event in events:
+        screen.show(event)
+    assert screen.errors == []  # never "the orchestrator is unavailable"
+    assert "unavailable" not in json.dumps(events)
+    assert events[-1]["event"] == "workflow_finished"
+    assert "LLM:Slow" in screen.restarted  # announced before its new output...
+    assert screen.text() == SLOW_TEXT  # ...so the screen shows the whole answer once
+    info = await final_status(survivor.stub, last_id.rsplit(":", 1)[0])
+    assert info.status == "succeeded" and info.attempts == 2
 
 
 async def test_kill_9_while_waiting_for_the_user_then_answer_on_the_other_replica(cluster) -> None:
