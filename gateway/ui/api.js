@@ -66,6 +66,30 @@ export class Api {
     return this.call("GET", `/api/v1/agents/${encodeURIComponent(id)}/logs/${encodeURIComponent(messageId)}`);
   }
 
+  // A run's record (status, `caller_run_id` of a child run...); an ApiError when it is not this agent's.
+  run(id, runId) {
+    return this.call("GET", `/api/v1/agents/${encodeURIComponent(id)}/runs/${encodeURIComponent(runId)}`);
+  }
+
+  // The child runs a past run's AgentCall nodes started, [{component, agentId, runId}], from the run's stored
+  // stream in RAGFlow's dialect, whose node_finished carries a component's inputs and outputs (the envelope's
+  // does not). An AgentCall used as an Agent's tool keeps no outputs: its child is not listed.
+  async childRuns(id, runId) {
+    const resp = await fetch(`/api/v1/agents/${encodeURIComponent(id)}/runs/${encodeURIComponent(runId)}/events?dialect=ragflow`,
+      { headers: this.headers() });
+    if (!resp.ok) throw new ApiError(`the run's events: HTTP ${resp.status}`);
+    const children = [];
+    await readEvents(resp, (data) => {
+      if (data === "[DONE]") return;
+      const ev = JSON.parse(data);
+      const d = ev.data || {};
+      if (ev.event === "node_finished" && d.component_type === "AgentCall" && d.outputs?.run_id) {
+        children.push({ component: d.component_id, agentId: d.inputs?.agent_id, runId: d.outputs.run_id });
+      }
+    });
+    return children;
+  }
+
   // POST /api/v1/agents/{id}/stream; calls onEnvelope(envelope) for each event until `done`. With
   // `lastEventId` ("<run id>:<seq>") it rejoins that run after that event instead of starting one: "<run id>:0"
   // replays a past run's whole stored stream.
@@ -84,20 +108,25 @@ export class Api {
       } catch { /* not JSON: keep the status */ }
       throw new ApiError(message);
     }
-    const reader = resp.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const frame = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + 2);
-        const data = frame.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
-        if (data) onEnvelope(JSON.parse(data));
-      }
+    await readEvents(resp, (data) => onEnvelope(JSON.parse(data)));
+  }
+}
+
+// Server-sent events from a fetch response: onData(the data of each event) until the stream ends.
+async function readEvents(resp, onData) {
+  const reader = resp.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const frame = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      const data = frame.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
+      if (data) onData(data);
     }
   }
 }

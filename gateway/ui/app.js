@@ -11,7 +11,10 @@ const $ = (id) => document.getElementById(id);
 
 const state = {
   api: null,
+  agents: [], // this key's agents, as listed
   agent: null, // {id, title}
+  sessions: [], // the agent's sessions, as listed
+  runAgents: new Map(), // run id -> agent id of the past runs opened, for the links between caller and child
   versionId: "", // "" = latest published (or the draft when none is); "draft" = the draft
   threadId: "", // the session the next message continues
   running: null, // AbortController of the run in flight
@@ -65,7 +68,7 @@ $("sign-out").addEventListener("click", signOut);
 async function loadAgents() {
   const list = $("agents");
   list.replaceChildren();
-  const agents = await state.api.agents();
+  const agents = (state.agents = await state.api.agents());
   if (!agents.length) list.append(el("li", "muted", "No agents yet: create one with POST /api/v1/agents."));
   for (const a of agents) {
     const li = el("li");
@@ -121,7 +124,7 @@ $("versions").addEventListener("change", async (e) => {
 async function loadSessions() {
   const list = $("sessions");
   list.replaceChildren();
-  const sessions = await state.api.sessions(state.agent.id);
+  const sessions = (state.sessions = await state.api.sessions(state.agent.id));
   if (!sessions.length) list.append(el("li", "muted", "No sessions yet."));
   for (const s of sessions) {
     const asked = s.messages.filter((m) => m.role === "user").length;
@@ -163,10 +166,14 @@ async function replay(messageId) {
   state.running?.abort();
   graph.reset();
   trace.clear(`run ${messageId.slice(0, 8)}`);
+  const agentId = state.agent.id;
+  state.runAgents.set(messageId, agentId);
   let replayed = false;
+  let calls = false; // an AgentCall node ran: it started a child run
   try {
-    await state.api.stream(state.agent.id, {}, (env) => {
+    await state.api.stream(agentId, {}, (env) => {
       replayed = true;
+      calls ||= env.data?.component_type === "AgentCall";
       trace.envelope(env);
       markNode(env);
     }, undefined, `${messageId}:0`);
@@ -184,6 +191,54 @@ async function replay(messageId) {
   } catch (err) {
     trace.line("fail", "", err.message);
   }
+  await runLinks(agentId, messageId, calls);
+}
+
+// Agents calling agents (docs/agents-as-services.md): "open child run" on each AgentCall node that started one,
+// and "open caller run" when an AgentCall of another run started this one (its record's `caller_run_id`).
+async function runLinks(agentId, runId, calls) {
+  const shown = trace.shown;
+  try {
+    const children = calls ? await state.api.childRuns(agentId, runId) : [];
+    const record = await state.api.run(agentId, runId);
+    if (trace.shown !== shown) return; // another trace is shown by now
+    for (const c of children) {
+      trace.button(trace.lastLine(c.component), "open child run", () => openRun(c.agentId, c.runId));
+    }
+    if (record.caller_run_id) {
+      const li = trace.line("run", "", `called by run ${record.caller_run_id.slice(0, 8)}`);
+      trace.button(li, "open caller run", async () => openRun(await agentOfRun(record.caller_run_id), record.caller_run_id));
+    }
+  } catch (err) {
+    if (trace.shown === shown) trace.line("fail", "", err.message);
+  }
+}
+
+// A past run of any agent of this key, opened as from its session list: its agent, its session, its trace.
+async function openRun(agentId, runId) {
+  const agent = state.agents.find((a) => a.id === agentId);
+  if (!agent) {
+    trace.line("fail", "", `run ${runId.slice(0, 8)}: its agent is not one of this key's`);
+    return;
+  }
+  const record = await state.api.run(agentId, runId);
+  await openAgent(agent);
+  const session = state.sessions.find((s) => s.id === record.session_id);
+  if (session) openSession(session);
+  await replay(runId);
+}
+
+// The agent of a run: known when the run was opened here, else the first agent of this key whose run it is
+// (the run API names a run under its agent).
+async function agentOfRun(runId) {
+  if (state.runAgents.has(runId)) return state.runAgents.get(runId);
+  for (const a of state.agents) {
+    try {
+      await state.api.run(a.id, runId);
+      return a.id;
+    } catch { /* another agent's run */ }
+  }
+  return "";
 }
 
 // A component's state on the canvas, from one envelope (live or replayed).

@@ -25,12 +25,14 @@ export class Trace {
     this.list = list;
     this.title = title;
     this.tools = {};
+    this.shown = 0; // bumped by clear(): what a slow request adds goes only to the trace it was made for
   }
 
   clear(title = "") {
     this.list.replaceChildren();
     this.title.textContent = title;
     this.tools = {};
+    this.shown += 1;
   }
 
   line(cls, node, text) {
@@ -40,6 +42,20 @@ export class Trace {
     this.list.append(li);
     this.list.scrollTop = this.list.scrollHeight;
     return li;
+  }
+
+  // The last line of component `node`, or a new one when the trace has none (its stream is no longer stored).
+  lastLine(node) {
+    const lines = [...this.list.querySelectorAll("li")].filter((li) => li.querySelector(".t-node")?.textContent === node);
+    return lines.pop() || this.line("done", node, "");
+  }
+
+  // A link at the end of a line: "open child run", "open caller run".
+  button(li, text, onClick) {
+    const b = el("button", "link t-link", text);
+    b.addEventListener("click", onClick);
+    li.append(" ", b);
+    return b;
   }
 
   // One envelope of the live stream.
