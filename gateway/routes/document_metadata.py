@@ -128,6 +128,40 @@ async def flattened_metadata(request: web.Request) -> web.Response:
     return ok(flattened(docs))
 
 
+async def listed_ids(request: web.Request, dataset_id: str) -> set[str] | None:
+    """The documents the list route's `metadata_condition` and `metadata` query parameters (JSON) leave, None
+    when neither filters (RAGFlow's _parse_doc_id_filter_with_metadata); `return_empty_metadata` drops both."""
+    q = request.query
+    try:
+        condition = json.loads(q.get("metadata_condition", "{}"))
+    except json.JSONDecodeError:
+        raise data_error(f"metadata_condition must be valid JSON: {q.get('metadata_condition')}.") from None
+    try:
+        simple = json.loads(q.get("metadata", "{}"))
+    except json.JSONDecodeError:
+        raise data_error("metadata must be valid JSON.") from None
+    empty_too = q.get("return_empty_metadata", "false").lower() == "true"
+    if isinstance(simple, dict) and simple.get("empty_metadata"):
+        empty_too, simple = True, {k: v for k, v in simple.items() if k != "empty_metadata"}
+    if empty_too:
+        return None
+    if condition and not isinstance(condition, dict):
+        raise data_error("metadata_condition must be an object.")
+    if simple and not isinstance(simple, dict):
+        raise data_error("metadata must be an object.")
+    kept: set[str] | None = None
+    if condition:
+        kept = await _matching(request, dataset_id, condition)
+    if simple:
+        values = flattened(await documents(request, dataset_id))
+        for key, wanted in simple.items():
+            wanted = [str(v) for v in (wanted if isinstance(wanted, list) else [wanted]) if v is not None and str(v).strip()]
+            if wanted:
+                ids = {i for v in wanted for i in values.get(key, {}).get(v, [])}
+                kept = ids if kept is None else kept & ids
+    return kept
+
+
 # ---------------------------------------------------------------------------------------- batch update
 def _dedupe(values: list[Any]) -> list[Any]:
     seen: set[str] = set()

@@ -42,6 +42,7 @@ from gateway.responses import DocumentList, DocumentOut, PartialDelete, json_res
 from gateway.routes._datasets import (
     TAGS,
     data_error,
+    dataset_view,
     document_view,
     documents,
     find_dataset,
@@ -50,6 +51,7 @@ from gateway.routes._datasets import (
     retrieval,
     settings_of,
 )
+from gateway.routes import document_metadata
 from gateway.routes._views import ok
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -104,7 +106,9 @@ async def _read_files(request: web.Request) -> list[tuple[str, str, bytes]]:
                                              multipart=("file",), response=list[DocumentOut], tags=TAGS))
 async def upload_documents(request: web.Request) -> web.Response:
     tenant, rv, dataset_id = request[TENANT], retrieval(request), request.match_info["dataset_id"]
-    dataset = await owned_dataset(request, dataset_id)
+    if (found := await find_dataset(request, dataset_id)) is None:  # RAGFlow's upload wording (another tenant's
+        raise data_error(f"Can't find the dataset with ID {dataset_id}!")  # dataset is one this key cannot find)
+    dataset = dataset_view(found)
     files = await _read_files(request)
     taken = {d.name for d in await documents(request, dataset_id)}
     docs, errors = [], []
@@ -160,7 +164,8 @@ async def list_documents(request: web.Request) -> web.Response:
     ids = [i for v in request.query.getall("ids", []) for i in v.split(",") if i]
     suffixes = {s.lower().lstrip(".") for v in request.query.getall("suffix", []) for s in v.split(",") if s}
     runs = _run_filter([r for v in request.query.getall("run", []) for r in v.split(",") if r.strip()])
-    if not (q.id or q.name or q.keywords or ids or suffixes or runs) and (q.orderby, q.desc) == ("create_time", True):
+    by_meta = await document_metadata.listed_ids(request, dataset_id)
+    if by_meta is None and not (q.id or q.name or q.keywords or ids or suffixes or runs) and (q.orderby, q.desc) == ("create_time", True):
         # the service's own order and paging (newest first), without reading every document
         rv = retrieval(request)
         req = rr_pb.ListDocumentsRequest(tenant_id=request[TENANT], dataset_id=dataset_id, page=q.page,
@@ -176,7 +181,8 @@ async def list_documents(request: web.Request) -> web.Response:
         raise data_error(f"Should not provide both 'id':{q.id} and 'ids'{ids}")
     wanted = {q.id} if q.id else set(ids) if ids else None
     keywords = (q.keywords or "").lower()
-    docs = [d for d in every if (wanted is None or d.id in wanted) and (not q.name or d.name == q.name)
+    docs = [d for d in every if (d.id in wanted if wanted is not None else by_meta is None or d.id in by_meta)
+            and (not q.name or d.name == q.name)
             and (not keywords or keywords in d.name.lower())
             and (not suffixes or PurePath(d.name).suffix.lower().lstrip(".") in suffixes)
             and (not runs or document_view(d)["run"] in runs)]

@@ -9,6 +9,7 @@ keywords count as found terms (services/retrieval/scoring.py).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from aiohttp import web
@@ -39,61 +40,109 @@ class RetrievalBody(_Body):
     metadata_condition: dict[str, Any] | None = None
 
 
+def _page(value: Any, default: int) -> int:
+    """RAGFlow's validate_rest_api_page(_size): a value int() refuses, or one below 1, is the default."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return default
+    return number if number >= 1 else default
+
+
+def _converted(convert: Any, value: Any) -> Any:
+    """`convert(value)` as RAGFlow's route does it unguarded: its exception is RAGFlow's answer (code 100, the
+    exception's repr, what its server_error_response gives)."""
+    try:
+        return convert(value)
+    except (TypeError, ValueError) as exc:
+        raise GatewayError(repr(exc), ragflow_code=100) from None
+
+
+def _highlight(raw: dict[str, Any]) -> bool:
+    value = raw.get("highlight")
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise data_error("`highlight` should be a boolean")
+
+
+def highlighted(content: str, question: str) -> str:
+    """The chunk's text with the question's words in <em>, as RAGFlow's highlight marks them; the text as it is
+    when none occurs (RAGFlow's fallback)."""
+    words = sorted({w for w in re.findall(r"\w+", question) if len(w) > 1}, key=len, reverse=True)
+    if not words:
+        return content
+    return re.sub(r"\b(" + "|".join(map(re.escape, words)) + r")\b", r"<em>\1</em>", content, flags=re.IGNORECASE)
+
+
 @endpoint(Dialect.RAGFLOW, contract=Contract("Retrieve chunks from datasets", body=RetrievalBody, response=RetrievalOut,
                                              tags=TAGS))
 async def retrieve(request: web.Request) -> web.Response:
+    """RAGFlow's retrieval_test, check for check and in its order. Unlike RAGFlow, a vector_similarity_weight
+    outside 0..1 is taken as the nearer bound (RAGFlow weighs with it as given, the keyword side negative)."""
     raw = await read_json(request)
     if not raw.get("dataset_ids"):
         raise data_error("`dataset_ids` is required.")
     if not isinstance(raw["dataset_ids"], list):
         raise data_error("`dataset_ids` should be a list")
-    if "question" not in raw:
-        raise data_error("`question` is required.")
-    if "document_ids" in raw and raw["document_ids"] is not None and not isinstance(raw["document_ids"], list):
-        raise data_error("`documents` should be a list")
-    req_body: RetrievalBody = await body(request)
+    dataset_ids = [str(i) for i in raw["dataset_ids"]]
     owned = {d.id for d in await owned_datasets(request)}
-    for dataset_id in req_body.dataset_ids or []:
+    for dataset_id in dataset_ids:
         if dataset_id not in owned:
             raise data_error(f"You don't own the dataset {dataset_id}.")
-    if req_body.top_k <= 0:
-        raise data_error("`top_k` must be greater than 0")
-    if not 0.0 <= req_body.vector_similarity_weight <= 1.0:
-        raise GatewayError("`vector_similarity_weight` must be between 0 and 1", param="vector_similarity_weight")
-    question = (req_body.question or "").strip()
+    if "question" not in raw:
+        raise data_error("`question` is required.")
+    page, size = _page(raw.get("page", 1), 1), _page(raw.get("page_size", 30), 30)
+    if size > MAX_PAGE_SIZE:
+        raise GatewayError(repr(ValueError(f"page_size must be less than or equal to {MAX_PAGE_SIZE}")), ragflow_code=100)
+    question = raw["question"].strip() if isinstance(raw["question"], str) else raw["question"]
     if not question:
-        return ok({"total": 0, "chunks": [], "doc_aggs": []})
-    size = req_body.page_size if 1 <= req_body.page_size <= MAX_PAGE_SIZE else 30
-    page = min(req_body.page, INT32_MAX // size) if req_body.page >= 1 else 1  # page * size goes in an int32
-    doc_ids = list(req_body.document_ids or [])
+        return ok({"total": 0, "chunks": [], "doc_aggs": {}})
+    doc_ids = raw.get("document_ids", [])
+    if not isinstance(doc_ids, list):
+        raise data_error("`documents` should be a list")
     if doc_ids:
         listed = set()
-        for dataset_id in req_body.dataset_ids or []:
+        for dataset_id in dataset_ids:
             listed |= {d.id for d in await documents(request, dataset_id)}
         for doc_id in doc_ids:
             if doc_id not in listed:
                 raise data_error(f"The datasets don't own the document {doc_id}")
-    conditions = []
-    meta = req_body.metadata_condition or {}
-    for c in meta.get("conditions") or []:
-        if isinstance(c, dict) and c.get("name", c.get("key")):
-            conditions.append(rr_pb.MetadataCondition(key=str(c.get("name", c.get("key"))),
-                                                      operator=str(c.get("comparison_operator", c.get("op", "="))),
-                                                      value=str(c.get("value", ""))))
+    threshold = _converted(float, raw.get("similarity_threshold", 0.2))
+    weight = _converted(float, raw.get("vector_similarity_weight", 0.3))
+    top_k = _converted(int, raw.get("top_k", 1024))
+    if top_k <= 0:
+        raise data_error("`top_k` must be greater than 0")
+    highlight = _highlight(raw)
+    meta = raw.get("metadata_condition") if not doc_ids and isinstance(raw.get("metadata_condition"), dict) else {}
+    conditions = [rr_pb.MetadataCondition(key=str(c.get("name", c.get("key"))),
+                                          operator=str(c.get("comparison_operator", c.get("op", "="))),
+                                          value=str(c.get("value", "")))
+                  for c in meta.get("conditions") or [] if isinstance(c, dict) and c.get("name", c.get("key"))]
+    page = min(page, INT32_MAX // size)  # page * size goes in an int32
     req = rr_pb.SearchRequest(
-        tenant_id=request[TENANT], query=question, dataset_ids=req_body.dataset_ids, document_ids=doc_ids,
-        top_n=page * size, top_k=min(req_body.top_k, INT32_MAX), similarity_threshold=req_body.similarity_threshold,
-        keywords_similarity_weight=1.0 - req_body.vector_similarity_weight, rerank_model=req_body.rerank_id or "",
+        tenant_id=request[TENANT], query=str(question), dataset_ids=dataset_ids, document_ids=[str(i) for i in doc_ids],
+        top_n=page * size, top_k=min(top_k, INT32_MAX), similarity_threshold=threshold,
+        keywords_similarity_weight=1.0 - min(max(weight, 0.0), 1.0), rerank_model=str(raw.get("rerank_id") or ""),
         metadata_filter=conditions, metadata_logic=str(meta.get("logic") or "and"))
     rv = retrieval(request)
     resp = await rv.call(rv.rpc.Search, req)
     chunks = list(resp.chunks)[(page - 1) * size:]
+    views = [chunk_view(c) for c in chunks]
+    for view in views:
+        view.pop("highlight")
+        if highlight:
+            view["highlight"] = highlighted(view["content"], str(question))
+    return ok({"chunks": views, "doc_aggs": _aggs(chunks), "total": resp.total})
+
+
+def _aggs(chunks: list[rr_pb.Chunk]) -> list[dict[str, Any]]:
     aggs: dict[str, dict[str, Any]] = {}
     for c in chunks:
         agg = aggs.setdefault(c.document_id, {"doc_name": c.document_name, "doc_id": c.document_id, "count": 0})
         agg["count"] += 1
-    return ok({"chunks": [chunk_view(c) for c in chunks], "doc_aggs": sorted(aggs.values(), key=lambda a: -a["count"]),
-               "total": resp.total})
+    return sorted(aggs.values(), key=lambda a: -a["count"])
 
 
 async def _dataset_search(request: web.Request, dataset_ids: list[str]) -> web.Response:
@@ -127,12 +176,7 @@ async def _dataset_search(request: web.Request, dataset_ids: list[str]) -> web.R
     rv = retrieval(request)
     resp = await rv.call(rv.rpc.Search, req)
     chunks = list(resp.chunks)[(page - 1) * size:]
-    aggs: dict[str, dict[str, Any]] = {}
-    for c in chunks:
-        agg = aggs.setdefault(c.document_id, {"doc_name": c.document_name, "doc_id": c.document_id, "count": 0})
-        agg["count"] += 1
-    return ok({"chunks": [chunk_view(c) for c in chunks], "doc_aggs": sorted(aggs.values(), key=lambda a: -a["count"]),
-               "total": resp.total})
+    return ok({"chunks": [chunk_view(c) for c in chunks], "doc_aggs": _aggs(chunks), "total": resp.total})
 
 
 @endpoint(Dialect.RAGFLOW, contract=Contract("Search one dataset", response=RetrievalOut, tags=TAGS))

@@ -298,6 +298,6 @@ async def test_retrieval_validation_and_tenants(live):
     stolen = await live.call("POST", "/api/v1/retrieval", json={"question": "x", "dataset_ids": [ds]}, key=live.key_b)
     assert (stolen["code"], stolen["message"]) == (102, f"You don't own the dataset {ds}.")
     blank = await live.call("POST", "/api/v1/retrieval", json={"question": " ", "dataset_ids": [ds]})
-    assert blank["data"] == {"total": 0, "chunks": [], "doc_aggs": []}
+    assert blank["data"] == {"total": 0, "chunks": [], "doc_aggs": {}}  # RAGFlow answers an empty question so
     found = await live.call("POST", "/api/v1/retrieval", json={"question": "radiator valve", "dataset_ids": [ds]})
     assert found["data"]["chunks"][0]["document_keyword"] == "a.txt" and found["data"]["doc_aggs"][0]["count"] == 1
