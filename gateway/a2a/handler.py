@@ -33,7 +33,7 @@ from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import events_pb2
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 
-from gateway.a2a.push import PushDelivery
+from gateway.a2a.push import PushConfigs
 from gateway.agent_calls import RunOutcome, call_request
 from gateway.errors import GatewayError, from_rpc_error
 from gateway.orchestrator import Orchestrator
@@ -134,7 +134,7 @@ class RunView:
 
 
 class TrellisRequestHandler(RequestHandler):
-    def __init__(self, push: PushDelivery) -> None:
+    def __init__(self, push: PushConfigs) -> None:
         self.push = push
 
     # ---- runs ------------------------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ class TrellisRequestHandler(RequestHandler):
             if immediately:  # the run goes on (continue_on_disconnect); GetTask or SubscribeToTask follow it
                 break
         assert view is not None
-        await self._watch_pushes(params, caller, view, context)
+        await self._keep_push_config(params, caller, view)
         return view.task()
 
     async def on_message_send_stream(self, params: a2a.SendMessageRequest, context: ServerCallContext
@@ -199,30 +199,19 @@ class TrellisRequestHandler(RequestHandler):
         async for view, out in self._events(caller, req, task_id):
             if first:
                 first = False
-                await self._watch_pushes(params, caller, view, context)
+                await self._keep_push_config(params, caller, view)
             for item in out:
                 yield item
 
-    async def _watch_pushes(self, params: a2a.SendMessageRequest, caller: Caller, view: RunView,
-                            context: ServerCallContext) -> None:
+    async def _keep_push_config(self, params: a2a.SendMessageRequest, caller: Caller, view: RunView) -> None:
+        """The send's push-notification config, kept in the orchestrator, whose outbox delivers the task's
+        status changes (gateway/a2a/push.py); the run's end too when it is over already (a blocking send)."""
         if params.configuration.HasField("task_push_notification_config"):
             config = a2a.TaskPushNotificationConfig()
             config.CopyFrom(params.configuration.task_push_notification_config)
             config.task_id = view.task_id
-            await self.push.store.set_info(view.task_id, config, context)
-        if not await self.push.store.get_info(view.task_id, context):
-            return
-        if view.outcome.finished is None:
-            self.push.follow(view.task_id, self._snapshots(caller, view.task_id, view.outcome.run_id))
-        else:  # a blocking send: the run is over already
-            await self.push.send(view.task())
-
-    async def _snapshots(self, caller: Caller, task_id: str, run_id: str) -> AsyncGenerator[a2a.Task, None]:
-        """The task as each status change leaves it, for push delivery."""
-        req = canvas_pb.RunRequest(tenant_id=caller.tenant)
-        async for view, out in self._events(caller, req, task_id, last_event_id=f"{run_id}:0"):
-            if any(isinstance(item, a2a.TaskStatusUpdateEvent) for item in out):
-                yield view.task()
+            await self.push.set(caller.orch, caller.tenant, caller.agent_id, config,
+                                latest_run_id=view.outcome.run_id)
 
     # ---- tasks -----------------------------------------------------------------------------------------------
 
@@ -320,21 +309,18 @@ class TrellisRequestHandler(RequestHandler):
             for item in out:
                 yield item
 
-    # ---- push notifications: gateway/a2a/push.py -------------------------------------------------------------
+    # ---- push notifications: gateway/a2a/push.py (completion webhooks with the A2A payload) -----------------
 
     async def on_create_task_push_notification_config(self, params: a2a.TaskPushNotificationConfig,
                                                       context: ServerCallContext) -> a2a.TaskPushNotificationConfig:
         caller = Caller(context)
         latest = (await self._chain(caller, params.task_id))[-1]
-        saved = await self.push.store.set_info(params.task_id, params, context)
-        if _STATES.get(latest.status) == a2a.TASK_STATE_WORKING:
-            self.push.follow(params.task_id, self._snapshots(caller, params.task_id, latest.run_id))
-        return saved
+        return await self.push.set(caller.orch, caller.tenant, caller.agent_id, params, latest_run_id=latest.run_id)
 
     async def on_get_task_push_notification_config(self, params: a2a.GetTaskPushNotificationConfigRequest,
                                                    context: ServerCallContext) -> a2a.TaskPushNotificationConfig:
-        await self._chain(Caller(context), params.task_id)
-        for config in await self.push.store.get_info(params.task_id, context):
+        caller = Caller(context)
+        for config in await self.push.list(caller.orch, caller.tenant, caller.agent_id, params.task_id):
             if config.id == params.id or not params.id:
                 return config
         raise TaskNotFoundError(message=f"no push notification config {params.id!r} for task {params.task_id}")
@@ -342,14 +328,14 @@ class TrellisRequestHandler(RequestHandler):
     async def on_list_task_push_notification_configs(self, params: a2a.ListTaskPushNotificationConfigsRequest,
                                                      context: ServerCallContext
                                                      ) -> a2a.ListTaskPushNotificationConfigsResponse:
-        await self._chain(Caller(context), params.task_id)
+        caller = Caller(context)
         return a2a.ListTaskPushNotificationConfigsResponse(
-            configs=await self.push.store.get_info(params.task_id, context))
+            configs=await self.push.list(caller.orch, caller.tenant, caller.agent_id, params.task_id))
 
     async def on_delete_task_push_notification_config(self, params: a2a.DeleteTaskPushNotificationConfigRequest,
                                                       context: ServerCallContext) -> None:
-        await self._chain(Caller(context), params.task_id)
-        await self.push.store.delete_info(params.task_id, context, params.id)
+        caller = Caller(context)
+        await self.push.delete(caller.orch, caller.tenant, caller.agent_id, params.task_id, params.id)
 
     async def on_get_extended_agent_card(self, params: a2a.GetExtendedAgentCardRequest,
                                          context: ServerCallContext) -> a2a.AgentCard:

@@ -21,7 +21,7 @@ from starlette.applications import Starlette
 
 from gateway.a2a.cards import agent_card, card_json, root_card
 from gateway.a2a.handler import TrellisRequestHandler
-from gateway.a2a.push import PushDelivery
+from gateway.a2a.push import PushConfigs
 from gateway.agent_calls import find_agent
 from gateway.asgi import serve_asgi
 from gateway.config import CONFIG
@@ -32,7 +32,7 @@ from gateway.orchestrator import ORCHESTRATOR
 from gateway.responses import json_response
 
 A2A_APP = web.AppKey("a2a_app", Starlette)
-PUSH = web.AppKey("a2a_push", PushDelivery)
+PUSH = web.AppKey("a2a_push", PushConfigs)
 _TAGS = ("a2a",)
 
 
@@ -120,13 +120,14 @@ root_card_route.contract = Contract("The root A2A agent card: the caller's publi
 
 def add_routes(app: web.Application) -> None:
     async def context(app: web.Application):
-        push = PushDelivery(private_hosts=app[CONFIG].a2a_push_private_hosts)
+        from gateway.app import UPSTREAMS  # opened by the app's first cleanup context
+
+        push = PushConfigs(app[UPSTREAMS].channels["orchestrator"], private_hosts=app[CONFIG].a2a_push_private_hosts)
         app[PUSH] = push
         handler = TrellisRequestHandler(push)
         app[A2A_APP] = Starlette(routes=create_jsonrpc_routes(handler, "/a2a/{agent_id}", context_builder=_Context(),
                                                               enable_v0_3_compat=True))
         yield
-        await push.aclose()
 
     app.cleanup_ctx.append(context)
     app.router.add_get("/.well-known/agent-card.json", root_card_route)

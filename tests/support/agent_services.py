@@ -18,6 +18,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from gateway.app import create_app
 from gateway.config import GatewayConfig
+from services.orchestrator.engine.settings import EngineSettings
+from services.orchestrator.triggers.settings import TriggerSettings
 from tests.support.llm_gateway import llm_gateway
 from tests.support.net import free_port
 from tests.support.orchestrator import orchestrator
@@ -54,6 +56,7 @@ class AgentStack:
     client: TestClient
     key_a: str
     key_b: str
+    config: GatewayConfig  # another gateway on the same orchestrator: create_app(stack.config)
 
     @property
     def url(self) -> str:
@@ -78,7 +81,11 @@ class AgentStack:
 async def agent_stack(redis_url: str) -> AsyncIterator[AgentStack]:
     run = uuid.uuid4().hex[:8]
     key_a, key_b = f"svc-a-{run}", f"svc-b-{run}"
-    async with llm_gateway(SCRIPTS) as llm, orchestrator(redis_url, llm_gateway_addr=llm.addr) as orch:
+    # A2A push receivers are on loopback: the orchestrator's SSRF guard allows it; deliveries are polled and
+    # retried at once.
+    async with llm_gateway(SCRIPTS) as llm, orchestrator(
+            redis_url, llm_gateway_addr=llm.addr, engine=EngineSettings(ssrf_allowlist=("127.0.0.1",)),
+            triggers=TriggerSettings(webhook_poll_s=0.05, webhook_retry_base_s=0.05)) as orch:
         cfg = GatewayConfig(host="127.0.0.1", port=0, health_timeout_s=1.0,
                             upstreams={"orchestrator": orch.addr, "llm_gateway": llm.addr,
                                        "retrieval": f"127.0.0.1:{free_port()}", "sandbox": f"127.0.0.1:{free_port()}"},
@@ -86,6 +93,6 @@ async def agent_stack(redis_url: str) -> AsyncIterator[AgentStack]:
         client = TestClient(TestServer(create_app(cfg)))
         await client.start_server()
         try:
-            yield AgentStack(client, key_a, key_b)
+            yield AgentStack(client, key_a, key_b, cfg)
         finally:
             await client.close()

@@ -1,4 +1,5 @@
-"""WebhookService: an agent's completion webhook and a run's deliveries (store/outbox.py, triggers/webhooks_out.py)."""
+"""WebhookService: an agent's completion webhook, a run's deliveries and a task's A2A push-notification configs
+(store/outbox.py, triggers/webhooks_out.py, triggers/a2a_push.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,21 @@ from services.orchestrator.api.requests import tenant_of as _tenant
 from services.orchestrator.runs.queries import RunQueries
 from services.orchestrator.store import AgentStore
 from services.orchestrator.store.outbox import Outbox
+from services.orchestrator.store.push_configs import PushConfigStore
+from services.orchestrator.triggers import a2a_push
+
+
+def _push_to_proto(config: dict) -> hook_pb.TaskPushConfig:
+    return hook_pb.TaskPushConfig(id=config["id"], url=config["url"], token=config.get("token", ""),
+                                  auth_scheme=config.get("auth_scheme", ""),
+                                  auth_credentials=config.get("auth_credentials", ""))
 
 
 class WebhookServicer(hook_grpc.WebhookServiceServicer):
     def __init__(self, agents: AgentStore, outbox: Outbox, queries: RunQueries) -> None:
         self.agents = agents
         self.outbox = outbox
+        self.push_configs = PushConfigStore(outbox.redis)
         self.queries = queries
 
     async def SetAgentWebhook(self, request, context):
@@ -44,3 +54,29 @@ class WebhookServicer(hook_grpc.WebhookServiceServicer):
         await self.queries.info(_tenant(request), request.run_id, request.agent_id)  # this tenant's (and agent's)
         deliveries = await self.outbox.run_deliveries(request.tenant_id, request.run_id)
         return hook_pb.ListRunDeliveriesResponse(deliveries=[delivery_to_proto(d) for d in deliveries])
+
+    async def SetTaskPushConfig(self, request, context):
+        tenant = _tenant(request)
+        if not request.task_id:
+            raise InvalidArgument("task_id is required")
+        await self.queries.info(tenant, request.task_id, request.agent_id)
+        c = request.config
+        config = a2a_push.push_config(c.id, c.url, c.token, c.auth_scheme, c.auth_credentials)
+        await self.push_configs.set(tenant, request.task_id, config)
+        if request.latest_run_id:  # it ended already: its end goes to this config too
+            latest = await self.queries.info(tenant, request.latest_run_id, request.agent_id)
+            if latest.get("status") in a2a_push.STATES:
+                await self.push_configs.notify_again(tenant, request.latest_run_id, latest["status"])
+        return hook_pb.SetTaskPushConfigResponse(config=_push_to_proto(config))
+
+    async def ListTaskPushConfigs(self, request, context):
+        tenant = _tenant(request)
+        await self.queries.info(tenant, request.task_id, request.agent_id)
+        configs = await self.push_configs.list(tenant, request.task_id)
+        return hook_pb.ListTaskPushConfigsResponse(configs=[_push_to_proto(c) for c in configs])
+
+    async def DeleteTaskPushConfig(self, request, context):
+        tenant = _tenant(request)
+        await self.queries.info(tenant, request.task_id, request.agent_id)
+        deleted = await self.push_configs.delete(tenant, request.task_id, request.config_id)
+        return hook_pb.DeleteTaskPushConfigResponse(deleted=deleted)

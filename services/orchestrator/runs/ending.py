@@ -13,6 +13,7 @@ from services.orchestrator import metrics
 from services.orchestrator.engine.state import SessionState
 from services.orchestrator.store import RunStore, SessionStore
 from services.orchestrator.store.outbox import queue_notice
+from services.orchestrator.store.push_configs import queue_run_end
 from services.orchestrator.store.sessions import message
 
 if TYPE_CHECKING:
@@ -71,6 +72,9 @@ class RunEnding:
                 await self.runs.queue_finish(pipe, tenant, pump.run_id, pump.session_id, status=turn.status,
                                              error=turn.error)
                 if spec.agent_id or spec.completion_webhook:  # its completion webhooks (triggers/webhooks_out.py)
+                    queue_run_end(pipe, tenant, pump.run_id, {  # what an A2A push carries (triggers/a2a_push.py)
+                        "answer": turn.answer, "reference": turn.reference, "tips": turn.tips,
+                        "session_id": pump.session_id})
                     queue_notice(pipe, tenant, pump.run_id, turn.status)
                 replies = await pipe.execute(raise_on_error=False)
         except Exception:

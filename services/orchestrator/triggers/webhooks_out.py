@@ -13,6 +13,10 @@ wants the run's event gets its own delivery. A run's end queues a notice in the 
 3. records every attempt on the run (time, status code or error) and, when it failed, schedules the next with
    exponential backoff and jitter until `webhook_retry_for_s` (26 h by default) has passed.
 
+A task's A2A push-notification configs are completion webhooks too, with the A2A payload (triggers/a2a_push.py):
+their deliveries (`kind` "a2a", source "a2a") go through the same steps; only the body (the A2A Task) and the
+headers (X-A2A-Notification-Token, Authorization) differ.
+
 A claim is a lease: a replica that dies mid-attempt leaves the delivery to another after it, so a delivery is
 made at least once (and, in that case, possibly twice with the same id).
 """
@@ -38,6 +42,8 @@ from services.common.errors import InvalidArgument
 from services.orchestrator.egress.http import EgressBlocked, OutboundHttp
 from services.orchestrator.store import keys
 from services.orchestrator.store.outbox import Outbox
+from services.orchestrator.store.push_configs import PushConfigStore
+from services.orchestrator.triggers import a2a_push
 from services.orchestrator.triggers.settings import TriggerSettings
 
 log = logging.getLogger(__name__)
@@ -76,13 +82,14 @@ def delivery_id(run_id: str, event: str, source: str, url: str) -> str:
 
 
 def public_view(delivery: dict[str, Any]) -> dict[str, Any]:
-    """A delivery as the run API shows it: never its secret or body."""
-    return {k: v for k, v in delivery.items() if k not in ("secret", "body")}
+    """A delivery as the run API shows it: never its secret, token, credentials or body."""
+    return {k: v for k, v in delivery.items() if k not in ("secret", "body", "token", "auth_credentials")}
 
 
 class WebhookDeliverer:
     def __init__(self, outbox: Outbox, http: OutboundHttp, settings: TriggerSettings) -> None:
         self.outbox = outbox
+        self.push_configs = PushConfigStore(outbox.redis)
         self.http = http
         self.settings = settings
         self._task: asyncio.Task | None = None
@@ -147,7 +154,39 @@ class WebhookDeliverer:
                 "id": delivery_id(run_id, event, source, hook["url"]), "event": event, "url": hook["url"],
                 "source": source, "secret": hook["secret"], "body": json.dumps(body, separators=(",", ":")),
                 "created_at": now, "state": "pending", "next_attempt_at": now, "attempts": []})
+        if run and status in a2a_push.STATES:
+            deliveries += await self._a2a_pushes(tenant, run_id, run, status, event, now)
         await self.outbox.add_deliveries(tenant, run_id, status, deliveries)
+
+    async def _task_of(self, tenant: str, run_id: str, run: dict[str, str]) -> str:
+        """The A2A task of the run: the first run of its chain (parents in the same session, of the same agent)."""
+        task_id = run_id
+        for _ in range(1000):
+            parent_id = run.get("parent_run_id") or ""
+            if not parent_id:
+                break
+            parent = await self.outbox.run_record(tenant, parent_id)
+            if not parent or parent.get("session_id") != run.get("session_id") or (
+                    parent.get("agent_id") != run.get("agent_id")):
+                break
+            task_id, run = parent_id, parent
+        return task_id
+
+    async def _a2a_pushes(self, tenant: str, run_id: str, run: dict[str, str], status: str, event: str,
+                          now: float) -> list[dict[str, Any]]:
+        """A delivery of the run's end to each push-notification config of its task, in the A2A shape."""
+        task_id = await self._task_of(tenant, run_id, run)
+        configs = await self.push_configs.list(tenant, task_id)
+        if not configs:
+            return []
+        end = await self.push_configs.run_end(tenant, run_id)
+        body = json.dumps(a2a_push.task_body(task_id, run_id, run, status, end), ensure_ascii=False,
+                          separators=(",", ":"))
+        return [{"id": delivery_id(run_id, event, f"{a2a_push.SOURCE}:{c['id']}", c["url"]), "kind": "a2a",
+                 "event": event, "url": c["url"], "source": a2a_push.SOURCE, "task_id": task_id,
+                 "config_id": c["id"], "token": c.get("token", ""), "auth_scheme": c.get("auth_scheme", ""),
+                 "auth_credentials": c.get("auth_credentials", ""), "body": body, "created_at": now,
+                 "state": "pending", "next_attempt_at": now, "attempts": []} for c in configs]
 
     async def _attempt(self, tenant: str, run_id: str, d_id: str) -> None:
         delivery = await self.outbox.delivery(tenant, run_id, d_id)
@@ -155,9 +194,12 @@ class WebhookDeliverer:
             await self.outbox.drop(keys.WEBHOOK_DUE, f"{tenant}/{run_id}/{d_id}")
             return
         sent_at = datetime.now(timezone.utc)
-        headers = {"content-type": "application/json", "user-agent": "Trellis-Webhooks/1", "webhook-id": d_id,
-                   "webhook-timestamp": str(int(sent_at.timestamp())),
-                   "webhook-signature": Webhook(delivery["secret"]).sign(d_id, sent_at, delivery["body"])}
+        if delivery.get("kind") == "a2a":  # one deliverer, two payload shapes
+            headers = a2a_push.headers(delivery)
+        else:
+            headers = {"content-type": "application/json", "user-agent": "Trellis-Webhooks/1", "webhook-id": d_id,
+                       "webhook-timestamp": str(int(sent_at.timestamp())),
+                       "webhook-signature": Webhook(delivery["secret"]).sign(d_id, sent_at, delivery["body"])}
         status_code, error, final = 0, "", False
         try:
             resp = await self.http.request("POST", delivery["url"], data=delivery["body"].encode(), headers=headers,
