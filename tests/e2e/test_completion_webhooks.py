@@ -4,13 +4,17 @@ server in this process) that verifies every delivery with the `standardwebhooks`
 - a run with a webhook on its request: the receiver fails the first delivery, the retry carries the same
   webhook-id, a fresh signature that verifies, and the attempts (500, then 200) are on the run API;
 - an agent's webhook and a schedule's: each gets its own delivery of the same run's end, events filtered;
-- a receiver on a private address is refused by the SSRF guard (not retried) unless allow-listed.
+- a receiver on a private address is refused by the SSRF guard (not retried) unless allow-listed;
+- a run ended without its engine is notified too: cancelled while it waits for the user, failed because it
+  could not be resumed after its owner died (`RunStore.finish`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 
+import grpc
 import pytest
 from aiohttp import web
 from standardwebhooks import Webhook
@@ -22,7 +26,7 @@ from trellis.canvas.v1 import webhook_service_pb2 as hook_pb
 from trellis.canvas.v1 import webhook_service_pb2_grpc as hook_grpc
 
 from services.orchestrator.triggers.webhooks_out import new_secret
-from tests.e2e.test_run_failover import Replica
+from tests.e2e.test_run_failover import TWO_LLM_DSL, Replica, cluster, cpn  # noqa: F401 (a fixture)
 from tests.e2e.test_schedules import ECHO_DSL, TENANT, Cluster
 from tests.support.net import free_port
 from tests.support.waiting import eventually
@@ -180,3 +184,57 @@ async def test_a_request_webhook_needs_a_secret(redis_server, tmp_path):
     finally:
         await orch.close()
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+# Runs ended without their engine (RunStore.finish) get their notice too: cancelled while waiting for the user,
+# failed because they could not be resumed after their owner died.
+ASK_DSL = json.dumps({"components": {
+    "begin": cpn("Begin", ["UserFillUp:Ask"]),
+    "UserFillUp:Ask": cpn("UserFillUp", ["Message:Out"], {
+        "tips": "Which city?", "inputs": {"city": {"name": "city", "type": "line"}}}, ["begin"]),
+    "Message:Out": cpn("Message", [], {"content": ["Going to {UserFillUp:Ask@city}"]}, ["UserFillUp:Ask"]),
+}})
+
+async def test_a_run_cancelled_while_it_waits_for_the_user_is_notified(redis_server, tmp_path, receiver_server):
+    secret = new_secret()
+    receiver = Receiver(secret, [])
+    url = await receiver_server(receiver)
+    orch = await replica(redis_server, tmp_path, TRELLIS_SSRF_ALLOWLIST="127.0.0.1")
+    try:
+        stub = canvas_grpc.CanvasServiceStub(orch.channel)
+        hook = hook_pb.CompletionWebhook(url=url, secret=secret, events=["run.waiting_for_user", "run.cancelled"])
+        request = canvas_pb.RunRequest(dsl_json=ASK_DSL, tenant_id=TENANT, query="q", completion_webhook=hook)
+        events = [e async for e in stub.Run(request, timeout=60)]
+        assert events[-1].run_finished.waiting_for_user
+        run_id = events[0].run_id
+        await stub.Cancel(canvas_pb.CancelRequest(tenant_id=TENANT, run_id=run_id), timeout=10)
+        found = await deliveries(orch.channel, run_id,
+                                 until=lambda d: len(d) == 2 and all(x.state == "delivered" for x in d))
+    finally:
+        await orch.close()
+    assert sorted(d.event for d in found) == ["run.cancelled", "run.waiting_for_user"]
+    cancelled = next(p for _, p in receiver.received if p["type"] == "run.cancelled")
+    assert cancelled["data"]["run_id"] == run_id and cancelled["data"]["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("cluster", [{"TRELLIS_RUN_MAX_ATTEMPTS": "1", "TRELLIS_SSRF_ALLOWLIST": "127.0.0.1",
+                                      **FAST_RETRIES}], indirect=True)
+async def test_a_run_that_cannot_be_resumed_after_its_owner_died_is_notified(cluster, receiver_server):
+    (a, b), _, _ = cluster
+    secret = new_secret()
+    receiver = Receiver(secret, [])
+    url = await receiver_server(receiver)
+    hook = hook_pb.CompletionWebhook(url=url, secret=secret, events=["run.failed"])
+    seen = []
+    with pytest.raises(grpc.aio.AioRpcError):  # a dies under the client
+        async for event in a.stub.Run(canvas_pb.RunRequest(tenant_id=TENANT, dsl_json=TWO_LLM_DSL, query="q",
+                                                           completion_webhook=hook), timeout=60):
+            seen.append(event)
+            if event.WhichOneof("kind") == "message_delta":
+                a.kill()
+    run_id = seen[0].run_id
+    # b takes it over (attempt 2 of at most 1): it fails it with the reason, and its webhook hears of it
+    found = await deliveries(b.channel, run_id, until=lambda d: d and d[0].state == "delivered")
+    assert [d.event for d in found] == ["run.failed"]
+    (payload,) = [p for _, p in receiver.received]
+    assert payload["data"]["status"] == "failed" and payload["data"]["error"].startswith("cannot resume")

@@ -62,7 +62,8 @@ class RunResumes:
                               parent_run_id=parent_id)
         await self.runs.set_fields(tenant, spec.run_id, resume_node=waiting)
         await copy_checkpoint(self.runs.redis, tenant, parent_id, spec.run_id)
-        await self.runs.finish(tenant, parent_id, "", status="succeeded")
+        # the paused run's end was noticed (waiting_for_user); what follows is this new run's, noticed at its end
+        await self.runs.finish(tenant, parent_id, "", status="succeeded", notify=False)
         await self.runs.set_fields(tenant, parent_id, resumed_by=spec.run_id)
         await self.sessions.set_paused_run(tenant, record.id, "")
         records = [NodeRecord.from_json(r) for r in await read_checkpoint(self.runs.redis, tenant, spec.run_id)]

@@ -1,7 +1,9 @@
 """The completion webhooks' durable outbox in Redis (triggers/webhooks_out.py delivers from it).
 
 - A run's end queues a notice (`queue_notice`, on the pipeline that stores the end: a run that ended always
-  has one): a member "<tenant>/<run>/<status>" of `WEBHOOK_NOTICES`.
+  has one): a member "<tenant>/<run>/<status>" of `WEBHOOK_NOTICES`. That is runs/ending.py for a run its
+  engine ended, and `RunStore.finish` for one ended without its engine (cancelled while it waited for the
+  user or after its owner died, failed because it could not be resumed).
 - A deliverer claims notices (`claim`: atomically pushed a lease ahead, so one replica at a time works on
   each) and turns each into the run's deliveries, one per webhook that wants the event (`add_deliveries`:
   their ids derive from the run, the event and the target, so doing it twice writes nothing new), then drops it.
@@ -20,7 +22,7 @@ import redis.asyncio as aioredis
 
 from services.common.errors import NotFound
 from services.orchestrator.store import keys
-from services.orchestrator.store.runs import RUN_TTL_S
+from services.orchestrator.store import runs as run_store  # (a module: runs.py queues notices with a run's end)
 from services.orchestrator.store.schedules import _CLAIM_DUE
 
 
@@ -65,7 +67,7 @@ class Outbox:
                 pipe.hsetnx(key, d["id"], json.dumps(d))
                 pipe.zadd(keys.WEBHOOK_DUE, {f"{tenant}/{run_id}/{d['id']}": now}, nx=True)
             if deliveries:
-                pipe.expire(key, RUN_TTL_S)
+                pipe.expire(key, run_store.RUN_TTL_S)
             pipe.zrem(keys.WEBHOOK_NOTICES, f"{tenant}/{run_id}/{status}")
             await pipe.execute()
 

@@ -25,6 +25,7 @@ from services.common.errors import AlreadyExists, FailedPrecondition
 from services.common.json_fields import dump_bytes
 from services.orchestrator.store import keys
 from services.orchestrator.store._records import queue_script
+from services.orchestrator.store.outbox import queue_notice
 
 log = logging.getLogger(__name__)
 
@@ -233,9 +234,14 @@ class RunStore:
         if session_id:
             queue_script(pipe, self._release, [keys.session_active_run(tenant, session_id)], [run_id])
 
-    async def finish(self, tenant: str, run_id: str, session_id: str, *, status: str, error: str = "") -> None:
+    async def finish(self, tenant: str, run_id: str, session_id: str, *, status: str, error: str = "",
+                     notify: bool = True) -> None:
+        """End a run no engine ends (cancelled while it waits or without an owner, failed to resume); `notify`:
+        with its completion webhooks' notice in the same round trip (store/outbox.py), as runs/ending.py does."""
         async with self.redis.pipeline(transaction=False) as pipe:
             await self.queue_finish(pipe, tenant, run_id, session_id, status=status, error=error)
+            if notify:
+                queue_notice(pipe, tenant, run_id, status)
             await pipe.execute()
 
     @staticmethod
