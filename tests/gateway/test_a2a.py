@@ -1,6 +1,11 @@
 """The agents as A2A agents, driven by the official a2a-sdk client (JSON-RPC, 1.0 and the 0.3 method names) against
 a real gateway, orchestrator (test Redis) and llm_gateway: send, stream, get and list tasks, an INPUT_REQUIRED
-answered, a cancel, a resubscribe after a disconnect, the agent cards, and tenants sealed from each other."""
+answered, a cancel, a resubscribe after a disconnect, the agent cards, and tenants sealed from each other.
+
+Push notifications are the orchestrator's completion webhooks with the A2A payload, received by a real HTTP
+server: the configs outlive the gateway that took them (another gateway on the same orchestrator reads and
+deletes them), a failed push is retried with the same Task, and a task's pushes follow it through an answered
+INPUT_REQUIRED."""
 
 from __future__ import annotations
 
@@ -11,11 +16,17 @@ from contextlib import aclosing, asynccontextmanager
 import httpx
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
+from aiohttp.test_utils import TestClient, TestServer
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import a2a_pb2 as a2a
+from google.protobuf.json_format import ParseDict
+from trellis.canvas.v1 import webhook_service_pb2 as hook_pb
+from trellis.canvas.v1 import webhook_service_pb2_grpc as hook_grpc
 
-from tests.support.agent_services import ECHO, FILL_UP, LONG_ANSWER, SLOW, agent_stack
+from gateway.app import create_app
+from services.common.channels import open_channel
+from tests.support.agent_services import ECHO, FILL_UP, LONG_ANSWER, SLOW, AgentStack, agent_stack
+from tests.support.waiting import eventually
 
 VERSIONS = ["1.0", "0.3"]
 
@@ -27,9 +38,11 @@ async def stack(redis_server):
 
 
 @asynccontextmanager
-async def a2a_client(stack, agent_id: str, version: str, *, streaming: bool = True, key: str | None = None):
+async def a2a_client(stack, agent_id: str, version: str, *, streaming: bool = True, key: str | None = None,
+                     url: str = ""):
+    """`url`: another gateway's, on the same orchestrator."""
     async with httpx.AsyncClient(headers=stack.auth(key), timeout=60) as http:
-        card = await A2ACardResolver(http, f"{stack.url}/a2a/{agent_id}").get_agent_card()
+        card = await A2ACardResolver(http, f"{url or stack.url}/a2a/{agent_id}").get_agent_card()
         kept = [i for i in card.supported_interfaces if i.protocol_version == version]
         del card.supported_interfaces[:]
         card.supported_interfaces.extend(kept)
@@ -186,3 +199,114 @@ async def test_push_notifications_post_the_task_to_the_webhook(stack):
     task = body.get("task", body)
     assert token == "secret-token" and task["id"] == task_id
     assert task["artifacts"][0]["parts"][0]["text"] == LONG_ANSWER
+
+
+class PushReceiver:
+    """A real HTTP server for push notifications: answers each with the next of `statuses` (then 200), keeps
+    (Task as the SDK parses it, token, Authorization header, raw body) of each."""
+
+    def __init__(self, statuses: tuple[int, ...] = ()) -> None:
+        self.statuses = list(statuses)
+        self.received: list[tuple[a2a.Task, str, str, bytes]] = []
+        self._server: TestServer | None = None
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        pushed = ParseDict(await request.json(), a2a.StreamResponse())  # the A2A shape, or this raises
+        self.received.append((pushed.task, request.headers.get("X-A2A-Notification-Token", ""),
+                              request.headers.get("Authorization", ""), body))
+        return web.Response(status=self.statuses.pop(0) if self.statuses else 200)
+
+    def states(self) -> list[int]:
+        return [task.status.state for task, *_ in self.received]
+
+    async def __aenter__(self) -> "PushReceiver":
+        app = web.Application()
+        app.router.add_post("/hook", self.handle)
+        self._server = TestServer(app)
+        await self._server.start_server()
+        self.url = str(self._server.make_url("/hook"))
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        assert self._server is not None
+        await self._server.close()
+
+
+@asynccontextmanager
+async def webhooks(stack: AgentStack):
+    """The orchestrator's WebhookService, for the deliveries' records."""
+    channel = open_channel(stack.config.upstreams["orchestrator"])
+    try:
+        yield hook_grpc.WebhookServiceStub(channel)
+    finally:
+        await channel.close()
+
+
+async def test_push_configs_outlive_the_gateway_that_took_them(stack):
+    echo = await stack.create(ECHO, title="Echo")
+    async with PushReceiver() as receiver:
+        async with a2a_client(stack, echo, "1.0", streaming=False) as client:
+            [sent] = await collect(client.send_message(message("hi")))
+            task_id = sent.task.id
+            config = a2a.TaskPushNotificationConfig(task_id=task_id, id="mine", url=receiver.url, token="t-1")
+            config.authentication.scheme, config.authentication.credentials = "Bearer", "receiver-key"
+            await client.create_task_push_notification_config(config)
+        # a second gateway (a replica, or this one restarted) on the same orchestrator
+        other = TestClient(TestServer(create_app(stack.config)))
+        await other.start_server()
+        try:
+            other_url = str(other.server.make_url("")).rstrip("/")
+            async with a2a_client(stack, echo, "1.0", streaming=False, url=other_url) as client:
+                listed = await client.list_task_push_notification_configs(
+                    a2a.ListTaskPushNotificationConfigsRequest(task_id=task_id))
+                assert [(c.id, c.url, c.token, c.authentication.scheme) for c in listed.configs] == [
+                    ("mine", receiver.url, "t-1", "Bearer")]
+                got = await client.get_task_push_notification_config(
+                    a2a.GetTaskPushNotificationConfigRequest(task_id=task_id, id="mine"))
+                assert got.url == receiver.url
+                # the task had completed when the config was set: its end is pushed to it
+                await eventually(lambda: receiver.received, what="the completed task's push")
+                task, token, authorization, _ = receiver.received[0]
+                assert (task.id, task.status.state, token, authorization) == (
+                    task_id, a2a.TASK_STATE_COMPLETED, "t-1", "Bearer receiver-key")
+                assert task.artifacts[0].parts[0].text == "You said: hi"
+                await client.delete_task_push_notification_config(
+                    a2a.DeleteTaskPushNotificationConfigRequest(task_id=task_id, id="mine"))
+        finally:
+            await other.close()
+    async with a2a_client(stack, echo, "1.0", streaming=False) as client:
+        listed = await client.list_task_push_notification_configs(
+            a2a.ListTaskPushNotificationConfigsRequest(task_id=task_id))
+        assert list(listed.configs) == []
+
+
+async def test_a_failed_push_is_retried_with_the_same_task(stack):
+    form = await stack.create(FILL_UP, title="Travel")
+    async with PushReceiver(statuses=(500,)) as receiver, webhooks(stack) as hooks:
+        async with a2a_client(stack, form, "1.0", streaming=False) as client:
+            request = message("trip")
+            request.configuration.task_push_notification_config.url = receiver.url
+            request.configuration.task_push_notification_config.token = "t-2"
+            [sent] = await collect(client.send_message(request))
+            task = sent.task
+            assert task.status.state == a2a.TASK_STATE_INPUT_REQUIRED
+            await eventually(lambda: len(receiver.received) >= 2, what="the push and its retry")
+            first, again = receiver.received[:2]
+            assert first[3] == again[3] and first[1] == "t-2"  # the same notification, byte for byte
+            assert first[0].id == task.id and first[0].status.state == a2a.TASK_STATE_INPUT_REQUIRED
+            assert first[0].status.message.parts[0].text == "Which city?"
+
+            deliveries = (await hooks.ListRunDeliveries(hook_pb.ListRunDeliveriesRequest(
+                tenant_id=stack.config.api_keys[stack.key_a], run_id=task.id))).deliveries
+            [push] = [d for d in deliveries if d.source == "a2a"]
+            assert push.state == "delivered" and [a.status_code for a in push.attempts] == [500, 200]
+
+            # the answer resumes the task in a new run: its end is pushed to the same config, as the same task
+            [done] = await collect(client.send_message(message("Lisbon", context_id=task.context_id,
+                                                               task_id=task.id)))
+            assert done.task.status.state == a2a.TASK_STATE_COMPLETED
+            await eventually(lambda: a2a.TASK_STATE_COMPLETED in receiver.states(), what="the completed push")
+            completed = next(t for t, *_ in receiver.received if t.status.state == a2a.TASK_STATE_COMPLETED)
+            assert completed.id == task.id and completed.artifacts[0].parts[0].text == "Going to Lisbon"
+            assert completed.metadata["run_id"] != task.id

@@ -89,10 +89,14 @@ def public_view(delivery: dict[str, Any]) -> dict[str, Any]:
 class WebhookDeliverer:
     def __init__(self, outbox: Outbox, http: OutboundHttp, settings: TriggerSettings) -> None:
         self.outbox = outbox
-        self.push_configs = PushConfigStore(outbox.redis)
         self.http = http
         self.settings = settings
         self._task: asyncio.Task | None = None
+
+    @property
+    def push_configs(self) -> PushConfigStore:
+        """The A2A push-notification configs, beside the outbox (triggers/a2a_push.py)."""
+        return PushConfigStore(self.outbox.redis)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="webhook-deliverer")
