@@ -36,7 +36,8 @@ def _kind(event: ev.Event) -> dict[str, Any]:
             return {"run_started": ev_pb.RunStarted(inputs_json=dumps(event.inputs))}
         case ev.NodeStarted():
             return {"node_started": ev_pb.NodeStarted(
-                component_name=event.component_name, component_type=event.component_type, thoughts=event.thoughts)}
+                component_name=event.component_name, component_type=event.component_type, thoughts=event.thoughts,
+                restarted=event.restarted)}
         case ev.NodeFinished():
             return {"node_finished": ev_pb.NodeFinished(
                 component_name=event.component_name, component_type=event.component_type,
@@ -159,6 +160,7 @@ def run_spec_from_proto(request: canvas_pb.RunRequest) -> RunSpec:
         continue_on_disconnect=request.continue_on_disconnect, create_session=request.create_session,
         answer_only=request.answer_only, custom_header=json_object(request.custom_header_json, "custom_header_json"),
         webhook_payload=json_object(request.webhook_payload_json, "webhook_payload_json") or None,
+        multitask_strategy=request.multitask_strategy, interrupt_id=request.interrupt_id,
         completion_webhook=webhook_from_proto(request.completion_webhook, "request")
         if request.HasField("completion_webhook") else None)
 
@@ -205,7 +207,7 @@ def event_from_proto(pb: ev_pb.RunEvent) -> ev.Event:
             event = ev.RunStarted.make(inputs=loads(k.inputs_json, {}), **common)
         case "node_started":
             event = ev.NodeStarted.make(component_name=k.component_name, component_type=k.component_type,
-                            thoughts=k.thoughts, **common)
+                            thoughts=k.thoughts, restarted=k.restarted, **common)
         case "node_finished":
             event = ev.NodeFinished.make(component_name=k.component_name, component_type=k.component_type,
                             inputs=loads(k.inputs_json, {}), outputs=loads(k.outputs_json, {}), error=k.error or None,
