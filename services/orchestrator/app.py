@@ -5,38 +5,21 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from typing import Any
-
-from trellis.canvas.internal.v1 import run_turn_service_pb2 as run_turn_pb
-from trellis.canvas.internal.v1 import run_turn_service_pb2_grpc as run_turn_grpc
-from trellis.canvas.v1 import agent_service_pb2 as agent_pb
-from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
-from trellis.canvas.v1 import attachment_service_pb2 as att_pb
-from trellis.canvas.v1 import attachment_service_pb2_grpc as att_grpc
-from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
-from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
-from trellis.canvas.v1 import mcp_service_pb2 as mcp_pb
-from trellis.canvas.v1 import mcp_service_pb2_grpc as mcp_grpc
-from trellis.canvas.v1 import schedule_service_pb2 as sched_pb
-from trellis.canvas.v1 import schedule_service_pb2_grpc as sched_grpc
-from trellis.canvas.v1 import session_service_pb2 as session_pb
-from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
-from trellis.canvas.v1 import webhook_service_pb2 as hook_pb
-from trellis.canvas.v1 import webhook_service_pb2_grpc as hook_grpc
 
 from services.clients import LlmClient, RetrievalClient, SandboxClient
-from services.common.server import Binding, Service
+from services.common.server import Service
 from services.common.speed_policies import journal_policy
-from services.orchestrator.api.convert import ProtoEventCodec
+from services.orchestrator.api import webhook_triggers
 from services.orchestrator.api.agents import AgentServicer
 from services.orchestrator.api.attachments import AttachmentServicer
+from services.orchestrator.api.bindings import service_bindings
 from services.orchestrator.api.canvas import CanvasServicer
+from services.orchestrator.api.completion_webhooks import WebhookServicer
+from services.orchestrator.api.convert import ProtoEventCodec
 from services.orchestrator.api.mcp_servers import McpServerServicer
 from services.orchestrator.api.run_turns import RunTurnServicer
 from services.orchestrator.api.schedules import ScheduleServicer
 from services.orchestrator.api.sessions import SessionServicer
-from services.orchestrator.api.completion_webhooks import WebhookServicer
-from services.orchestrator.api import webhook_triggers
 from services.orchestrator.config import OrchestratorConfig
 from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
 from services.orchestrator.egress.mcp import McpAccess
@@ -49,10 +32,6 @@ from services.orchestrator.store.mcp_servers import McpServerStore
 from services.orchestrator.store.redis_client import wait_until_ready
 from services.orchestrator.store.runs import CancelListener
 from services.orchestrator.triggers import Triggers
-
-
-def _name(module: Any, service: str) -> str:
-    return module.DESCRIPTOR.services_by_name[service].full_name
 
 
 def build(cfg: OrchestratorConfig) -> Service:
@@ -96,17 +75,11 @@ def build(cfg: OrchestratorConfig) -> Service:
         await redis.aclose()
 
     run_turns = RunTurnServicer(manager)  # the gateway's runs (internal)
-    bindings = [
-        Binding(canvas_grpc.add_CanvasServiceServicer_to_server, CanvasServicer(manager), _name(canvas_pb, "CanvasService")),
-        Binding(run_turn_grpc.add_RunTurnServiceServicer_to_server, run_turns, _name(run_turn_pb, "RunTurnService")),
-        Binding(agent_grpc.add_AgentServiceServicer_to_server, AgentServicer(agents, sessions), _name(agent_pb, "AgentService")),
-        Binding(session_grpc.add_SessionServiceServicer_to_server, SessionServicer(agents, sessions), _name(session_pb, "SessionService")),
-        Binding(mcp_grpc.add_McpServerServiceServicer_to_server, McpServerServicer(mcp_servers, mcp_access), _name(mcp_pb, "McpServerService")),
-        Binding(att_grpc.add_AttachmentServiceServicer_to_server, AttachmentServicer(attachments), _name(att_pb, "AttachmentService")),
-        Binding(sched_grpc.add_ScheduleServiceServicer_to_server, ScheduleServicer(agents, triggers.schedules, triggers.scheduler),
-                _name(sched_pb, "ScheduleService")),
-        Binding(hook_grpc.add_WebhookServiceServicer_to_server, WebhookServicer(agents, triggers.outbox, manager.queries),
-                _name(hook_pb, "WebhookService")),
-        webhook_triggers.binding(redis, cfg.redis_url),  # RAGFlow's webhook trigger: rate limit, test log
-    ]
+    bindings = service_bindings(
+        canvas=CanvasServicer(manager), run_turns=run_turns, agents=AgentServicer(agents, sessions),
+        sessions=SessionServicer(agents, sessions), mcp_servers=McpServerServicer(mcp_servers, mcp_access),
+        attachments=AttachmentServicer(attachments),
+        schedules=ScheduleServicer(agents, triggers.schedules, triggers.scheduler),
+        webhooks=WebhookServicer(agents, triggers.outbox, manager.queries))
+    bindings.append(webhook_triggers.binding(redis, cfg.redis_url))  # RAGFlow's webhook trigger: rate limit, test log
     return Service(bindings, on_startup=[start], on_drain=[run_turns.turns.drain], on_shutdown=[stop])
