@@ -183,3 +183,13 @@ class ScheduleStore:
         pairs = [x for kv in values.items() for x in kv]
         return bool(await self._advance(keys=[keys.schedule(tenant, schedule_id)],
                                         args=[field_name, expected, new, *pairs]))
+
+
+def redis_clock(redis: aioredis.Redis, key: str):
+    """Tests: "now" is the number in `key` (the wall clock while it holds none), the same for every replica
+    (triggers/schedules.py's `Clock`)."""
+    async def now() -> float:
+        raw = await redis.get(key)
+        return float(raw) if raw else time.time()
+
+    return now

@@ -26,7 +26,6 @@ from datetime import datetime
 from typing import AsyncIterator, Awaitable, Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import redis.asyncio as aioredis
 from croniter import croniter
 
 from services.common.errors import AlreadyExists, InvalidArgument
@@ -45,15 +44,6 @@ Clock = Callable[[], Awaitable[float]]
 
 async def wall_clock() -> float:
     return time.time()
-
-
-def redis_clock(redis: aioredis.Redis, key: str) -> Clock:
-    """Tests: "now" is the number in `key` (the wall clock while it holds none), the same for every replica."""
-    async def now() -> float:
-        raw = await redis.get(key)
-        return float(raw) if raw else time.time()
-
-    return now
 
 
 def check(config: ScheduleConfig) -> None:

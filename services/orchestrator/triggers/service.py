@@ -8,7 +8,8 @@ from services.orchestrator.egress.http import OutboundHttp
 from services.orchestrator.runs.manager import RunManager
 from services.orchestrator.store.outbox import Outbox
 from services.orchestrator.store.schedules import ScheduleStore
-from services.orchestrator.triggers.schedules import Scheduler, redis_clock, wall_clock
+from services.orchestrator.store.schedules import redis_clock
+from services.orchestrator.triggers.schedules import Scheduler, wall_clock
 from services.orchestrator.triggers.settings import TriggerSettings
 from services.orchestrator.triggers.webhooks_out import WebhookDeliverer
 
