@@ -13,7 +13,6 @@ from services.orchestrator import metrics
 from services.orchestrator.engine.state import SessionState
 from services.orchestrator.store import RunStore, SessionStore
 from services.orchestrator.store.outbox import queue_notice
-from services.orchestrator.store.push_configs import queue_run_end
 from services.orchestrator.store.sessions import message
 
 if TYPE_CHECKING:
@@ -71,11 +70,8 @@ class RunEnding:
                     self.runs.queue_paused_at(pipe, tenant, pump.run_id, turn.waiting_for)
                 await self.runs.queue_finish(pipe, tenant, pump.run_id, pump.session_id, status=turn.status,
                                              error=turn.error)
-                if spec.agent_id or spec.completion_webhook:  # its completion webhooks (triggers/webhooks_out.py)
-                    queue_run_end(pipe, tenant, pump.run_id, {  # what an A2A push carries (triggers/a2a_push.py)
-                        "answer": turn.answer, "reference": turn.reference, "tips": turn.tips,
-                        "session_id": pump.session_id})
-                    queue_notice(pipe, tenant, pump.run_id, turn.status)
+                if spec.agent_id or spec.completion_webhook:  # its completion webhooks and A2A pushes
+                    queue_notice(pipe, tenant, pump.run_id, turn.status)  # (triggers/webhooks_out.py)
                 replies = await pipe.execute(raise_on_error=False)
         except Exception:
             if with_journal:  # the journal's own retries store its batch; then the turn goes alone

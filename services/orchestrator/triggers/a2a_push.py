@@ -12,16 +12,19 @@ SSRF guard and attempt records; only its shape differs (`kind` "a2a"):
   (its authentication), instead of the Standard Webhooks signature.
 
 The task of a run is the first run of its chain: a run that resumed a paused one (same session and agent) has
-it as its parent.
+it as its parent. What the Task says is read when the push is made, from what the run's end stored anyway
+(`run_end`: its turn in the session, and for a run waiting for the user its journal's UserInputRequired).
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from datetime import datetime, timezone
 from typing import Any
 
+from trellis.canvas.v1 import events_pb2 as ev_pb
 from yarl import URL
 
 from services.common.errors import InvalidArgument
@@ -43,6 +46,27 @@ def push_config(config_id: str, url: str, token: str = "", auth_scheme: str = ""
         raise InvalidArgument("push notification authentication credentials need a scheme")
     return {"id": config_id or uuid.uuid4().hex, "url": url, "token": token, "auth_scheme": auth_scheme,
             "auth_credentials": auth_credentials, "created_at": time.time()}
+
+
+def run_end(run_id: str, session_id: str, messages: list[bytes], events: list[bytes]) -> dict[str, Any]:
+    """What run `run_id` ended with, for `task_body`: its answer and references (the assistant message of its
+    turn in the session's `messages`, whose id is the run's) and, when it waits for the user, what it asks (the
+    last UserInputRequired of its journal's `events`, newest first: the turn shows its tips as its answer)."""
+    end: dict[str, Any] = {"session_id": session_id}
+    for raw in reversed(messages):
+        m = json.loads(raw)
+        if m.get("id") == run_id and m.get("role") == "assistant":
+            end["answer"], end["reference"] = m.get("content") or "", m.get("reference") or {}
+            break
+    for raw in events:
+        event = ev_pb.RunEvent.FromString(raw)
+        if event.WhichOneof("kind") == "user_input_required":
+            end["tips"] = event.user_input_required.tips
+            end["form"] = json.loads(event.user_input_required.inputs_json or "{}")
+            if end.get("answer") == end["tips"]:
+                end["answer"] = ""
+            break
+    return end
 
 
 def _message(text: str, task_id: str, context_id: str, data: Any = None) -> dict[str, Any]:

@@ -5,7 +5,8 @@ fired the run (the same field, source "schedule") and on the agent (store/outbox
 wants the run's event gets its own delivery. A run's end queues a notice in the round trip that stores it
 (runs/ending.py); every replica runs a `WebhookDeliverer`, which:
 
-1. claims notices and turns each into the run's deliveries (ids derived from run, event and target);
+1. claims notices, up to `NOTICE_BATCH` at a time, and turns them into their runs' deliveries (ids derived
+   from run, event and target) in a few round trips whatever their number (store/outbox.py);
 2. claims due deliveries and POSTs each through the orchestrator's OutboundHttp (the SSRF guard: a private
    address is refused unless allow-listed, and such a refusal is not retried), with the headers `webhook-id`
    (the delivery's id, the same on every attempt: receivers deduplicate on it), `webhook-timestamp` and
@@ -50,6 +51,7 @@ log = logging.getLogger(__name__)
 
 EVENTS = ("run.succeeded", "run.failed", "run.waiting_for_user", "run.cancelled")
 NOTICE_LEASE_S = 30.0
+NOTICE_BATCH = 500  # notices fanned out per pass: their reads and their writes are one round trip each
 
 
 def new_secret() -> str:
@@ -123,26 +125,70 @@ class WebhookDeliverer:
 
     async def step(self) -> int:
         """One pass: due notices fanned out, due deliveries attempted. How many were handled."""
-        notices = await self.outbox.claim(keys.WEBHOOK_NOTICES, NOTICE_LEASE_S)
-        for tenant, run_id, status in notices:
-            await self._fan_out(tenant, run_id, status)
+        notices = await self.outbox.claim(keys.WEBHOOK_NOTICES, NOTICE_LEASE_S, NOTICE_BATCH)
+        if notices:
+            await self._fan_out(notices)
         due = await self.outbox.claim(keys.WEBHOOK_DUE, self.settings.webhook_timeout_s + 30)
         await asyncio.gather(*(self._attempt(tenant, run_id, d_id) for tenant, run_id, d_id in due))
         return len(notices) + len(due)
 
-    async def _fan_out(self, tenant: str, run_id: str, status: str) -> None:
-        run = await self.outbox.run_record(tenant, run_id)
+    async def _fan_out(self, claimed: list[list[str]]) -> None:
+        """Claimed notices turned into their runs' deliveries: the runs' records, then their agents' webhooks and
+        their tasks' push configs (a run that resumed another first reads its chain), then what the pushes carry
+        (only for runs with configs), each read for all notices at once; then every delivery is written and the
+        notices dropped at once. A notice that fails stays claimed: it is fanned out again after its lease."""
+        notices = []
+        for notice in claimed:
+            try:
+                tenant, run_id, status = notice
+                keys.run(tenant, run_id)
+            except Exception:  # not a notice of ours: never fanned out, and never claimed again
+                log.error("webhook deliverer: dropping the malformed notice %r", "/".join(notice))
+                await self.outbox.drop(keys.WEBHOOK_NOTICES, "/".join(notice))
+                continue
+            notices.append((tenant, run_id, status))
+        runs = await self.outbox.run_records([(tenant, run_id) for tenant, run_id, _ in notices])
+        pushed = [i for i, (_, _, status) in enumerate(notices) if runs[i] and status in a2a_push.STATES]
+        tasks = await self._tasks_of([(notices[i][0], notices[i][1], runs[i]) for i in pushed])
+        task_of = dict(zip(pushed, tasks))
+        agents = [(tenant, runs[i]["agent_id"]) for i, (tenant, _, status) in enumerate(notices)
+                  if runs[i].get("agent_id") and f"run.{status}" in EVENTS]
+        hooks, configs = await self.outbox.hooks_and_configs(
+            agents, [(notices[i][0], task_of[i]) for i in pushed])
+        with_configs = [i for i in pushed if (notices[i][0], task_of[i]) in configs]
+        turns = await self.push_configs.turns([
+            (notices[i][0], notices[i][1], runs[i].get("session_id", ""), notices[i][2] == "waiting_for_user")
+            for i in with_configs])
+        turn_of = dict(zip(with_configs, turns))
+        now = time.time()
+        done = []
+        for i, (tenant, run_id, status) in enumerate(notices):
+            try:
+                run = runs[i]
+                deliveries = self._webhooks(run_id, run, status, hooks.get((tenant, run.get("agent_id", ""))), now)
+                if i in turn_of:
+                    task_id = task_of[i]
+                    end = a2a_push.run_end(run_id, run.get("session_id", ""), *turn_of[i])
+                    deliveries += self._a2a_pushes(run_id, run, status, task_id, configs[tenant, task_id], end, now)
+            except Exception:
+                log.exception("webhook deliverer: run %s's notice could not be fanned out; it will be again", run_id)
+                continue
+            done.append((tenant, run_id, status, deliveries))
+        await self.outbox.add_deliveries(done)
+
+    @staticmethod
+    def _webhooks(run_id: str, run: dict[str, str], status: str, agent_hook: dict[str, Any] | None,
+                  now: float) -> list[dict[str, Any]]:
+        """A delivery of the run's end to each completion webhook that wants it: the request's (or schedule's)
+        and the agent's."""
         event = f"run.{status}"
         hooks: list[dict[str, Any]] = []
         if run and event in EVENTS:
             spec = json.loads(run.get("spec") or "{}")
             if spec.get("completion_webhook"):
                 hooks.append(spec["completion_webhook"])
-            if run.get("agent_id"):
-                agent_hook = await self.outbox.agent_webhook(tenant, run["agent_id"])
-                if agent_hook:
-                    hooks.append({**agent_hook, "source": "agent"})
-        now = time.time()
+            if run.get("agent_id") and agent_hook:
+                hooks.append({**agent_hook, "source": "agent"})
         deliveries = []
         for hook in hooks:
             if event not in (hook.get("events") or EVENTS):
@@ -158,32 +204,35 @@ class WebhookDeliverer:
                 "id": delivery_id(run_id, event, source, hook["url"]), "event": event, "url": hook["url"],
                 "source": source, "secret": hook["secret"], "body": json.dumps(body, separators=(",", ":")),
                 "created_at": now, "state": "pending", "next_attempt_at": now, "attempts": []})
-        if run and status in a2a_push.STATES:
-            deliveries += await self._a2a_pushes(tenant, run_id, run, status, event, now)
-        await self.outbox.add_deliveries(tenant, run_id, status, deliveries)
+        return deliveries
 
-    async def _task_of(self, tenant: str, run_id: str, run: dict[str, str]) -> str:
-        """The A2A task of the run: the first run of its chain (parents in the same session, of the same agent)."""
-        task_id = run_id
+    async def _tasks_of(self, runs: list[tuple[str, str, dict[str, str]]]) -> list[str]:
+        """The A2A task of each run [(tenant, run id, record)]: the first run of its chain (parents in the same
+        session, of the same agent). One round trip per level of the longest chain, for all runs at once."""
+        tasks = [run_id for _, run_id, _ in runs]
+        current = [run for _, _, run in runs]
+        pending = [i for i, run in enumerate(current) if run.get("parent_run_id")]
         for _ in range(1000):
-            parent_id = run.get("parent_run_id") or ""
-            if not parent_id:
+            if not pending:
                 break
-            parent = await self.outbox.run_record(tenant, parent_id)
-            if not parent or parent.get("session_id") != run.get("session_id") or (
-                    parent.get("agent_id") != run.get("agent_id")):
-                break
-            task_id, run = parent_id, parent
-        return task_id
+            parents = await self.outbox.run_records([(runs[i][0], current[i]["parent_run_id"]) for i in pending])
+            following = []
+            for i, parent in zip(pending, parents):
+                run = current[i]
+                if not parent or parent.get("session_id") != run.get("session_id") or (
+                        parent.get("agent_id") != run.get("agent_id")):
+                    continue
+                tasks[i], current[i] = run["parent_run_id"], parent
+                if parent.get("parent_run_id"):
+                    following.append(i)
+            pending = following
+        return tasks
 
-    async def _a2a_pushes(self, tenant: str, run_id: str, run: dict[str, str], status: str, event: str,
-                          now: float) -> list[dict[str, Any]]:
+    @staticmethod
+    def _a2a_pushes(run_id: str, run: dict[str, str], status: str, task_id: str, configs: list[dict[str, Any]],
+                    end: dict[str, Any], now: float) -> list[dict[str, Any]]:
         """A delivery of the run's end to each push-notification config of its task, in the A2A shape."""
-        task_id = await self._task_of(tenant, run_id, run)
-        configs = await self.push_configs.list(tenant, task_id)
-        if not configs:
-            return []
-        end = await self.push_configs.run_end(tenant, run_id)
+        event = f"run.{status}"
         body = json.dumps(a2a_push.task_body(task_id, run_id, run, status, end), ensure_ascii=False,
                           separators=(",", ":"))
         return [{"id": delivery_id(run_id, event, f"{a2a_push.SOURCE}:{c['id']}", c["url"]), "kind": "a2a",
