@@ -56,3 +56,29 @@ def token(trellis_stack) -> str:
 @pytest.fixture(scope="session")
 def auth(token) -> str:
     return f"Bearer {token}"
+
+
+# RAGFlow's tests that fail against Trellis for a reason README.md gives, each expected to fail (strict: one
+# that starts passing fails the run, so the list is kept true). Everything else runs and must pass.
+_OUT_OF_SCOPE_INDEXES = "knowledge graphs, RAPTOR and mind maps are out of scope: their routes answer JSON 404 (102 for DELETE)"
+EXPECTED_FAILURES = {
+    "test_datasets.py::test_dataset_index_endpoints": _OUT_OF_SCOPE_INDEXES,
+    "test_datasets.py::test_dataset_graph_endpoint_contract": _OUT_OF_SCOPE_INDEXES,
+    **{f"test_datasets.py::test_dataset_index_trace_and_delete_type_contract[{kind}]": _OUT_OF_SCOPE_INDEXES
+       for kind in ("graph", "raptor", "mindmap")},
+    **{f"test_datasets.py::test_dataset_index_run_with_document_creates_task[{kind}]": _OUT_OF_SCOPE_INDEXES
+       for kind in ("graph", "raptor", "mindmap")},
+    "test_datasets.py::test_dataset_tags_and_aggregation": "tag sets are out of scope: their routes answer JSON 404",
+    "test_documents.py::test_documents_table_parser_chat_patterns": "needs a chat assistant (/chats): out of scope",
+    "test_retrieval.py::test_related_questions_contract": "needs a search app (/searchbots): out of scope",
+    "test_retrieval.py::test_retrieval_page_and_page_size_contract": (
+        "expects code 100 for page/page_size null or 'a', which RAGFlow's own code takes as the defaults since its "
+        "#17597 (as Trellis does); its other cases pass"),
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        reason = EXPECTED_FAILURES.get(item.nodeid.rsplit("/", 1)[-1])
+        if reason is not None:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
