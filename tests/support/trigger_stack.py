@@ -21,7 +21,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from gateway.app import create_app
 from gateway.config import GatewayConfig
 from services.orchestrator.engine.settings import EngineSettings
-from tests.support.agent_services import SCRIPTS, cpn
+from tests.support.agent_services import SCRIPTS, AgentStack, cpn
 from tests.support.llm_gateway import llm_gateway
 from tests.support.net import free_port
 from tests.support.orchestrator import orchestrator
@@ -49,28 +49,14 @@ def gated_canvas(gate_url: str, begin: dict[str, Any] | None = None, content: st
 
 
 @dataclass
-class TriggerStack:
-    client: TestClient
-    gate: Gate
-    key_a: str
-    key_b: str
-    tenant_a: str
+class TriggerStack(AgentStack):
+    """The agent stack with a gate its runs can be held at (`gate_canvas`), and tenant A's id."""
 
-    @property
-    def url(self) -> str:
-        return str(self.client.server.make_url("")).rstrip("/")
+    gate: Gate = field(default_factory=Gate)
+    tenant_a: str = ""
 
-    def auth(self, key: str | None = None) -> dict[str, str]:
-        return {"Authorization": f"Bearer {key or self.key_a}"}
-
-    async def call(self, method: str, path: str, *, key: str | None = None, **kw: Any) -> dict:
-        resp = await self.client.request(method, path, headers=self.auth(key), **kw)
-        return await resp.json()
-
-    async def create(self, dsl: dict, *, key: str | None = None) -> str:
-        body = await self.call("POST", "/api/v1/agents", key=key, json={"title": uuid.uuid4().hex, "dsl": dsl})
-        assert body["code"] == 0, body
-        return body["data"]["id"]
+    async def create(self, dsl: dict, *, key: str | None = None) -> str:  # a draft: never published
+        return await super().create(dsl, key=key, publish=False)
 
 
 @asynccontextmanager
@@ -93,7 +79,7 @@ async def trigger_stack(redis_url: str) -> AsyncIterator[TriggerStack]:
             client = TestClient(TestServer(create_app(cfg), host="127.0.0.1"))
             await client.start_server()
             try:
-                yield TriggerStack(client, gate, key_a, key_b, f"tenant-a-{run}")
+                yield TriggerStack(client=client, key_a=key_a, key_b=key_b, config=cfg, gate=gate, tenant_a=f"tenant-a-{run}")
             finally:
                 gate.opened.set()  # no run stays held at the gate
                 await client.close()
