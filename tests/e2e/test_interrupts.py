@@ -90,3 +90,51 @@ async def test_the_completion_with_inputs_still_answers_a_pause(s):
         "inputs": {"city": {"type": "line", "value": "Lisbon"}}})
     assert body["code"] == 0 and body["data"]["data"]["content"] == "Going to Lisbon", body
     assert (await interrupts(s, agent_id, run_id))[0]["status"] == "answered"
+
+
+async def run_of(s, agent_id: str, run_id: str) -> dict:
+    return (await s.call("GET", f"/api/v1/agents/{agent_id}/runs/{run_id}"))["data"]
+
+
+async def ended(s, agent_id: str, run_id: str) -> dict | None:
+    run = await run_of(s, agent_id, run_id)
+    return run if run["status"] != "waiting_for_user" else None
+
+
+async def test_an_expired_wait_with_on_timeout_fail_fails_the_run_and_frees_its_session(s):
+    agent_id, session_id, run_id = await paused(s, fill_up(timeout_s=0.05, on_timeout="fail"))
+    run = await eventually(lambda: ended(s, agent_id, run_id), what="on_timeout applied")
+    assert run["status"] == "failed"
+    assert run["error"] == "waited 0.05 s for the user's input to UserFillUp:Ask"
+    assert (await interrupts(s, agent_id, run_id))[0]["status"] == "expired"
+    body = await s.call("POST", COMPLETIONS, json={"agent_id": agent_id, "session_id": session_id,
+                                                   "query": "again", "stream": False})
+    assert body["code"] == 0, body  # a new run from the start: the session no longer waits at the old one
+    runs = (await s.call("GET", f"/api/v1/agents/{agent_id}/sessions/{session_id}/runs"))["data"]
+    assert [r["status"] for r in runs] == ["waiting_for_user", "failed"]
+
+
+async def test_an_expired_wait_with_on_timeout_cancel_cancels_the_run(s):
+    agent_id, session_id, run_id = await paused(s, fill_up(timeout_s=0.05, on_timeout="cancel"))
+    run = await eventually(lambda: ended(s, agent_id, run_id), what="on_timeout applied")
+    assert run["status"] == "cancelled" and "waited 0.05 s" in run["error"]
+    resp = await s.client.post(f"/api/v1/agents/{agent_id}/runs/{run_id}/interrupts/{run_id}:UserFillUp:Ask/resolve",
+                               headers=s.auth(), json={"inputs": {"city": "Lisbon"}})
+    assert resp.status == 410
+
+
+async def test_an_expired_wait_with_on_timeout_defaults_resumes_with_the_form_defaults(s):
+    dsl = fill_up(timeout_s=0.05, on_timeout="defaults")
+    dsl["components"]["UserFillUp:Ask"]["obj"]["params"]["inputs"]["city"]["value"] = "Lisbon"
+    agent_id, session_id, run_id = await paused(s, dsl)
+
+    async def resumed() -> dict | None:
+        runs = (await s.call("GET", f"/api/v1/agents/{agent_id}/sessions/{session_id}/runs"))["data"]
+        return runs[0] if runs[0]["id"] != run_id and runs[0]["status"] == "succeeded" else None
+
+    child = await eventually(resumed, what="the run resumed with the defaults")
+    assert child["parent_run_id"] == run_id
+    assert (await run_of(s, agent_id, run_id))["status"] == "succeeded"  # answered, as a resolve leaves it
+    assert (await interrupts(s, agent_id, run_id))[0]["status"] == "expired"
+    session = (await s.call("GET", f"/api/v1/agents/{agent_id}/sessions", params={"id": session_id}))["data"][0]
+    assert session["messages"][-1]["content"] == "Going to Lisbon"

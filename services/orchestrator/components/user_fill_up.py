@@ -49,6 +49,11 @@ def missing_fields(params: dict[str, Any], answer: dict[str, Any]) -> list[str]:
     return out
 
 
+def default_answer(params: dict[str, Any]) -> dict[str, Any]:
+    """The form answered with its fields' default `value`s (what `on_timeout: defaults` resumes the run with)."""
+    return {name: spec.get("value") for name, spec in _form(params.get("inputs")).items()}
+
+
 @register
 class UserFillUp(Component):
     component_name = "UserFillUp"

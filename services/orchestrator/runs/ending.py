@@ -7,6 +7,7 @@ own. A session's state keeps what later turns read, not everything ever seen (`c
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from services.orchestrator import metrics
@@ -67,7 +68,8 @@ class RunEnding:
                 self.runs.queue_log(pipe, tenant, pump.run_id, "tool_calls", list(turn.tool_calls.values()))
                 self.runs.queue_log(pipe, tenant, pump.run_id, "thoughts", turn.thoughts)
                 if paused:
-                    self.runs.queue_paused_at(pipe, tenant, pump.run_id, turn.waiting_for)
+                    self.runs.queue_paused_at(pipe, tenant, pump.run_id, turn.waiting_for,
+                                              expires_at=_expires_at(pump, turn.waiting_for))
                 await self.runs.queue_finish(pipe, tenant, pump.run_id, pump.session_id, status=turn.status,
                                              error=turn.error)
                 if spec.agent_id or spec.completion_webhook:  # its completion webhooks and A2A pushes
@@ -91,6 +93,13 @@ class RunEnding:
             if isinstance(reply, Exception):
                 log.error("run %s: storing its end failed: %s", pump.run_id, reply)
         return True
+
+
+def _expires_at(pump: Pump, node: str) -> float:
+    """When the wait of a run paused at `node` expires: its UserFillUp's `timeout_s` from now (0: never); the
+    index of pauses by expiry (runs/interrupts.py `expire`) reads it."""
+    timeout = float(pump.plan.component_params(node.rsplit("/", 1)[-1]).get("timeout_s") or 0)
+    return time.time() + timeout if timeout > 0 else 0.0
 
 
 def compact(state: SessionState) -> None:

@@ -9,6 +9,7 @@ The run manager is the one door the API uses; each job behind it has a module of
 | drive it: engine -> numbered stream -> journal -> caller | runs/pump.py (journal: store/journal.py) |
 | resume it (a UserFillUp answered, a dead replica's run) | runs/resume.py |
 | own it through a lease; take over orphans | runs/leases.py |
+| interrupts: list, answer once, apply `on_timeout` when a wait expires | runs/interrupts.py |
 | end it: turn, trace and status in one round trip | runs/ending.py |
 | answer questions about runs, rejoin a stream | runs/queries.py |
 
@@ -59,16 +60,18 @@ class RunManager:
         self.resumes = RunResumes(sessions, runs, self.starts, pumps, max_attempts=max_attempts)
         self.leases = Leases(runs, self.local, self.resumes)
         self.queries = RunQueries(sessions, runs)
-        self.interrupts = RunInterrupts(runs, self.starts, codec)
+        self.interrupts = RunInterrupts(runs, self.starts, codec, self.resumes)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Heartbeat and reaper of this replica (called once the store is reachable)."""
+        """Heartbeat, reaper and interrupt expiries of this replica (called once the store is reachable)."""
         self.leases.start()
+        self.interrupts.start()
 
     async def aclose(self) -> None:
         """Shutdown: stop what still runs and let every run's end reach Redis before the connection closes."""
         await self.leases.stop()
+        await self.interrupts.stop()
         await self.local.stop()
 
     # ------------------------------------------------------------------ a run for a caller

@@ -128,6 +128,9 @@ def run_lease(run_id: str) -> str:
 
 # Runs that are running, scored by when their lease runs out; members are "<tenant>/<run id>".
 ACTIVE_RUNS = "trellis:runs:active"
+# Runs waiting for the user whose wait expires (a UserFillUp's `timeout_s`), scored by when; members
+# "<tenant>/<run id>". Like ACTIVE_RUNS, one key of its own, only ever used alone.
+PAUSED_RUNS = "trellis:runs:paused"
 
 
 def session_active_run(tenant: str, session_id: str) -> str:

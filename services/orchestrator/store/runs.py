@@ -95,6 +95,14 @@ redis.call('HSET', KEYS[1], 'status', ARGV[1], 'finished_at', ARGV[2], 'error', 
 redis.call('DEL', KEYS[2], KEYS[3])
 return 1
 """
+# KEYS: paused runs. ARGV: member, now, retry at. Claims a pause whose wait expired for one replica: its score
+# moves to `retry at` (another replica takes it then only if this one died before ending the pause).
+_CLAIM_EXPIRED = """
+local due = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not due or tonumber(due) > tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+return 1
+"""
 # KEYS: session claim. ARGV: run id. Frees the session if this run holds it.
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -129,6 +137,7 @@ class RunStore:
         self._finish = redis.register_script(_FINISH)
         self._release = redis.register_script(_RELEASE)
         self._take_over = redis.register_script(_TAKE_OVER)
+        self._claim_expired = redis.register_script(_CLAIM_EXPIRED)
 
     @property
     def _lease_ms(self) -> int:
@@ -221,16 +230,42 @@ class RunStore:
             return True
         return (await self.redis.get(claim) or b"").decode() == run_id
 
-    def queue_paused_at(self, pipe, tenant: str, run_id: str, node: str) -> None:
-        """On `pipe`: the component (checkpoint.node_key) a run waiting for the user paused at."""
+    def queue_paused_at(self, pipe, tenant: str, run_id: str, node: str, *, expires_at: float = 0.0) -> None:
+        """On `pipe`: the component (checkpoint.node_key) a run waiting for the user paused at, and when that
+        wait expires (0: never), in the index of pauses by expiry (`pauses_expired`)."""
         pipe.hset(keys.run(tenant, run_id), "paused_node", node)
+        if expires_at:
+            pipe.zadd(keys.PAUSED_RUNS, {f"{tenant}/{run_id}": expires_at})
+
+    async def pauses_expired(self, limit: int = 50) -> list[tuple[str, str]]:
+        """(tenant, run id) of paused runs whose wait expired (and not yet claimed, or claimed by a replica
+        that did not end them in time): one read of the index."""
+        members = await self.redis.zrangebyscore(keys.PAUSED_RUNS, "-inf", time.time(), start=0, num=limit)
+        return [tuple(m.decode().split("/", 1)) for m in members]  # type: ignore[misc]
+
+    async def claim_expired_pause(self, tenant: str, run_id: str, *, retry_s: float = 60.0) -> bool:
+        """Whether this replica applies the expired pause's `on_timeout` (exactly one does; another may take it
+        again after `retry_s` if this one never ends the pause)."""
+        now = time.time()
+        return bool(await self._claim_expired(keys=[keys.PAUSED_RUNS], args=[f"{tenant}/{run_id}", now, now + retry_s]))
+
+    async def mark_answered(self, tenant: str, run_id: str, by: str) -> bool:
+        """Mark a paused run's wait as answered (`by`: the answering run, or "timeout"), atomically: False when
+        it was already."""
+        return bool(await self.redis.hsetnx(keys.run(tenant, run_id), "answered", by))
+
+    async def forget_pause(self, tenant: str, run_id: str) -> None:
+        """Out of the index of pauses by expiry (its run no longer waits)."""
+        await self.redis.zrem(keys.PAUSED_RUNS, f"{tenant}/{run_id}")
 
     async def queue_finish(self, pipe, tenant: str, run_id: str, session_id: str, *, status: str, error: str = "") -> None:
-        """The run's end on `pipe`: status, lease and cancel flag gone, out of the active set, the session freed
-        if this run holds it."""
+        """The run's end on `pipe`: status, lease and cancel flag gone, out of the active set (and, unless it
+        waits for the user, out of the pauses by expiry), the session freed if this run holds it."""
         queue_script(pipe, self._finish, [keys.run(tenant, run_id), keys.cancel_flag(run_id), keys.run_lease(run_id)],
                      [status, time.time(), error])
         pipe.zrem(keys.ACTIVE_RUNS, f"{tenant}/{run_id}")
+        if status != "waiting_for_user":
+            pipe.zrem(keys.PAUSED_RUNS, f"{tenant}/{run_id}")
         if session_id:
             queue_script(pipe, self._release, [keys.session_active_run(tenant, session_id)], [run_id])
 
@@ -299,8 +334,8 @@ class RunStore:
         info = await self.status(tenant, run_id)
         status = info.get("status")
         if status == "waiting_for_user":
-            await self.finish(tenant, run_id, info.get("session_id", ""), status="cancelled", error="Task has been canceled")
-            await self._unpause(tenant, info.get("session_id", ""), run_id)
+            await self.end_pause(tenant, run_id, info.get("session_id", ""), status="cancelled",
+                                 error="Task has been canceled")
             return True
         if status != "running":
             return False
@@ -309,6 +344,12 @@ class RunStore:
         if not await self.redis.exists(keys.run_lease(run_id)):  # nobody runs it: no one else will free it
             await self.finish(tenant, run_id, info.get("session_id", ""), status="cancelled", error="Task has been canceled")
         return True
+
+    async def end_pause(self, tenant: str, run_id: str, session_id: str, *, status: str, error: str) -> None:
+        """End a run that waits for the user (cancelled, or its wait expired): its end, and its session no
+        longer paused at it."""
+        await self.finish(tenant, run_id, session_id, status=status, error=error)
+        await self._unpause(tenant, session_id, run_id)
 
     async def _unpause(self, tenant: str, session_id: str, run_id: str) -> None:
         if session_id:
