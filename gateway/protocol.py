@@ -6,12 +6,15 @@ refusing them would break those clients.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
 from gateway.errors import GatewayError
@@ -85,6 +88,34 @@ class ChatMessageIn(_Body):
 
 
 MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
+WebhookEvent = Literal["run.succeeded", "run.failed", "run.waiting_for_user", "run.cancelled"]
+
+
+def _webhook_url(value: str) -> str:
+    parsed = urlsplit(value)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise PydanticCustomError("webhook_url", "must be an http(s) URL with a host, not {raw}", {"raw": repr(value)})
+    return value
+
+
+def _webhook_secret(value: str) -> str:
+    """Standard Webhooks' form: `whsec_` + base64 (the orchestrator checks it again; here the error names the field)."""
+    try:
+        ok = value.startswith("whsec_") and bool(base64.b64decode(value[6:], validate=True))
+    except (binascii.Error, ValueError):
+        ok = False
+    if not ok:
+        raise PydanticCustomError("webhook_secret", "must be 'whsec_' followed by base64")
+    return value
+
+
+class CompletionWebhookIn(BaseModel):
+    """A run's own completion webhook (docs/triggers.md): its end is POSTed to `url`, signed with `secret`."""
+
+    model_config = ConfigDict(extra="forbid")
+    url: Annotated[str, AfterValidator(_webhook_url)]
+    events: list[WebhookEvent] | None = None  # default: all four
+    secret: Annotated[str, AfterValidator(_webhook_secret)]  # required: nobody could verify a secret made here
 
 
 class RagflowCompletionBody(_Body):
@@ -92,6 +123,8 @@ class RagflowCompletionBody(_Body):
     on_disconnect: Literal["cancel", "continue"] = "cancel"
     # true: answer 202 with the run's ids at once; the run goes on (GET .../runs/{run_id}/join or /events)
     background: bool = False
+    # the run's end POSTed to a URL of the caller's, signed (docs/triggers.md, "Completion webhooks")
+    completion_webhook: CompletionWebhookIn | None = None
     # the session runs a run already (double-texting): refuse with 409, start after it, cancel it (its turn
     # stays) or cancel it and remove its turn; unset: the agent's default (Begin's param), else "busy"
     multitask_strategy: MultitaskStrategy | None = None
@@ -125,6 +158,10 @@ class StreamOptions(_Body):
 class OpenAIChatBody(_Body):
     # "continue": the run goes on when the client disconnects (rejoin with Last-Event-ID); default "cancel"
     on_disconnect: Literal["cancel", "continue"] = "cancel"
+    # true: answer 202 with the run's ids at once; the run goes on (GET .../runs/{run_id}/join or /events)
+    background: bool = False
+    # the run's end POSTed to a URL of the caller's, signed (docs/triggers.md, "Completion webhooks")
+    completion_webhook: CompletionWebhookIn | None = None
     model: str | None = None
     messages: list[ChatMessageIn] = Field(min_length=1)
     stream: bool | None = None  # RAGFlow's agents_openai default: false
@@ -143,6 +180,10 @@ class OpenAIChatBody(_Body):
 class EnvelopeRunBody(_Body):
     # "continue": the run goes on when the client disconnects (rejoin with Last-Event-ID); default "cancel"
     on_disconnect: Literal["cancel", "continue"] = "cancel"
+    # true: answer 202 with the run's ids at once; the run goes on (GET .../runs/{run_id}/join or /events)
+    background: bool = False
+    # the run's end POSTed to a URL of the caller's, signed (docs/triggers.md, "Completion webhooks")
+    completion_webhook: CompletionWebhookIn | None = None
     query: str | None = None
     message: str | None = None  # the seed's name for the user's text
     thread_id: str | None = None

@@ -6,17 +6,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
+from typing import Any, Callable
 
 import grpc
 from aiohttp import web
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import session_service_pb2 as session_pb
+from trellis.canvas.v1 import webhook_service_pb2 as hook_pb
 
 from gateway import sse
 from gateway.dialects import DialectRun
 from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR, Orchestrator
+from gateway.protocol import CompletionWebhookIn
 from gateway.responses import json_response
 
 
@@ -30,23 +32,32 @@ async def respond(request: web.Request, req: canvas_pb.RunRequest, run: DialectR
         return await run.answer(events)
 
 
-async def start_in_background(request: web.Request, req: canvas_pb.RunRequest) -> web.Response:
+async def start_in_background(request: web.Request, req: canvas_pb.RunRequest,
+                              answer: Callable[[str, str], web.Response] | None = None) -> web.Response:
     """`"background": true`: start the run to go on without its caller and answer 202 with its ids once its
     first event came, which the orchestrator sends only after the run's start (record, lease, request) is
     in Redis: an acknowledged run is never lost. Then leave; the run continues (continue_on_disconnect).
-    `GET .../runs/{run_id}/join` waits for its result, `.../events` streams it (gateway/routes/runs.py)."""
+    `GET .../runs/{run_id}/join` waits for its result, `.../events` streams it (gateway/routes/runs.py).
+    `answer(run_id, session_id)` is the dialect's 202 (default: RAGFlow's, `started`)."""
     req.continue_on_disconnect = True
     async with request.app[ORCHESTRATOR].run(req, merge=False) as events:
         first = await anext(aiter(events), None)
     if first is None:
         raise GatewayError("the run ended before it started", code=grpc.StatusCode.UNAVAILABLE)
-    return started(first.run_id, first.session_id)
+    return (answer or started)(first.run_id, first.session_id)
 
 
 def started(run_id: str, session_id: str) -> web.Response:
     """202, RAGFlow's envelope with the ids of a run still running (also `join`'s answer when it waited long enough)."""
     return json_response({"code": 0, "message": "success",
                           "data": {"run_id": run_id, "session_id": session_id, "status": "running"}}, status=202)
+
+
+def completion_webhook(req: canvas_pb.RunRequest, hook: CompletionWebhookIn | None) -> None:
+    """A request's own completion webhook (the body's `completion_webhook`, checked by gateway.protocol)."""
+    if hook is not None:
+        req.completion_webhook.CopyFrom(hook_pb.CompletionWebhook(url=hook.url, events=hook.events or [],
+                                                                  secret=hook.secret))
 
 
 def json_field(value: Any) -> str:

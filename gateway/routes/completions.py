@@ -25,8 +25,8 @@ from gateway.orchestrator import ORCHESTRATOR
 from gateway.protocol import OpenAIChatBody, PatchTaskBody, RagflowCompletionBody, parse, read_json, truthy
 from gateway.responses import ChatCompletion, CompletionData
 from gateway.routes import openai as openai_routes
-from gateway.routes._runs import (agent_target, input_files, json_field, load_session, respond, session_target,
-                                  start_in_background)
+from gateway.routes._runs import (agent_target, completion_webhook, input_files, json_field, load_session, respond,
+                                  session_target, start_in_background)
 from gateway.routes._views import ok
 from gateway.routes.agents import NO_ACCESS
 
@@ -53,6 +53,7 @@ async def _run(request: web.Request, body: RagflowCompletionBody, agent_id: str,
         return_trace=return_trace, chat_template_kwargs_json=json_field(body.chat_template_kwargs),
         custom_header_json=json_field(custom_header), continue_on_disconnect=body.on_disconnect == "continue",
         multitask_strategy=body.multitask_strategy or "")
+    completion_webhook(req, body.completion_webhook)
     if body.background:
         return await start_in_background(request, req)
     stream = body.stream if body.stream is not None else legacy

@@ -6,10 +6,15 @@
 `session_id` (or `id`, or `metadata.id`) continues that session: only the last user message is sent, the
 history is the session's. Without one, each call creates a fresh session (latest published version, or
 the draft) and the messages before the last user message are passed as its history (`_history`).
+
+Trellis' extension fields (the official client sends them through `extra_body`): `inputs`, `on_disconnect`,
+`background` (202 with the run's ids, `started`) and `completion_webhook` ({url, events, secret}).
 """
 
 from __future__ import annotations
 
+import functools
+import time
 
 import grpc
 from aiohttp import web
@@ -25,7 +30,8 @@ from gateway.orchestrator import ORCHESTRATOR
 from gateway.protocol import ChatMessageIn, OpenAIChatBody, read_body
 from gateway.responses import ChatCompletion, ModelList, ModelOut, json_response
 
-from gateway.routes._runs import agent_target, json_field, load_session, respond, session_target
+from gateway.routes._runs import (agent_target, completion_webhook, json_field, load_session, respond, session_target,
+                                  start_in_background)
 
 _CHAT = Contract("Chat completion with an agent as the model", body=OpenAIChatBody, response=ChatCompletion, stream=True,
                  tags=("openai",))
@@ -64,7 +70,18 @@ async def run_chat(request: web.Request, agent_id: str, body: OpenAIChatBody) ->
     run = OpenAIRun(model=agent_id, completion_id=req.session_id, include_usage=include_usage)
     req.continue_on_disconnect = body.on_disconnect == "continue"
     req.answer_only = True  # the dialect renders nothing else (OpenAIRun.delta)
+    completion_webhook(req, body.completion_webhook)
+    if body.background:
+        return await start_in_background(request, req, functools.partial(started, agent_id))
     return await respond(request, req, run, stream=bool(body.stream))
+
+
+def started(agent_id: str, run_id: str, session_id: str) -> web.Response:
+    """`"background": true`'s 202. OpenAI's chat API has no background mode; this follows its Responses API's
+    (`id`, `object`, `status`), with the ids to join (`GET /api/v1/agents/{model}/runs/{run_id}/join?dialect=openai`
+    answers the chat.completion) and `session_id` to continue the conversation."""
+    return json_response({"id": run_id, "object": "chat.completion.run", "created": int(time.time()), "model": agent_id,
+                          "status": "in_progress", "run_id": run_id, "session_id": session_id}, status=202)
 
 
 @endpoint(Dialect.OPENAI, contract=_CHAT)

@@ -96,3 +96,57 @@ async def test_a_background_run_is_only_its_tenants(s):
     assert other["code"] == 102
     ended = await s.call("GET", f"/api/v1/agents/{agent_id}/runs/{ids['run_id']}/join")
     assert ended["data"]["data"]["content"] == "done: gate open"
+
+
+async def test_openai_route_answers_202_with_the_ids_and_join_answers_the_chat_completion(s):
+    agent_id = await s.create(gated_canvas(s.gate.url))
+    resp = await s.client.post("/v1/chat/completions", headers=s.auth(), json={
+        "model": agent_id, "messages": [{"role": "user", "content": "go"}], "background": True})
+    assert resp.status == 202
+    accepted = await resp.json()
+    assert accepted["object"] == "chat.completion.run" and accepted["status"] == "in_progress"
+    assert accepted["model"] == agent_id and accepted["id"] == accepted["run_id"] and accepted["session_id"]
+    run_path = f"/api/v1/agents/{agent_id}/runs/{accepted['run_id']}"
+    await s.gate.reached.wait()  # the caller is gone; the run goes on
+    run = await s.call("GET", run_path)
+    assert (run["data"]["status"], run["data"]["session_id"]) == ("running", accepted["session_id"])
+
+    s.gate.opened.set()
+    joined = await s.call("GET", f"{run_path}/join", params={"dialect": "openai"})
+    assert joined["object"] == "chat.completion"
+    assert joined["choices"][0]["message"]["content"] == "done: gate open"
+    # the session the run made continues on the same route
+    resp = await s.client.post("/v1/chat/completions", headers=s.auth(), json={
+        "model": agent_id, "session_id": accepted["session_id"], "messages": [{"role": "user", "content": "again"}],
+        "background": True})
+    assert resp.status == 202 and (await resp.json())["session_id"] == accepted["session_id"]
+
+
+async def test_envelope_route_answers_202_with_an_envelope_and_events_stream_the_run(s):
+    agent_id = await s.create(gated_canvas(s.gate.url))
+    resp = await s.client.post(f"/api/v1/agents/{agent_id}/stream", headers=s.auth(),
+                               json={"query": "go", "background": True})
+    assert resp.status == 202
+    accepted = await resp.json()
+    assert accepted["type"] == "status" and accepted["data"] == {"status": "run_started", "background": True}
+    assert accepted["run_id"] and accepted["thread_id"]
+    run_path = f"/api/v1/agents/{agent_id}/runs/{accepted['run_id']}"
+    await s.gate.reached.wait()
+    assert (await s.call("GET", run_path))["data"]["status"] == "running"
+
+    s.gate.opened.set()
+    envelopes = [d for _, d in await frames(await s.client.get(f"{run_path}/events", params={"dialect": "envelope"},
+                                                                headers=s.auth()))]
+    assert envelopes[-1]["type"] == "done"
+    assert {e["thread_id"] for e in envelopes} == {accepted["thread_id"]}
+    assert "done: gate open" in json.dumps([e["data"] for e in envelopes])
+    joined = await s.call("GET", f"{run_path}/join")
+    assert joined["data"]["data"]["content"] == "done: gate open"
+
+
+async def test_background_refuses_a_bad_body_before_starting(s):
+    agent_id = await s.create(gated_canvas(s.gate.url))
+    resp = await s.client.post(f"/api/v1/agents/{agent_id}/stream", headers=s.auth(),
+                               json={"query": "go", "background": "later"})
+    assert resp.status == 400
+    assert "background" in (await resp.json())["data"]["message"]

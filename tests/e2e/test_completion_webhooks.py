@@ -238,3 +238,76 @@ async def test_a_run_that_cannot_be_resumed_after_its_owner_died_is_notified(clu
     assert [d.event for d in found] == ["run.failed"]
     (payload,) = [p for _, p in receiver.received]
     assert payload["data"]["status"] == "failed" and payload["data"]["error"].startswith("cannot resume")
+
+
+# ---- the HTTP completion routes: `completion_webhook` {url, events, secret} in the body -----------------------
+
+@pytest.fixture
+async def http_stack(redis_server):
+    from services.orchestrator.triggers.settings import TriggerSettings
+    from tests.support.trigger_stack import trigger_stack
+
+    async with trigger_stack(redis_server.url, triggers=TriggerSettings(webhook_poll_s=0.05)) as stack:
+        yield stack
+
+
+ECHO_CANVAS = json.loads(ECHO_DSL)
+
+
+async def http_deliveries(s, agent_id: str, run_id: str) -> list[dict]:
+    async def check():
+        got = (await s.call("GET", f"/api/v1/agents/{agent_id}/runs/{run_id}/deliveries"))["data"]
+        return got if got and all(d["state"] == "delivered" for d in got) else None
+
+    return await eventually(check, what=f"the deliveries of run {run_id}")
+
+
+@pytest.mark.parametrize("route", ["ragflow", "openai", "envelope"])
+async def test_a_completion_route_takes_a_webhook_in_its_body(http_stack, receiver_server, route):
+    s = http_stack
+    secret = new_secret()
+    receiver = Receiver(secret, [])
+    hook = {"url": await receiver_server(receiver), "secret": secret, "events": ["run.succeeded"]}
+    agent_id = await s.create(ECHO_CANVAS)
+    if route == "ragflow":
+        answer = await s.call("POST", "/api/v1/agents/chat/completions",
+                              json={"agent_id": agent_id, "query": "hi", "completion_webhook": hook})
+        assert answer["code"] == 0, answer
+    elif route == "openai":
+        answer = await s.call("POST", "/v1/chat/completions", json={
+            "model": agent_id, "messages": [{"role": "user", "content": "hi"}], "completion_webhook": hook})
+        assert answer["object"] == "chat.completion", answer
+    else:
+        resp = await s.client.post(f"/api/v1/agents/{agent_id}/stream", headers=s.auth(),
+                                   json={"query": "hi", "completion_webhook": hook})
+        assert resp.status == 200
+        types = [json.loads(line[5:])["type"] for line in (await resp.text()).splitlines() if line.startswith("data:")]
+        assert types[-1] == "done" and "error" not in types
+    await receiver.arrived.wait()
+    ((headers, payload),) = receiver.received  # verified with the secret sent in the body
+    run_id = payload["data"]["run_id"]
+    assert payload["type"] == "run.succeeded" and payload["data"]["agent_id"] == agent_id
+    (delivery,) = await http_deliveries(s, agent_id, run_id)
+    assert delivery["source"] == "request" and delivery["id"] == headers["webhook-id"]
+
+
+@pytest.mark.parametrize(("hook", "field", "says"), [
+    ({"url": "http://example.com/hook"}, "completion_webhook.secret", "is required"),
+    ({"url": "ftp://example.com/hook", "secret": "whsec_c2VjcmV0"}, "completion_webhook.url", "http(s) URL"),
+    ({"url": "http://example.com/hook", "secret": "whsec_c2VjcmV0", "events": ["run.done"]},
+     "completion_webhook.events.0", "run.succeeded"),
+    ({"url": "http://example.com/hook", "secret": "plain"}, "completion_webhook.secret", "whsec_"),
+])
+async def test_a_bad_webhook_in_a_body_is_refused_naming_the_field(http_stack, hook, field, says):
+    s = http_stack
+    agent_id = await s.create(ECHO_CANVAS)
+    ragflow = await s.call("POST", "/api/v1/agents/chat/completions",
+                           json={"agent_id": agent_id, "query": "hi", "completion_webhook": hook})
+    assert ragflow["code"] != 0 and f"`{field}`" in ragflow["message"] and says in ragflow["message"]
+    resp = await s.client.post("/v1/chat/completions", headers=s.auth(), json={
+        "model": agent_id, "messages": [{"role": "user", "content": "hi"}], "completion_webhook": hook})
+    error = (await resp.json())["error"]
+    assert resp.status == 400 and error["param"] == field and says in error["message"]
+    resp = await s.client.post(f"/api/v1/agents/{agent_id}/stream", headers=s.auth(),
+                               json={"query": "hi", "completion_webhook": hook})
+    assert resp.status == 400 and field in (await resp.json())["data"]["message"]

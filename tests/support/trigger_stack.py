@@ -60,7 +60,8 @@ class TriggerStack(AgentStack):
 
 
 @asynccontextmanager
-async def trigger_stack(redis_url: str) -> AsyncIterator[TriggerStack]:
+async def trigger_stack(redis_url: str, **orchestrator_cfg: Any) -> AsyncIterator[TriggerStack]:
+    """`orchestrator_cfg`: more OrchestratorConfig fields (triggers=TriggerSettings(webhook_poll_s=...))."""
     run = uuid.uuid4().hex[:8]
     key_a, key_b = f"trig-a-{run}", f"trig-b-{run}"
     gate = Gate()
@@ -71,7 +72,8 @@ async def trigger_stack(redis_url: str) -> AsyncIterator[TriggerStack]:
     gate.url = str(gate_server.make_url("/gate"))
     engine = EngineSettings(ssrf_allowlist=("127.0.0.1",))
     try:
-        async with llm_gateway(SCRIPTS) as llm, orchestrator(redis_url, llm_gateway_addr=llm.addr, engine=engine) as orch:
+        async with llm_gateway(SCRIPTS) as llm, orchestrator(
+                redis_url, llm_gateway_addr=llm.addr, engine=engine, **orchestrator_cfg) as orch:
             cfg = GatewayConfig(host="127.0.0.1", port=0, health_timeout_s=1.0,
                                 upstreams={"orchestrator": orch.addr, "llm_gateway": llm.addr,
                                            "retrieval": f"127.0.0.1:{free_port()}", "sandbox": f"127.0.0.1:{free_port()}"},
