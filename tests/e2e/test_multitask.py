@@ -1,12 +1,15 @@
 """Double-texting over the real stack (issue 32 item 5): a second message on a session whose run is held at a
 gate, with each `multitask_strategy`. reject answers 409; enqueue starts once the first run ended; interrupt
 cancels it and keeps its turn; rollback cancels it and takes its turn out; none refuses as busy (as always); the
-agent's default comes from Begin's `multitask_strategy` param."""
+agent's default comes from Begin's `multitask_strategy` param. On a session paused at a UserFillUp (not busy), a
+new message under interrupt or rollback cancels the paused run and starts afresh; reject and enqueue, and any
+request that carries `inputs`, answer the pause as before."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.support.agent_services import cpn
 from tests.support.trigger_stack import gated_canvas, trigger_stack
 
 COMPLETIONS = "/api/v1/agents/chat/completions"
@@ -112,3 +115,59 @@ async def test_the_agents_default_strategy_applies_when_the_request_names_none(s
     resp = await second(s, agent_id, first["session_id"])
     assert resp.status == 409
     assert await status(s, agent_id, first["run_id"]) == "running"
+
+
+def fill_up(begin: dict | None = None) -> dict:
+    return {"components": {
+        "begin": cpn("Begin", ["UserFillUp:Ask"], begin),
+        "UserFillUp:Ask": cpn("UserFillUp", ["Message:Out"], {
+            "tips": "Which city?", "inputs": {"city": {"name": "city", "type": "line", "optional": False}}},
+            ("begin",)),
+        "Message:Out": cpn("Message", [], {"content": ["{sys.query} to {UserFillUp:Ask@city}"]},
+                           ("UserFillUp:Ask",)),
+    }}
+
+
+async def first_run_paused(s, begin: dict | None = None) -> tuple[str, str, str]:
+    """(agent id, session id, run id) of a first run ("first") paused at the form."""
+    agent_id = await s.create(fill_up(begin))
+    body = await s.call("POST", COMPLETIONS, json={"agent_id": agent_id, "query": "first", "stream": False})
+    assert body["code"] == 0, body
+    session_id = body["data"]["session_id"]
+    [run] = (await s.call("GET", f"/api/v1/agents/{agent_id}/sessions/{session_id}/runs"))["data"]
+    assert run["status"] == "waiting_for_user"
+    return agent_id, session_id, run["id"]
+
+
+async def runs_of(s, agent_id: str, session_id: str) -> list[dict]:
+    return (await s.call("GET", f"/api/v1/agents/{agent_id}/sessions/{session_id}/runs"))["data"]
+
+
+@pytest.mark.parametrize("strategy, users", [("interrupt", ["first", "second"]), ("rollback", ["second"])])
+async def test_a_new_message_on_a_paused_session_cancels_the_pause_and_starts_afresh(s, strategy, users):
+    agent_id, session_id, paused = await first_run_paused(s)
+    body = await (await second(s, agent_id, session_id, multitask_strategy=strategy)).json()
+    assert body["code"] == 0, body
+    assert await status(s, agent_id, paused) == "cancelled"
+    newest, *_ = await runs_of(s, agent_id, session_id)
+    assert newest["id"] != paused and newest["status"] == "waiting_for_user"  # at the form again, from the start
+    assert newest["parent_run_id"] is None
+    assert await user_messages(s, agent_id, session_id) == users
+    answered = await (await second(s, agent_id, session_id, inputs={"city": "Lisbon"})).json()
+    assert answered["data"]["data"]["content"] == "second to Lisbon"
+
+
+@pytest.mark.parametrize("strategy", ["reject", "enqueue", "interrupt", "rollback"])
+async def test_an_answer_on_a_paused_session_answers_it_whatever_the_strategy(s, strategy):
+    agent_id, session_id, paused = await first_run_paused(s, begin={"multitask_strategy": strategy})
+    body = await (await second(s, agent_id, session_id, inputs={"city": "Lisbon"})).json()
+    assert body["code"] == 0 and body["data"]["data"]["content"] == "second to Lisbon", body
+    assert (await runs_of(s, agent_id, session_id))[0]["parent_run_id"] == paused
+
+
+@pytest.mark.parametrize("strategy", ["reject", "enqueue"])
+async def test_reject_and_enqueue_leave_a_paused_session_waiting_for_its_answer(s, strategy):
+    agent_id, session_id, paused = await first_run_paused(s)
+    body = await (await second(s, agent_id, session_id, multitask_strategy=strategy)).json()
+    assert body["code"] != 0 and "inputs" in body["message"]  # as without a strategy: not busy, so no refusal
+    assert await status(s, agent_id, paused) == "waiting_for_user"

@@ -13,7 +13,9 @@ from services.orchestrator.store import SessionRecord
 
 
 # What a request on a busy session may ask (double-texting; runs/starts.py `make_way` applies it): refuse it
-# (ABORTED), start once the current run ends, cancel the current run first (its turn stays, or goes).
+# (ABORTED), start once the current run ends, cancel the current run first (its turn stays, or goes). A session
+# paused at a UserFillUp is not busy; there a new message under interrupt or rollback cancels the paused run
+# first (runs/starts.py `supersede_pause`), and under the others answers the pause.
 MULTITASK_STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 
 

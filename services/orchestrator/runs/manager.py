@@ -88,7 +88,8 @@ class RunManager:
 
     async def _begin(self, spec: RunSpec) -> Pump:
         """The run's pump: a new run, or the answer to its session's pause. A busy session makes way as the
-        request's multitask strategy says (runs/starts.py `make_way`), then the session is read again."""
+        request's multitask strategy says (runs/starts.py `make_way`), and so does a paused one for a new
+        message under interrupt or rollback (`supersede_pause`); then the session is read again."""
         while True:
             record, dsl = await self.starts.load(spec)
             admission.check_session(spec, record)
@@ -96,6 +97,10 @@ class RunManager:
                 await self.interrupts.claim(spec, record)
             try:
                 if record is not None and record.paused_run:
+                    # an answer (inputs) answers it; a new message may cancel it first (interrupt, rollback)
+                    if not spec.inputs and not spec.interrupt_id and await self.starts.supersede_pause(
+                            spec, record, dsl):
+                        continue
                     return await self.resumes.answer_pause(spec, record)
                 return await self.starts.start_new(spec, record, dsl)
             except SessionBusy as busy:

@@ -124,6 +124,22 @@ class RunStarts:
             query = json.loads(info.get("spec") or "{}").get("query", "")
             await self.sessions.remove_turn(tenant, busy.session_id, busy.holder, query)
 
+    async def supersede_pause(self, spec: RunSpec, record: SessionRecord, dsl: Dsl | None) -> bool:
+        """A new message (no `inputs`) on a session paused at a UserFillUp, under `interrupt` or `rollback`: the
+        paused run ends cancelled (`rollback`: its turn leaves the session too) and the caller starts afresh from
+        the session as it is now (True). A paused session is not busy: under any other strategy the request
+        answers the pause as before (False)."""
+        strategy = admission.multitask_strategy(spec, await self.plan(spec, record, dsl))
+        if strategy not in ("interrupt", "rollback"):
+            return False
+        tenant, paused = spec.tenant_id, record.paused_run
+        await self.runs.request_cancel(tenant, run_id=paused)
+        if strategy == "rollback":
+            info = await self.runs.status(tenant, paused)
+            query = json.loads(info.get("spec") or "{}").get("query", "")
+            await self.sessions.remove_turn(tenant, record.id, paused, query)
+        return True
+
     async def _ended(self, tenant: str, run_id: str, bound_s: float) -> dict[str, str]:
         """The record of `run_id` once it is no longer running (its turn stored: runs/ending.py writes both in
         one round trip), polled for at most `bound_s`."""

@@ -4,6 +4,7 @@ each, and a pause that ends otherwise (answered, cancelled) leaves the index."""
 from __future__ import annotations
 
 import time
+import uuid
 
 from services.orchestrator.store import RunStore
 from services.orchestrator.store import keys
@@ -11,17 +12,26 @@ from services.orchestrator.store import keys
 
 async def test_an_expired_pause_is_claimed_by_one_replica_and_leaves_with_its_run(redis_client):
     a, b = RunStore(redis_client, owner="a"), RunStore(redis_client, owner="b")
-    async with redis_client.pipeline(transaction=False) as pipe:
-        a.queue_paused_at(pipe, "t1", "due", "UserFillUp:Ask", expires_at=time.time() - 1)
-        a.queue_paused_at(pipe, "t1", "later", "UserFillUp:Ask", expires_at=time.time() + 3600)
-        a.queue_paused_at(pipe, "t1", "never", "UserFillUp:Ask")
-        await pipe.execute()
-    assert await a.pauses_expired() == [("t1", "due")]
-    assert [await a.claim_expired_pause("t1", "due"), await b.claim_expired_pause("t1", "due")] == [True, False]
-    assert await b.pauses_expired() == []  # claimed: not read again until its retry time
-    assert not await b.claim_expired_pause("t1", "later")
+    t = f"t-{uuid.uuid4().hex[:8]}"  # the index is shared by every tenant (and other tests' stacks)
 
-    await a.end_pause("t1", "later", "", status="cancelled", error="Task has been canceled")
-    assert await redis_client.zcard(keys.PAUSED_RUNS) == 1  # "due" only, until its run ends
-    await a.end_pause("t1", "due", "", status="failed", error="waited")
-    assert await redis_client.zcard(keys.PAUSED_RUNS) == 0
+    async def expired(store: RunStore) -> list[str]:
+        return [run for tenant, run in await store.pauses_expired(limit=1000) if tenant == t]
+
+    async def indexed() -> set[str]:
+        return {m.decode().split("/", 1)[1] for m in await redis_client.zrange(keys.PAUSED_RUNS, 0, -1)
+                if m.decode().startswith(f"{t}/")}
+
+    async with redis_client.pipeline(transaction=False) as pipe:
+        a.queue_paused_at(pipe, t, "due", "UserFillUp:Ask", expires_at=time.time() - 1)
+        a.queue_paused_at(pipe, t, "later", "UserFillUp:Ask", expires_at=time.time() + 3600)
+        a.queue_paused_at(pipe, t, "never", "UserFillUp:Ask")
+        await pipe.execute()
+    assert await expired(a) == ["due"]
+    assert [await a.claim_expired_pause(t, "due"), await b.claim_expired_pause(t, "due")] == [True, False]
+    assert await expired(b) == []  # claimed: not read again until its retry time
+    assert not await b.claim_expired_pause(t, "later")
+
+    await a.end_pause(t, "later", "", status="cancelled", error="Task has been canceled")
+    assert await indexed() == {"due"}  # "due" only, until its run ends
+    await a.end_pause(t, "due", "", status="failed", error="waited")
+    assert await indexed() == set()
