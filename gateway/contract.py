@@ -31,6 +31,8 @@ class Contract:
     multipart: tuple[str, ...] = ()  # multipart/form-data file fields (uploads), instead of `body`
     binary: bool = False  # answers with a file of any media type (a download) instead of JSON
     error_statuses: tuple[int, ...] = ()  # HTTP statuses besides the dialect's own that carry its error body
+    # the type of a 202 answer (a run going on: `background` in the body); None: RAGFlow's envelope with the ids
+    accepted: Any = None
     tags: tuple[str, ...] = field(default_factory=tuple)
 
 

@@ -113,18 +113,21 @@ class CompletionWebhookIn(BaseModel):
     """A run's own completion webhook (docs/triggers.md): its end is POSTed to `url`, signed with `secret`."""
 
     model_config = ConfigDict(extra="forbid")
-    url: Annotated[str, AfterValidator(_webhook_url)]
-    events: list[WebhookEvent] | None = None  # default: all four
-    secret: Annotated[str, AfterValidator(_webhook_secret)]  # required: nobody could verify a secret made here
+    url: Annotated[str, AfterValidator(_webhook_url)] = Field(description="http(s) URL the run's end is POSTed to")
+    events: list[WebhookEvent] | None = Field(None, description="the ends to notify (default: all four)")
+    # required: a secret made here could not be returned to anyone who verifies with it
+    secret: Annotated[str, AfterValidator(_webhook_secret)] = Field(
+        description="whsec_ + base64: the deliveries are signed with it (Standard Webhooks)")
 
 
 class RagflowCompletionBody(_Body):
     # "continue": the run goes on when the client disconnects (rejoin with Last-Event-ID); default "cancel"
     on_disconnect: Literal["cancel", "continue"] = "cancel"
     # true: answer 202 with the run's ids at once; the run goes on (GET .../runs/{run_id}/join or /events)
-    background: bool = False
+    background: bool = Field(False, description="answer 202 with the run's ids at once; the run goes on")
     # the run's end POSTed to a URL of the caller's, signed (docs/triggers.md, "Completion webhooks")
-    completion_webhook: CompletionWebhookIn | None = None
+    completion_webhook: CompletionWebhookIn | None = Field(
+        None, description="this run's end POSTed to a URL, signed (docs/triggers.md, Completion webhooks)")
     # the session runs a run already (double-texting): refuse with 409, start after it, cancel it (its turn
     # stays) or cancel it and remove its turn; unset: the agent's default (Begin's param), else "busy"
     multitask_strategy: MultitaskStrategy | None = None
@@ -159,9 +162,10 @@ class OpenAIChatBody(_Body):
     # "continue": the run goes on when the client disconnects (rejoin with Last-Event-ID); default "cancel"
     on_disconnect: Literal["cancel", "continue"] = "cancel"
     # true: answer 202 with the run's ids at once; the run goes on (GET .../runs/{run_id}/join or /events)
-    background: bool = False
+    background: bool = Field(False, description="answer 202 with the run's ids at once; the run goes on")
     # the run's end POSTed to a URL of the caller's, signed (docs/triggers.md, "Completion webhooks")
-    completion_webhook: CompletionWebhookIn | None = None
+    completion_webhook: CompletionWebhookIn | None = Field(
+        None, description="this run's end POSTed to a URL, signed (docs/triggers.md, Completion webhooks)")
     model: str | None = None
     messages: list[ChatMessageIn] = Field(min_length=1)
     stream: bool | None = None  # RAGFlow's agents_openai default: false
@@ -181,9 +185,10 @@ class EnvelopeRunBody(_Body):
     # "continue": the run goes on when the client disconnects (rejoin with Last-Event-ID); default "cancel"
     on_disconnect: Literal["cancel", "continue"] = "cancel"
     # true: answer 202 with the run's ids at once; the run goes on (GET .../runs/{run_id}/join or /events)
-    background: bool = False
+    background: bool = Field(False, description="answer 202 with the run's ids at once; the run goes on")
     # the run's end POSTed to a URL of the caller's, signed (docs/triggers.md, "Completion webhooks")
-    completion_webhook: CompletionWebhookIn | None = None
+    completion_webhook: CompletionWebhookIn | None = Field(
+        None, description="this run's end POSTed to a URL, signed (docs/triggers.md, Completion webhooks)")
     query: str | None = None
     message: str | None = None  # the seed's name for the user's text
     thread_id: str | None = None

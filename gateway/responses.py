@@ -7,7 +7,7 @@ sent. Models allow extra keys: a client must not break when we add a field, as R
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
@@ -321,6 +321,18 @@ class ChatCompletion(_Out):
     model: str
     choices: list[ChatChoice]
     usage: dict[str, Any] | None = None
+
+
+class ChatCompletionRun(_Out):
+    """OpenAI route, `"background": true`: the run goes on (202); join it with `dialect=openai`."""
+
+    id: str  # the run's id
+    object: Literal["chat.completion.run"]
+    created: int
+    model: str  # the agent's id
+    status: Literal["in_progress"]
+    run_id: str
+    session_id: str  # continues the conversation (`session_id` in a later request)
 
 
 class ModelOut(_Out):

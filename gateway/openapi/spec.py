@@ -73,6 +73,8 @@ def build(app: web.Application, *, title: str = "Trellis gateway", version: str 
                 slots["query"] = schemas.ref(contract.query, "validation")
             if contract.response is not None:
                 slots["response"] = schemas.ref(contract.response)
+            if contract.accepted is not None:
+                slots["accepted"] = schemas.ref(contract.accepted)
             slots["multipart"] = contract.multipart
         else:
             op["summary"] = (handler.__doc__ or handler.__name__).strip().splitlines()[0]
@@ -130,12 +132,14 @@ def _responses(slots: dict[str, Any], resolved: dict[Any, Any], errors: dict[str
     answer = resolved[slots["response"]] if "response" in slots else None
     responses = dialect.openapi_responses(slots["contract"], answer, resolved[errors[dialect.name]])
     if _may_answer_running(slots["contract"]):
+        running = resolved[slots["accepted"]] if "accepted" in slots else _RUNNING
         responses["202"] = {"description": "the run goes on: its ids (docs/triggers.md)", "content": {
-            "application/json": {"schema": _RUNNING}}}
+            "application/json": {"schema": running}}}
     return responses
 
 
-# A background run's 202 and join's while it runs: RAGFlow's envelope with the run's ids.
+# A background run's 202 and join's while it runs: RAGFlow's envelope with the run's ids (unless the contract
+# names its own `accepted` type: OpenAI's and the envelope's).
 _RUNNING = {"type": "object", "required": ["code", "data"], "properties": {
     "code": {"const": 0}, "message": {"type": "string"}, "data": {
         "type": "object", "required": ["run_id", "session_id", "status"],

@@ -29,7 +29,8 @@ from gateway.routes._runs import (agent_target, completion_webhook, json_field, 
 
 
 @endpoint(Dialect.ENVELOPE, contract=Contract("Run an agent as a stream of standard envelopes", body=EnvelopeRunBody,
-                                              response=EnvelopeEvent, stream=True, tags=("envelope",)))
+                                              response=EnvelopeEvent, stream=True, accepted=EnvelopeEvent,
+                                              tags=("envelope",)))
 async def stream(request: web.Request) -> web.StreamResponse:
     body = await read_body(request, EnvelopeRunBody)
     orch, tenant, agent_id = request.app[ORCHESTRATOR], request[TENANT], request.match_info["agent_id"]

@@ -28,13 +28,13 @@ from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR
 from gateway.protocol import ChatMessageIn, OpenAIChatBody, read_body
-from gateway.responses import ChatCompletion, ModelList, ModelOut, json_response
+from gateway.responses import ChatCompletion, ChatCompletionRun, ModelList, ModelOut, json_response
 
 from gateway.routes._runs import (agent_target, completion_webhook, json_field, load_session, respond, session_target,
                                   start_in_background)
 
 _CHAT = Contract("Chat completion with an agent as the model", body=OpenAIChatBody, response=ChatCompletion, stream=True,
-                 tags=("openai",))
+                 accepted=ChatCompletionRun, tags=("openai",))
 
 
 def split_messages(messages: list[ChatMessageIn]) -> tuple[str, list[ChatMessageIn]]:

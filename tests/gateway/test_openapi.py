@@ -86,3 +86,22 @@ async def test_docs_page_renders_swagger_ui_from_local_files(stack):
         resp = await stack.client.get(asset)
         assert resp.status == 200 and len(await resp.read()) > 1000, asset
     assert "http" not in "".join(re.findall(r'(?:src|href)="([^"]+)"', html))  # no CDN
+
+
+async def test_the_completion_routes_document_background_and_a_request_webhook(stack):
+    document = await _document(stack)
+    routes = {"/api/v1/agents/chat/completions": "code", "/v1/chat/completions": "object",
+              "/api/v1/agents/{agent_id}/stream": "type"}
+    for path, marker in routes.items():
+        post = document["paths"][path]["post"]
+        body = _resolve(document, post["requestBody"]["content"]["application/json"]["schema"])
+        assert body["properties"]["background"]["type"] == "boolean", path
+        hook = _resolve(document, next(s for s in body["properties"]["completion_webhook"]["anyOf"] if "$ref" in s))
+        assert set(hook["required"]) == {"url", "secret"} and hook["additionalProperties"] is False
+        assert set(hook["properties"]["events"]["anyOf"][0]["items"]["enum"]) == {
+            "run.succeeded", "run.failed", "run.waiting_for_user", "run.cancelled"}
+        accepted = _resolve(document, post["responses"]["202"]["content"]["application/json"]["schema"])
+        assert marker in accepted["properties"], path  # each dialect's own 202
+    openai_202 = _resolve(document, document["paths"]["/v1/chat/completions"]["post"]["responses"]["202"]["content"][
+        "application/json"]["schema"])
+    assert {"run_id", "session_id", "status"} <= set(openai_202["required"])
