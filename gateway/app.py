@@ -11,10 +11,9 @@ from gateway import routes
 from gateway.config import CONFIG, GatewayConfig
 from gateway.responses import json_response
 from gateway.tracing import tracing_middleware
+from gateway.upstreams import UPSTREAMS, Upstreams
 from services.common import context as ctxvars
-from gateway.upstreams import Upstreams
 
-UPSTREAMS = web.AppKey("upstreams", Upstreams)
 REQUEST_ID = web.RequestKey("request_id", str)
 
 HTTP_TOTAL = Counter("trellis_http_requests_total", "HTTP requests, by route and status", ["route", "method", "status"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import grpc
+from aiohttp import web
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.common.channels import open_channel
@@ -31,3 +32,6 @@ class Upstreams:
 
     async def close(self) -> None:
         await asyncio.gather(*(ch.close() for ch in self.channels.values()))
+
+
+UPSTREAMS = web.AppKey("upstreams", Upstreams)  # the app's channels to the services (gateway/app.py opens them)

@@ -30,6 +30,7 @@ from gateway.endpoint import KEYS
 from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR
 from gateway.responses import json_response
+from gateway.upstreams import UPSTREAMS  # (opened by the app's first cleanup context)
 
 A2A_APP = web.AppKey("a2a_app", Starlette)
 PUSH = web.AppKey("a2a_push", PushConfigs)
@@ -120,7 +121,6 @@ root_card_route.contract = Contract("The root A2A agent card: the caller's publi
 
 def add_routes(app: web.Application) -> None:
     async def context(app: web.Application):
-        from gateway.app import UPSTREAMS  # opened by the app's first cleanup context
 
         push = PushConfigs(app[UPSTREAMS].channels["orchestrator"], private_hosts=app[CONFIG].a2a_push_private_hosts)
         app[PUSH] = push
