@@ -4,14 +4,16 @@ The run manager is the one door the API uses; each job behind it has a module of
 
 | job | module |
 |---|---|
-| admit a request (what it must carry) | runs/admission.py |
-| start a run (session, plan, record and lease) | runs/starts.py |
+| admit a request (what it must carry, the multitask strategy it may ask) | runs/admission.py |
+| start a run (session, plan, record and lease); make way on a busy or paused session | runs/starts.py |
 | drive it: engine -> numbered stream -> journal -> caller | runs/pump.py (journal: store/journal.py) |
 | resume it (a UserFillUp answered, a dead replica's run) | runs/resume.py |
 | own it through a lease; take over orphans | runs/leases.py |
 | interrupts: list, answer once, apply `on_timeout` when a wait expires | runs/interrupts.py |
 | end it: turn, trace and status in one round trip | runs/ending.py |
 | answer questions about runs, rejoin a stream | runs/queries.py |
+| a pause's interrupts: list, resolve once, expire (`on_timeout`) | runs/interrupts.py |
+| a child run of another run (AgentCall) | runs/children.py |
 
 A caller that goes away cancels its run, unless it asked to `continue_on_disconnect` (then the run goes on and
 its events stay in the stream for `watch`).
