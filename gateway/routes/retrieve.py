@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb
 
-from gateway.contract import Contract, body
+from gateway.contract import Contract
 from gateway.endpoint import TENANT, Dialect, endpoint
 from gateway.errors import GatewayError
 from gateway.protocol import _Body, read_json

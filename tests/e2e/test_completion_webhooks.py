@@ -123,22 +123,22 @@ async def test_agent_and_schedule_webhooks_each_get_a_delivery(redis_server, red
     agent_secret, schedule_secret = new_secret(), new_secret()
     agent_receiver, schedule_receiver = Receiver(agent_secret, []), Receiver(schedule_secret, [])
     agent_url, schedule_url = await receiver_server(agent_receiver), await receiver_server(schedule_receiver)
-    cluster = Cluster(redis_server.url, redis_client, tmp_path)
-    await cluster.set_clock(1893456030)
-    cluster.started = 0
+    schedules = Cluster(redis_server.url, redis_client, tmp_path)
+    await schedules.set_clock(1893456030)
+    schedules.started = 0
     orch = await replica(redis_server, tmp_path, TRELLIS_SSRF_ALLOWLIST="127.0.0.1",
-                         TRELLIS_SCHEDULER_CLOCK_KEY=cluster.clock_key, TRELLIS_SCHEDULER_POLL_S="0.05")
-    cluster.replicas = [orch]
+                         TRELLIS_SCHEDULER_CLOCK_KEY=schedules.clock_key, TRELLIS_SCHEDULER_POLL_S="0.05")
+    schedules.replicas = [orch]
     try:
-        agent_id = await cluster.agent(ECHO_DSL)
+        agent_id = await schedules.agent(ECHO_DSL)
         hooks = hook_grpc.WebhookServiceStub(orch.channel)
         await hooks.SetAgentWebhook(hook_pb.SetAgentWebhookRequest(
             tenant_id=TENANT, agent_id=agent_id, webhook=hook_pb.CompletionWebhook(url=agent_url, secret=agent_secret)))
         read = await hooks.GetAgentWebhook(hook_pb.GetAgentWebhookRequest(tenant_id=TENANT, agent_id=agent_id))
         assert read.webhook.url == agent_url and read.webhook.secret == ""  # never read back
-        s = await cluster.schedule(agent_id, query="tick", webhook=hook_pb.CompletionWebhook(
+        s = await schedules.schedule(agent_id, query="tick", webhook=hook_pb.CompletionWebhook(
             url=schedule_url, secret=schedule_secret, events=["run.succeeded", "run.failed"]))
-        fired = await cluster.fires(agent_id, s.id, int(s.next_fire_at))
+        fired = await schedules.fires(agent_id, s.id, int(s.next_fire_at))
         found = await deliveries(orch.channel, fired.last_run_id,
                                  until=lambda d: len(d) == 2 and all(x.state == "delivered" for x in d))
         # a schedule's webhook made without a secret: one is made and returned once
@@ -219,7 +219,7 @@ async def test_a_run_cancelled_while_it_waits_for_the_user_is_notified(redis_ser
 
 @pytest.mark.parametrize("cluster", [{"TRELLIS_RUN_MAX_ATTEMPTS": "1", "TRELLIS_SSRF_ALLOWLIST": "127.0.0.1",
                                       **FAST_RETRIES}], indirect=True)
-async def test_a_run_that_cannot_be_resumed_after_its_owner_died_is_notified(cluster, receiver_server):
+async def test_a_run_that_cannot_be_resumed_after_its_owner_died_is_notified(cluster, receiver_server):  # noqa: F811
     (a, b), _, _ = cluster
     secret = new_secret()
     receiver = Receiver(secret, [])
