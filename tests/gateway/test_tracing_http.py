@@ -9,9 +9,16 @@ import aiohttp
 from opentelemetry.trace import SpanKind, StatusCode
 
 from services.common import tracing
+from tests.support.waiting import eventually
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 PARENT = "b7ad6b7169203331"
+
+
+async def _server_spans(spans, name: str) -> list:
+    """The orchestrator's server spans named `name`: a server ends its span once it has sent the answer, so the
+    gateway may have the answer first."""
+    return await eventually(lambda: [s for s in spans.get_finished_spans() if s.name == name], what=f"the {name} span")
 
 
 async def test_the_clients_traceparent_is_the_parent_and_the_orchestrator_a_child(stack, spans):
@@ -22,7 +29,7 @@ async def test_the_clients_traceparent_is_the_parent_and_the_orchestrator_a_chil
     [http] = [s for s in finished if s.kind == SpanKind.SERVER and s.name == "GET /api/v1/agents"]
     assert format(http.context.trace_id, "032x") == TRACE_ID and format(http.parent.span_id, "016x") == PARENT
     assert http.attributes["http.response.status_code"] == 200 and http.attributes["http.request.method"] == "GET"
-    [rpc] = [s for s in finished if s.name == "trellis.canvas.v1.AgentService/ListAgents"]
+    [rpc] = await _server_spans(spans, "trellis.canvas.v1.AgentService/ListAgents")
     assert rpc.parent.span_id == http.context.span_id and rpc.parent.is_remote
 
 
@@ -63,6 +70,6 @@ async def test_a_client_that_leaves_mid_stream_is_not_a_server_error(stack, span
 async def test_grpc_server_spans_carry_the_status_and_fail_only_on_server_errors(stack, spans):
     body = await (await stack.client.get("/api/v1/agents/no-such-agent", headers=stack.auth())).json()
     assert body["code"] != 0
-    [rpc] = [s for s in spans.get_finished_spans() if s.name == "trellis.canvas.v1.AgentService/GetAgent"]
+    [rpc] = await _server_spans(spans, "trellis.canvas.v1.AgentService/GetAgent")
     assert rpc.attributes["rpc.grpc.status_code"] == 5  # NOT_FOUND: the caller's mistake, not a failed server
     assert rpc.status.status_code != StatusCode.ERROR

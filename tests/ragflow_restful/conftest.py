@@ -40,12 +40,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def trellis_stack(redis_server, tmp_path_factory):
+def trellis_stack(tmp_path_factory):
+    """The stack, on a Redis of its own: it lives as long as the session, and its orchestrator's background loops
+    (schedules, webhook deliveries, expired pauses) must not take work queued by other tests' stacks."""
     from tests.support.ragflow_stack import threaded_stack
+    from tests.support.redis_server import RedisServer
 
-    with threaded_stack(redis_server.url, tmp_path_factory.mktemp("ragflow-restful"), port=PORT,
-                        api_key=API_KEY) as url:
-        yield url
+    redis = RedisServer(tmp_path_factory.mktemp("ragflow-restful-redis"))
+    redis.start()
+    try:
+        with threaded_stack(redis.url, tmp_path_factory.mktemp("ragflow-restful"), port=PORT,
+                            api_key=API_KEY) as url:
+            yield url
+    finally:
+        redis.stop()
 
 
 @pytest.fixture(scope="session")

@@ -45,9 +45,10 @@ async def tenant_keys(redis, tenant: str) -> set[bytes]:
 
 async def test_many_run_ends_without_webhooks_fan_out_in_a_few_round_trips(redis_client, tenant, monkeypatch):
     await redis_client.delete(keys.WEBHOOK_NOTICES, keys.WEBHOOK_DUE)
+    deliverer = WebhookDeliverer(Outbox(redis_client), None, TriggerSettings())  # type: ignore[arg-type]
+    assert await deliverer.step() == 0  # its scripts are in Redis now (a first call may have to load them)
     run_ids = await ended_agent_runs(redis_client, tenant, RUNS)
     before = await tenant_keys(redis_client, tenant)
-    deliverer = WebhookDeliverer(Outbox(redis_client), None, TriggerSettings())  # type: ignore[arg-type]
     sent = count_round_trips(monkeypatch)
     assert await deliverer.step() == RUNS  # one pass: claim, the runs, their agent's webhook, the writes, the due
     assert len(sent) <= 5
