@@ -25,6 +25,10 @@ from services.orchestrator.store.journal import copy_checkpoint, drop_unfinished
 
 log = logging.getLogger(__name__)
 
+# How far past the last stored event a taken-over run's events are numbered: more than a replica can have sent
+# its callers without storing (at most what it produced during its journal's last writes).
+TAKE_OVER_GAP = 100_000
+
 
 class RunResumes:
     def __init__(self, sessions: SessionStore, runs: RunStore, starts: RunStarts, pumps: PumpServices, *,
@@ -102,6 +106,8 @@ class RunResumes:
             await self.runs.finish(tenant, run_id, session_id, status="failed", error=f"cannot resume: {reason}")
             return
         # In place: its RunStarted is in the stream already, unless it died before its journal's first write.
+        # Its new events are numbered after a gap: the dead replica may have sent its caller events it never
+        # stored, and a caller rejoining after the last one it saw must still get every new one.
         Pump(self.pumps, spec, plan, state,
-             resume=Resume(replay, in_place=last_seq > 0, first_seq=last_seq + 1, turn=turn,
+             resume=Resume(replay, in_place=last_seq > 0, first_seq=last_seq + 1 + TAKE_OVER_GAP, turn=turn,
                            restarted=restarted)).detach()
