@@ -86,4 +86,4 @@ async def test_unavailable_past_two_leases_is_answered(canvas_server) -> None:
     with pytest.raises(GatewayError) as err:
         await rejoin(orch, "r1:0")
     assert err.value.code is grpc.StatusCode.UNAVAILABLE
-    assert 3 <= len(canvas.asked) < 40  # asked again, with backoff, for about two leases (1 s)
+    assert 2 <= len(canvas.asked) < 40  # asked again (at least once), with backoff: no tight loop over two leases
