@@ -1,7 +1,9 @@
 """`trellis up`: start the whole stack, wait until every part is healthy, keep it running (a part that exits
 unexpectedly is restarted with backoff, see `RestartPolicy`), stop it cleanly on a signal.
 
-Children get PR_SET_PDEATHSIG, so even a `kill -9` of this supervisor leaves no orphan behind.
+Children get PR_SET_PDEATHSIG, so even a `kill -9` of this supervisor leaves no orphan behind. Before it starts
+anything it raises its soft limit on open files to the hard limit, which every part inherits: each held stream
+is a socket in the gateway and in the llm_gateway (services/common/open_files.py); its start-up output says so.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from gateway.auth import ensure_api_key_file
 from gateway.config import API_KEY_FILE
 from services.common.config import env_float, env_int
+from services.common.open_files import OpenFiles, raise_soft_limit
 from trellis_cli.stack import Process, log_dir, plan_stack
 
 _PR_SET_PDEATHSIG = 1
@@ -127,7 +130,8 @@ class RestartPolicy:
 
 
 class Stack:
-    def __init__(self) -> None:
+    def __init__(self, open_files: OpenFiles) -> None:
+        self.open_files = open_files  # raised before any part starts: every part inherits it
         self.procs, self.env = plan_stack()
         self.running: list[Child] = []
         self.stop_requested = False
@@ -185,7 +189,7 @@ class Stack:
             rows.append(f"  {proc.name:<14} {where:<28} {child.log_path}")
         return "\n".join(
             ["trellis is up.", *rows, f"  HTTP API: http://127.0.0.1:{http}   health: http://127.0.0.1:{http}/healthz",
-             self.api_key_line(), "Ctrl-C stops everything."]
+             f"  open files: {self.open_files.describe()}", self.api_key_line(), "Ctrl-C stops everything."]
         )
 
     def supervise(self, policy: RestartPolicy, now: float) -> Child | None:
@@ -236,7 +240,7 @@ def _note(line: str) -> None:
 
 
 def run_up() -> int:
-    stack = Stack()
+    stack = Stack(raise_soft_limit())
 
     def on_signal(signum, frame) -> None:
         stack.stop_requested = True

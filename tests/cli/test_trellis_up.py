@@ -4,6 +4,7 @@ wrote its AOF. Start-up failures give one line naming the culprit and a non-zero
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -30,9 +31,15 @@ def _env(tmp_path: Path) -> tuple[dict[str, str], dict[str, int]]:
     return env, ports
 
 
-def _start(env: dict[str, str]) -> subprocess.Popen:
+def _start(env: dict[str, str], open_files: int | None = None) -> subprocess.Popen:
+    """`open_files`: the soft limit on open files `trellis up` starts with (below the hard limit)."""
+
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
     return subprocess.Popen(
-        [sys.executable, "-m", "trellis_cli", "up"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "trellis_cli", "up"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lower if open_files is not None else None,
     )
 
 
@@ -76,8 +83,13 @@ def _check_every_service_answers(ports: dict[str, int]) -> None:
 
 
 def test_up_healthy_then_sigterm_stops_everything_and_keeps_aof(tmp_path):
+    """Also: started with a soft limit on open files below the hard one, `trellis up` raises it to the hard
+    limit for every part it starts (each held stream is a socket) and says so."""
     env, ports = _env(tmp_path)
-    proc = _start(env)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    raised = hard if hard != resource.RLIM_INFINITY else int(Path("/proc/sys/fs/nr_open").read_text())
+    low = min(1024, raised - 1)
+    proc = _start(env, open_files=low)
     try:
         def healthy() -> bool:
             assert proc.poll() is None, f"trellis up died: {proc.stderr.read()}"
@@ -88,6 +100,8 @@ def test_up_healthy_then_sigterm_stops_everything_and_keeps_aof(tmp_path):
         names = " ".join(" ".join(c.cmdline()) for c in children)
         for part in ("redis-server", "services.orchestrator", "services.llm_gateway", "services.retrieval", "services.sandbox", "gateway"):
             assert part in names
+        for part in psutil.Process(proc.pid).children():  # the soft limit raised, inherited from `trellis up`
+            assert part.rlimit(psutil.RLIMIT_NOFILE) == (raised, hard), part.cmdline()
         for child in children:  # every Python part runs its loop on uvloop (services/common/event_loop.py)
             if "python" in os.path.basename(child.cmdline()[0]):
                 assert any("uvloop" in m.path for m in child.memory_maps()), child.cmdline()
@@ -106,6 +120,7 @@ def test_up_healthy_then_sigterm_stops_everything_and_keeps_aof(tmp_path):
         assert "trellis is up." in out and f":{ports['HTTP']}" in out
         key = (tmp_path / "data" / "api_key").read_text().split(":")[0].strip()
         assert f"API key (tenant default): {key}" in out
+        assert f"open files: {raised} per process (soft limit raised from {low} to the hard limit)" in out
         gone, alive = psutil.wait_procs(children, timeout=10)
         assert not alive, f"orphans left: {[c.pid for c in alive]}"
         assert in_aof()  # still there after the stop
