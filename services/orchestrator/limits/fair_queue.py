@@ -13,11 +13,11 @@ dispatches in start-tag order (SFQ(D): Jin, Chase and Kaur, 2004):
   2016), the tenant is charged an estimate when the run is admitted (the moving average of its runs' costs)
   and the difference when it is released. A tenant whose runs cost a hundred times more is admitted a
   hundred times less often;
-- cost is known late, and a run that holds a slot for long holds it whatever it is charged, so one more rule
-  keeps a tenant with long runs from filling every slot while its estimate is still learning: while other
-  tenants wait, a tenant holding its weighted share of the slots (`capacity * weight / the waiting
-  tenants' weights`) is served only if every waiting tenant holds its share. Fifty long runs of one tenant
-  therefore hold at most their share while five thousand short runs of another pass through the rest.
+- cost is known late, and a run that holds a slot for long holds it whatever it is charged, so each waiting
+  tenant is also reserved half its weighted share of the slots (`capacity * weight / the waiting tenants'
+  weights / 2`; mClock's reservations, Gulati et al. 2010, counted in slots): a waiting tenant that holds
+  fewer is served first. Fifty long runs of one tenant, charged little until their first ones end, cannot
+  take every slot from five thousand short runs of another; past the reservations, cost decides.
 
 Priority classes come first: a waiting run of a higher `priority` is always admitted before any run of a
 lower one (within a class, tenants share as above; a tenant has one virtual time across classes).
@@ -60,6 +60,7 @@ from services.common.errors import ResourceExhausted
 RATE_WINDOW_S = 5.0  # the service rate is measured over the releases of the last few seconds...
 RATE_SAMPLES = 4096  # ...at most this many (a busier replica measures over a shorter window)
 COST_SMOOTHING = 0.25  # weight of a run's cost in its tenant's moving-average estimate
+RESERVED_SHARE = 0.5  # a waiting tenant holding less than this part of its weighted share of the slots goes first
 
 
 class QueueFull(ResourceExhausted):
@@ -272,10 +273,10 @@ class FairQueue:
 
     def _next_waiter(self) -> _Waiter:
         heads = [queue[0] for queue in self._classes[max(self._classes)].values()]
-        if len(heads) > 1:  # the slot-share rule: prefer tenants holding less than their share of the slots
-            total = sum(w.weight for w in heads)
-            under = [w for w in heads if w.tenant.running < self._capacity * w.weight / total]
-            heads = under or heads
+        if len(heads) > 1:  # the reservations first: tenants holding less than theirs
+            slots_per_weight = RESERVED_SHARE * self._capacity / sum(w.weight for w in heads)
+            reserved = [w for w in heads if w.tenant.running < slots_per_weight * w.weight]
+            heads = reserved or heads
         return min(heads, key=lambda w: (max(self._vnow, w.tenant.vtime), w.seq))
 
     def _unqueue(self, waiter: _Waiter) -> None:
@@ -311,7 +312,7 @@ class FairQueue:
             self._releases.popleft()
         if len(self._releases) < 2 or now <= self._releases[0]:
             return self._capacity / self._max_wait_s if math.isfinite(self._max_wait_s) else math.inf
-        return len(self._releases) / (now - self._releases[0])
+        return (len(self._releases) - 1) / (now - self._releases[0])  # intervals since the oldest release
 
     # ---- memory ----
 
