@@ -26,7 +26,7 @@ The wait is bounded. A run that would wait has its wait estimated, its position 
 it: every run of a higher class, its tenant's own waiting runs, and the others' by their weight against its
 tenant's) over the service rate (slots released per second over the last few seconds). Over `max_wait_s` it
 is refused at once, before waiting, with `QueueFull` (RESOURCE_EXHAUSTED) carrying `retry_after_s`, the time
-until such a request would fit at the current rate. So a flooding tenant is refused while another tenant's
+until such a request would fit at the current rate, and at least `max_wait_s`. So a flooding tenant is refused while another tenant's
 run, whose position is short, still waits its turn. Runs already admitted are not touched. A waiter whose
 caller goes away (its task cancelled) leaves the queue; if its slot was granted in that instant, the slot is
 handed on and its charge refunded.
@@ -225,9 +225,10 @@ class FairQueue:
         wait = self._estimated_wait(state, weight, priority)
         if wait > self._max_wait_s:
             self._forget_if_idle(state)
-            rate = self._rate()
+            # When its place would be within the bound, at the current rate; but not before the runs waiting
+            # now have been admitted (they are replaced as fast by the same flood: an earlier retry is refused).
             raise QueueFull(tenant, estimated_wait_s=wait, max_wait_s=self._max_wait_s,
-                            retry_after_s=max(wait - self._max_wait_s, 1 / rate), capacity=self._capacity)
+                            retry_after_s=max(wait - self._max_wait_s, self._max_wait_s), capacity=self._capacity)
         self._seq += 1
         waiter = _Waiter(state, weight, priority, self._seq, asyncio.get_running_loop().create_future())
         self._classes.setdefault(priority, {}).setdefault(tenant, collections.deque()).append(waiter)
