@@ -32,6 +32,7 @@ import grpc
 
 from services.common import channels
 from services.common.channels import MAX_MESSAGE_BYTES
+from services.common.inbox import Inbox
 from services.common.turns.lanes import listed_replicas, resolved_replicas
 
 ROTATE_AFTER_S = 30.0
@@ -82,7 +83,7 @@ class _TurnStream:
         self._on_end = on_end
         self.types = types
         self.peer = peer
-        self.turns: dict[int, asyncio.Queue] = {}
+        self.turns: dict[int, Inbox] = {}
         self.failure: grpc.aio.AioRpcError | None = None  # once the call has failed or ended
         self.opened = 0
         self.retired = False
@@ -104,7 +105,7 @@ class _TurnStream:
         self._close_if_idle()
 
     def open(self, turn_id: int, request: Any, timeout_s: float | None, metadata: Any, fields: dict[str, Any],
-             queue: asyncio.Queue) -> None:
+             queue: Inbox) -> None:
         """Sends the turn (with what else queues up meanwhile); its messages go to `queue`. A turn larger than a
         message may be fails here, as its call would, and opens nothing."""
         turn = self.types.turn(id=turn_id, request=request, timeout_s=timeout_s or 0.0, metadata=dict(metadata or ()),
@@ -200,7 +201,7 @@ class TurnCall:
         self._timeout = timeout
         self._metadata = metadata
         self._fields = fields
-        self._queue: asyncio.Queue = asyncio.Queue()
+        self._queue = Inbox()  # its messages (an asyncio.Queue is 3 KB, per held stream: services/common/inbox.py)
         self._stream: _TurnStream | None = None
         self._turn_id = 0
         self._deadline: float | None = None
@@ -388,7 +389,7 @@ class TurnClient:
         self._streams = [None] * len(self._streams)
 
 
-def _ended_unread(queue: asyncio.Queue, message_type: type) -> bool:
+def _ended_unread(queue: Inbox, message_type: type) -> bool:
     """Whether a turn's end (or its stream's) already came, unread: its caller stopped at its last chunk (a whole
     turn's answer). Then there is nothing to cancel."""
     while not queue.empty():
