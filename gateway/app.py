@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from aiohttp import web
@@ -13,6 +14,7 @@ from gateway.responses import json_response
 from gateway.tracing import tracing_middleware
 from gateway.upstreams import UPSTREAMS, Upstreams
 from services.common import context as ctxvars
+from services.common.metrics import count_tasks
 
 REQUEST_ID = web.RequestKey("request_id", str)
 
@@ -70,6 +72,10 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+async def _count_tasks(app: web.Application) -> None:
+    count_tasks(asyncio.get_running_loop())  # trellis_asyncio_tasks on /metrics
+
+
 def create_app(cfg: GatewayConfig) -> web.Application:
     # client_max_size: a larger body makes request.read() raise, which the routes answer with a 413.
     app = web.Application(middlewares=[tracing_middleware, _request_id_middleware, _metrics_middleware],
@@ -82,6 +88,7 @@ def create_app(cfg: GatewayConfig) -> web.Application:
         await app[UPSTREAMS].close()
 
     app.on_response_prepare.append(_echo_request_id)
+    app.on_startup.append(_count_tasks)
     app.cleanup_ctx.append(upstreams_ctx)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram, start_http_server
+import asyncio
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 RPC_TOTAL = Counter(
     "trellis_grpc_requests_total", "gRPC requests handled, by final status code", ["service", "method", "code"]
@@ -21,6 +23,15 @@ RPC_LATENCY = Histogram(
 # own lifetime.
 UNMETERED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.", "/trellis.llm.internal.v1.ChatTurnService/",
                       "/trellis.canvas.internal.v1.RunTurnService/")
+
+
+# A count that only grows is a leak: the soak (chaos/soak.py) checks it comes back to its baseline when idle.
+ASYNCIO_TASKS = Gauge("trellis_asyncio_tasks", "asyncio tasks not yet done in the process's event loop")
+
+
+def count_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """Read the loop's tasks at each scrape (the exporter's thread may ask: all_tasks copies the set safely)."""
+    ASYNCIO_TASKS.set_function(lambda: len(asyncio.all_tasks(loop)))
 
 
 def start_exporter(port: int) -> None:

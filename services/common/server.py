@@ -103,6 +103,7 @@ async def serve(cfg: ServerConfig, service: Service) -> None:
             metrics.start_exporter(cfg.metrics_port)
         except OSError as exc:
             raise SystemExit(f"{cfg.name}: cannot serve metrics on port {cfg.metrics_port}: {exc.strerror}") from None
+        metrics.count_tasks(asyncio.get_running_loop())
         heap.set_collector(cfg.gc_policy)
         await set_health(health, bindings, health_pb2.HealthCheckResponse.SERVING)
         log.info("%s serving on %s (metrics on :%s)", cfg.name, address, cfg.metrics_port or "off")
