@@ -20,6 +20,7 @@ class ServiceError(Exception):
         code: grpc.StatusCode | None = None,
         retryable: bool | None = None,
         details: dict[str, Any] | None = None,
+        trailing_metadata: tuple[tuple[str, str | bytes], ...] = (),
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -28,6 +29,10 @@ class ServiceError(Exception):
         if retryable is not None:
             self.retryable = retryable
         self.details = details or {}
+        # What the caller gets besides code and message, in the call's trailing metadata (and a turn's end,
+        # services/common/turns/): rich status details (`grpc-status-details-bin`, grpc_status.rpc_status)
+        # and headers such as `ratelimit`. One value per key.
+        self.trailing_metadata = trailing_metadata
 
 
 class InvalidArgument(ServiceError):

@@ -91,7 +91,7 @@ class _Rpc:
         """Map the handler's exception to a status: `context.abort` raises; anything else is raised again."""
         status = self.status_of(exc)
         if status is not None:
-            await context.abort(*status)
+            await context.abort(*status, trailing_metadata=trailing_of(exc))
         raise exc
 
     def status_of(self, exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
@@ -109,6 +109,11 @@ class _Rpc:
             log.error("unhandled error in %s", self.method, exc_info=exc)
             return grpc.StatusCode.INTERNAL, f"internal error in {self.method}; see the server log"
         return None
+
+
+def trailing_of(exc: BaseException) -> tuple[tuple[str, str | bytes], ...]:
+    """The trailing metadata a handler's exception gives its call besides the status (ServiceError's)."""
+    return exc.trailing_metadata if isinstance(exc, ServiceError) else ()
 
 
 class InnerCall:

@@ -40,8 +40,12 @@ ROTATE_AFTER_TURNS = 1000
 REOPENS = 3  # how often a turn no peer started is opened again on a new stream
 
 
-def _failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+def _failure(code: grpc.StatusCode, details: str, trailing: Any = None) -> grpc.aio.AioRpcError:
+    """The error its call would raise; `trailing`, a turn end's `trailing_metadata` (rich status details
+    included, so `grpc_status.rpc_status.from_call` reads a turn's error as a call's)."""
+    metadata = grpc.aio.Metadata(*((key, value if key.endswith("-bin") else value.decode())
+                                   for key, value in (trailing or {}).items()))
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), metadata, details)
 
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
@@ -254,7 +258,8 @@ class TurnCall:
                         raise _failure(grpc.StatusCode.UNAVAILABLE, end.message)
                     self._finish(cancel=False)
                     if end.code:
-                        raise _failure(_CODES.get(end.code, grpc.StatusCode.UNKNOWN), end.message)
+                        raise _failure(_CODES.get(end.code, grpc.StatusCode.UNKNOWN), end.message,
+                                       end.trailing_metadata)
                     self._outcome = grpc.aio.EOF
                     return grpc.aio.EOF
                 if item.__class__ is _Expired:

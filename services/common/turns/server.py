@@ -17,7 +17,8 @@ RESOURCE_EXHAUSTED, as it would fail a call of its own.
 
 The messages of every such service have the same shape (see `TurnTypes`): a request opens turns (`open`:
 `id`, `request`, `timeout_s`, `metadata`) and cancels them by id (`cancel`); a response carries `messages`,
-each with its turn's `id` and a `chunk` or the turn's `end` (`code`, `message`, `again`).
+each with its turn's `id` and a `chunk` or the turn's `end` (`code`, `message`, `again`,
+`trailing_metadata`: what the call's trailing metadata would carry, rich status details among it).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import grpc
 from services.common import channels
 from services.common.channels import MAX_MESSAGE_BYTES
 from services.common.errors import ResourceExhausted
-from services.common.interceptors import InnerCall
+from services.common.interceptors import InnerCall, trailing_of
 
 
 class _Outbox:
@@ -139,7 +140,9 @@ class TurnServer:
                         if asyncio.current_task().cancelling():  # cancelled by the caller, or the stream ended
                             raise
                         message = "the turn's work was cancelled in the server"  # the caller still hears its end
-                    end = types.end(code=code.value[0], message=message)
+                    end = types.end(code=code.value[0], message=message,
+                                    trailing_metadata={key: value.encode() if isinstance(value, str) else value
+                                                       for key, value in trailing_of(exc)})
                 finally:
                     self.running -= 1
                 outbox.put(types.message(id=turn_id, end=end))
