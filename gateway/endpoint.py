@@ -19,6 +19,7 @@ from aiohttp import web
 from gateway.auth import KeyRing
 from gateway.contract import CONTRACT, Contract
 from gateway.dialects import Dialect
+from gateway import refusal
 from gateway.errors import GatewayError, from_rpc_error
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,8 @@ def endpoint(dialect: Dialect, *, contract: Contract | None = None, public: bool
 
 def _late(request: web.Request, err: GatewayError, dialect: Dialect) -> web.StreamResponse:
     """Once an SSE response has started, its status is sent: the stream writers report errors in-band."""
+    if err.refusal is not None:
+        refusal.count(err.refusal, dialect.name, request.get(TENANT, ""))
     stream = request.get(STREAM)
     if stream is not None:
         log.error("error after the stream started on %s: %s", request.path, err.message)

@@ -3,7 +3,8 @@
 Handlers raise `GatewayError` (bad input at the edge) or let `grpc.aio.AioRpcError` from the orchestrator
 propagate; `gateway.endpoint` renders either in the dialect of the route (`Dialect.error_body`, in
 gateway/dialects/): RAGFlow answers HTTP 200 with the RetCode below in the body, OpenAI and the standard
-envelope the HTTP status below.
+envelope the HTTP status below. An admission refusal (RESOURCE_EXHAUSTED with a retry delay) is 429 in every
+dialect, with Retry-After (gateway/refusal.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import logging
 from dataclasses import dataclass
 
 import grpc
+
+from gateway.refusal import Refusal, refusal_of
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,7 @@ class GatewayError(Exception):
         http_status: int | None = None,
         openai_code: str | None = None,
         ragflow_code: int | None = None,
+        refusal: Refusal | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -67,6 +71,7 @@ class GatewayError(Exception):
         self.ragflow_code = ragflow_code if ragflow_code is not None else kind.ragflow_code
         self.openai_type = kind.openai_type
         self.openai_code = openai_code
+        self.refusal = refusal  # an admission refusal: 429 with Retry-After at every door (gateway/refusal.py)
 
 
 def from_rpc_error(exc: grpc.aio.AioRpcError, what: str = "orchestrator") -> GatewayError:
@@ -81,4 +86,4 @@ def from_rpc_error(exc: grpc.aio.AioRpcError, what: str = "orchestrator") -> Gat
     if code in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.DATA_LOSS):
         log.error("%s failed with %s: %s", what, code.name, details)
         return GatewayError(details or f"internal error in the {what}", code=code)
-    return GatewayError(details or code.name.lower(), code=code)
+    return GatewayError(details or code.name.lower(), code=code, refusal=refusal_of(exc))

@@ -8,6 +8,8 @@
   newest run: the task id does not change.
 - The answer streams as one artifact (`answer`), appended chunk by chunk; its references are the artifact's
   metadata. `SubscribeToTask` replays the run's stream from its start (WatchRun) and follows it live.
+- A run the orchestrator refuses to admit (the tenant over a limit) is a JSON-RPC error with its retry delay
+  (gateway/a2a/refusals.py).
 - Runs started here continue when the client disconnects (A2A tasks outlive connections); `CancelTask` stops
   them.
 
@@ -34,6 +36,7 @@ from trellis.canvas.v1 import events_pb2
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 
 from gateway.a2a.push import PushConfigs
+from gateway.a2a.refusals import refused
 from gateway.agent_calls import RunOutcome, call_request
 from gateway.errors import GatewayError, from_rpc_error
 from gateway.orchestrator import Orchestrator
@@ -65,6 +68,7 @@ class Caller:
         self.orch: Orchestrator = state["orchestrator"]
         self.tenant: str = state["tenant"]
         self.agent_id: str = state["agent_id"]
+        self.state = state
 
 
 class RunView:
@@ -177,6 +181,8 @@ class TrellisRequestHandler(RequestHandler):
                         view = RunView(task_id or ev.run_id)
                     yield view, view.convert(ev)
         except GatewayError as err:
+            if err.refusal is not None:  # the tenant over a limit: a refusal with its retry delay
+                raise refused(caller.state, err) from None
             if err.code == grpc.StatusCode.NOT_FOUND:
                 raise TaskNotFoundError(message=err.message) from None
             raise InvalidParamsError(message=err.message) from None

@@ -22,6 +22,7 @@ from starlette.applications import Starlette
 from gateway.a2a.cards import agent_card, card_json, root_card
 from gateway.a2a.handler import TrellisRequestHandler
 from gateway.a2a.push import PushConfigs
+from gateway.a2a.refusals import STATE_KEY, answering_refusals
 from gateway.agent_calls import find_agent
 from gateway.asgi import serve_asgi
 from gateway.config import CONFIG
@@ -32,7 +33,7 @@ from gateway.orchestrator import ORCHESTRATOR
 from gateway.responses import json_response
 from gateway.upstreams import UPSTREAMS  # (opened by the app's first cleanup context)
 
-A2A_APP = web.AppKey("a2a_app", Starlette)
+A2A_APP = web.AppKey("a2a_app", object)  # the SDK's Starlette app, answering refusals (refusals.py)
 PUSH = web.AppKey("a2a_push", PushConfigs)
 _TAGS = ("a2a",)
 
@@ -57,7 +58,8 @@ class _Context(DefaultServerCallContextBuilder):
     def build(self, request) -> ServerCallContext:
         context = super().build(request)
         context.state.update(tenant=request.state.tenant, orchestrator=request.state.orchestrator,
-                             agent_id=request.state.agent_id, base_url=request.state.base_url)
+                             agent_id=request.state.agent_id, base_url=request.state.base_url,
+                             **{STATE_KEY: getattr(request.state, STATE_KEY)})
         return context
 
     def build_user(self, request) -> User:
@@ -94,7 +96,7 @@ async def jsonrpc(request: web.Request) -> web.StreamResponse:
     if refused is not None:
         return refused
     state = {"tenant": tenant, "orchestrator": request.app[ORCHESTRATOR], "agent_id": request.match_info["agent_id"],
-             "base_url": _base_url(request)}
+             "base_url": _base_url(request), STATE_KEY: []}
     return await serve_asgi(request.app[A2A_APP], request, state=state)
 
 
@@ -125,8 +127,8 @@ def add_routes(app: web.Application) -> None:
         push = PushConfigs(app[UPSTREAMS].channels["orchestrator"], private_hosts=app[CONFIG].a2a_push_private_hosts)
         app[PUSH] = push
         handler = TrellisRequestHandler(push)
-        app[A2A_APP] = Starlette(routes=create_jsonrpc_routes(handler, "/a2a/{agent_id}", context_builder=_Context(),
-                                                              enable_v0_3_compat=True))
+        app[A2A_APP] = answering_refusals(Starlette(routes=create_jsonrpc_routes(
+            handler, "/a2a/{agent_id}", context_builder=_Context(), enable_v0_3_compat=True)))
         yield
 
     app.cleanup_ctx.append(context)

@@ -47,7 +47,11 @@ class Dialect(ABC):
         return err.http_status
 
     def error_response(self, err: GatewayError) -> web.Response:
-        return json_response(self.error_body(err), status=self.error_status(err))
+        """The error's answer; an admission refusal's carries Retry-After and the RateLimit headers."""
+        response = json_response(self.error_body(err), status=self.error_status(err))
+        if err.refusal is not None:
+            response.headers.update(err.refusal.headers())
+        return response
 
     def auth_error(self, missing: bool) -> GatewayError:
         """A request without an API key (`missing`) or with a wrong one; OpenAI's wording unless overridden."""

@@ -9,7 +9,8 @@ Types and their `data`:
   | "node_finished" | "node_failed" | "node_skipped" | "message_end" | "user_input_required", ...details}
   (`node_restarted`: the component runs again from its start after another replica took the run over; what
   it sent before is void);
-- `error`: {"message", "code", "component_id"} (the failing component, or null; also its `node_name`);
+- `error`: {"message", "code", "component_id"} (the failing component, or null; also its `node_name`); an
+  admission refusal adds {"tenant", "limit", "retry_after", "retry_after_ms"};
   `done` (last, always): {"outputs", "usage", "elapsed_time", "cancelled", "waiting_for_user"} (waiting: the
   next request on the thread answers the form of the last `user_input_required` with `inputs`).
 `node_name` is the component id, or "system" for run-level events; `timestamp` is epoch milliseconds;
@@ -45,7 +46,16 @@ class EnvelopeDialect(Dialect):
 
     def error_body(self, err: GatewayError) -> dict[str, Any]:
         return {"type": "error", "node_name": SYSTEM, "run_id": "", "timestamp": int(time.time() * 1000),
-                "thread_id": "", "data": {"message": err.message, "code": err.code.name}}
+                "thread_id": "", "data": error_data(err)}
+
+
+def error_data(err: GatewayError) -> dict[str, Any]:
+    """The `data` of an `error` envelope: message and code; an admission refusal adds whose, which limit and
+    when to retry (`tenant`, `limit`, `retry_after` in seconds, `retry_after_ms`)."""
+    data: dict[str, Any] = {"message": err.message, "code": err.code.name}
+    if err.refusal is not None:
+        data.update(err.refusal.fields())
+    return data
 
 
 ENVELOPE = EnvelopeDialect()
@@ -145,8 +155,7 @@ class EnvelopeRun(DialectRun):
                     yield frame(env)
         except Exception as exc:  # noqa: BLE001 (GatewayError, or a bug: either ends the stream cleanly)
             err = exc if isinstance(exc, GatewayError) else unexpected(exc)
-            yield frame(self.envelope("error", {"message": err.message, "code": err.code.name,
-                                                "component_id": self.failed_component or None},
+            yield frame(self.envelope("error", {**error_data(err), "component_id": self.failed_component or None},
                                       node_name=self.failed_component))
         if not done:
             yield frame(self.envelope("done", {"outputs": {}, "usage": None, "elapsed_time": None, "cancelled": False}))

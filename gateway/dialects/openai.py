@@ -41,6 +41,9 @@ class OpenAIDialect(Dialect):
         code = err.openai_code
         if code is None and err.code == grpc.StatusCode.UNAUTHENTICATED:
             code = "invalid_api_key"
+        if code is None and err.refusal is not None:
+            # as OpenAI's own 429 (type rate_limit_error): its SDK retries a 429 after Retry-After
+            code = "rate_limit_exceeded"
         return {"error": {"message": err.message, "type": err.openai_type, "param": err.param, "code": code}}
 
 

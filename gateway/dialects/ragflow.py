@@ -42,9 +42,17 @@ def frame(obj: dict[str, Any]) -> bytes:
     return b"data:" + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
 
 
-def error_object(message: str) -> dict[str, Any]:
-    """A failure inside a stream (RAGFlow's own: code 500 whatever went wrong)."""
-    return {"code": 500, "message": message, "data": False}
+# The RetCode of an admission refusal. RAGFlow has no code for overload (its RetCode enum stops at CONFLICT); the
+# one limit it enforces, a webhook's rate limit (agent_api.py, its token bucket), answers RetCode.BAD_REQUEST,
+# 400, with the message. A RAGFlow client tells success from failure by `code == 0` and reads `message`; one
+# that maps the code to RetCode would fail on a value outside it (429). So 400, RAGFlow's own answer to a rate
+# limit; the HTTP status (429) and Retry-After say that it is worth retrying, and when.
+REFUSED = 400
+
+
+def error_object(message: str, code: int = 500) -> dict[str, Any]:
+    """A failure inside a stream (RAGFlow's own: code 500 whatever went wrong; a refusal: REFUSED)."""
+    return {"code": code, "message": message, "data": False}
 
 
 def ok(data: Any = True, **extra: Any) -> web.Response:
@@ -54,16 +62,21 @@ def ok(data: Any = True, **extra: Any) -> web.Response:
 
 class RagflowDialect(Dialect):
     """RAGFlow's API: HTTP 200 and `{"code": 0, "message", "data"}`; an error is `{"code": <RetCode>,
-    "message", "data": false}`, with HTTP 200 too except 401 for authentication (gateway/errors.py)."""
+    "message", "data": false}`, with HTTP 200 too except 401 for authentication (gateway/errors.py) and 429
+    for an admission refusal (code REFUSED, with Retry-After)."""
 
     name = "ragflow"
     error_model = RagflowError
 
     def error_body(self, err: GatewayError) -> dict[str, Any]:
+        if err.refusal is not None:
+            return {"code": REFUSED, "message": err.message, "data": False}
         # RAGFlow's 401 comes from its error handler (data null); its other errors carry data false.
         return {"code": err.ragflow_code, "message": err.message, "data": None if err.ragflow_code == 401 else False}
 
     def error_status(self, err: GatewayError) -> int:
+        if err.refusal is not None:  # an admission refusal: 429 with Retry-After at every door, as the issue asks
+            return 429
         # a double-text refused (multitask_strategy reject): 409, as the issue asks, whatever the dialect
         if err.code == grpc.StatusCode.ABORTED:
             return 409
@@ -300,7 +313,7 @@ class RagflowRun(DialectRun):
             if not wrote:
                 yield frame({"session_id": self.session_id, "data": {}})
         except GatewayError as err:
-            yield frame(error_object(err.message))
+            yield frame(error_object(err.message, REFUSED if err.refusal is not None else 500))
         except Exception as exc:  # noqa: BLE001 (the stream must still end with the error and [DONE])
             yield frame(error_object(unexpected(exc).message))
         yield DONE

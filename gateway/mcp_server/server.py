@@ -8,6 +8,9 @@ agents are its tools.
 - A UserFillUp pause is an elicitation when the client declared the capability (the answers resume the run in
   the same call), else a result with status `input_required` that says what is awaited and how to answer
   (`inputs` with the same `session_id`).
+- A run the orchestrator refuses to admit (the tenant over a limit) is a JSON-RPC error, code
+  `refusal.JSONRPC_REFUSED`, its `data` holding the delay (`retry_after` in seconds, `retry_after_ms`), the
+  tenant and the limit (gateway/refusal.py): the call is worth making again then, unlike a failed tool.
 - A client's `notifications/cancelled` cancels the handler, which closes the run's turn: the orchestrator
   cancels the run.
 
@@ -30,6 +33,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import McpError
 
+from gateway import refusal
 from gateway.agent_calls import CallableAgent, RunOutcome, call_request, one_agent, tenant_agents
 from gateway.errors import GatewayError, from_rpc_error
 from gateway.mcp_server.tools import RESERVED, form_schema, required_fields, tool_names, tool_of
@@ -78,6 +82,10 @@ def build_server(name: str = "trellis", version: str = "1") -> Server:
         try:
             result = await _call(server, req.params.name, dict(req.params.arguments or {}))
         except GatewayError as err:
+            if err.refusal is not None:
+                refusal.count(err.refusal, "mcp", _caller(server).tenant)
+                raise McpError(types.ErrorData(code=refusal.JSONRPC_REFUSED, message=err.message,
+                                               data=refusal.jsonrpc_data(err.refusal))) from None
             result = _error(err.message)
         except grpc.aio.AioRpcError as exc:
             result = _error(from_rpc_error(exc).message)

@@ -12,7 +12,8 @@
   logged for .../webhook/logs (kept 600 s).
 - GET .../webhook/logs?since_ts=&webhook_id=: RAGFlow's polling of those logs.
 
-Refusals are RAGFlow's: `{"code": 400, "message": ...}` with HTTP 400, the message naming what failed.
+Refusals are RAGFlow's: `{"code": 400, "message": ...}` with HTTP 400, the message naming what failed; the
+orchestrator's admission refusal (the tenant over a limit) is HTTP 429 with Retry-After, as at every door.
 The payload reaches the run as RAGFlow passes it to its canvas: {"query", "headers", "body"} (as the schema
 extracted them) become Begin's outputs, and the whole request (`input`) its input `request`.
 """
@@ -228,6 +229,8 @@ async def _answer_when_done(request: web.Request, req: canvas_pb.RunRequest, tra
             await trace.finished(True)
         result: dict[str, Any] = {"message": "".join(contents), "success": True, "code": status}
     except (GatewayError, ValueError) as exc:
+        if isinstance(exc, GatewayError) and exc.refusal is not None and not run_id:
+            raise  # refused before it started: 429 with Retry-After, as at every door (gateway/endpoint.py)
         message = exc.message if isinstance(exc, GatewayError) else str(exc)
         if trace is not None:
             await trace.failed(message, type(exc).__name__)

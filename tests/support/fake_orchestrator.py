@@ -3,8 +3,11 @@
     fake = FakeOrchestrator()
     server, port = await start_server(fake.bindings())
 
-Every store is keyed by tenant, so the gateway's tenant handling is visible. `CanvasService.Run` picks its
-script from the query (see `FakeCanvas.Run`), and serves the gateway's runs through the real turn server
+Every store is keyed by tenant, so the gateway's tenant handling is visible. A tenant in `fake.refused` is
+refused every run before its first event, as the orchestrator's admission refuses (RESOURCE_EXHAUSTED with
+RetryInfo and QuotaFailure in its rich status details, RateLimit headers in its trailing metadata: `refusal`);
+the query "refuse_late" is refused after the run started (a refusal reaching an open stream).
+`CanvasService.Run` picks its script from the query (see `FakeCanvas.Run`), and serves the gateway's runs through the real turn server
 (`FakeRunTurns`, as services/orchestrator/api/run_turns.py does); every RunRequest is kept in `fake.run_requests`.
 A run that the client abandons sets `fake.run_cancelled`.
 """
@@ -13,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import uuid
 from dataclasses import dataclass, field
 
+import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 from trellis.canvas.internal.v1 import run_turn_service_pb2 as turn_pb
 from trellis.canvas.internal.v1 import run_turn_service_pb2_grpc as turn_grpc
@@ -26,9 +31,12 @@ from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from trellis.canvas.v1 import events_pb2 as ev_pb
 from trellis.canvas.v1 import session_service_pb2 as session_pb
 from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
+from trellis.canvas.v1 import webhook_trigger_service_pb2 as webhook_trigger_pb
+from trellis.canvas.v1 import webhook_trigger_service_pb2_grpc as webhook_trigger_grpc
 
-from services.common.errors import AlreadyExists, InvalidArgument, NotFound
+from services.common.errors import AlreadyExists, InvalidArgument, NotFound, ResourceExhausted
 from services.common.server import Binding
+from services.common.status_details import quota_trailers
 from services.common.turns import TurnServer, TurnTypes
 
 EVENT_TIME = 1756364483  # every scripted event carries this time, so streams compare byte for byte
@@ -36,6 +44,16 @@ PROLOGUE = "Hi! I am your assistant, can I help you?"
 REFERENCE = {"chunks": {"7": {"id": "c1", "content": "Trellis runs canvases.", "document_name": "doc.pdf"}},
              "doc_aggs": {"doc.pdf": {"doc_name": "doc.pdf", "doc_id": "d1", "count": 1}}}
 FLOOD_DELTA = "x" * 32 * 1024
+
+
+def refusal(tenant: str, limit: str, retry_after_s: float) -> ResourceExhausted:
+    """The orchestrator's refusal of `tenant` over `limit`, as its admission sends it (docs/limits.md)."""
+    message = f"tenant {tenant!r} is over its limit {limit}; retry after {retry_after_s:g} s"
+    seconds = math.ceil(retry_after_s)
+    return ResourceExhausted(message, trailing_metadata=(
+        *quota_trailers(grpc.StatusCode.RESOURCE_EXHAUSTED, message, retry_after_s=retry_after_s,
+                        subject=f"tenant:{tenant}", description=limit),
+        ("ratelimit-policy", f'"{limit}";q=4;w=1'), ("ratelimit", f'"{limit}";r=0;t={seconds}')))
 
 
 def _now() -> Timestamp:
@@ -54,6 +72,7 @@ class FakeOrchestrator:
     run_cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     active: dict[str, asyncio.Event] = field(default_factory=dict)  # session id -> stop signal of a running run
     flood_sent: int = 0
+    refused: dict[str, float] = field(default_factory=dict)  # tenant -> the retry delay its refusals carry
 
     def bindings(self) -> list[Binding]:
         canvas = FakeCanvas(self)
@@ -63,6 +82,8 @@ class FakeOrchestrator:
             Binding(canvas_grpc.add_CanvasServiceServicer_to_server, canvas, "trellis.canvas.v1.CanvasService"),
             Binding(turn_grpc.add_RunTurnServiceServicer_to_server, FakeRunTurns(canvas),
                     "trellis.canvas.internal.v1.RunTurnService"),
+            Binding(webhook_trigger_grpc.add_WebhookTriggerServiceServicer_to_server, FakeWebhookTriggers(),
+                    "trellis.canvas.v1.WebhookTriggerService"),
         ]
 
     def agent(self, tenant: str, agent_id: str) -> agent_pb.Agent:
@@ -216,6 +237,8 @@ class FakeCanvas(canvas_grpc.CanvasServiceServicer):
     async def Run(self, request, context):
         self.s.run_requests.append(request)
         tenant = request.tenant_id
+        if tenant in self.s.refused:
+            raise refusal(tenant, "concurrent_runs", self.s.refused[tenant])
         agent = self.s.agent(tenant, request.agent.agent_id)
         if request.query == "invalid":
             raise InvalidArgument("canvas is not valid: component Agent:A: field `llm_id` is required")
@@ -248,6 +271,9 @@ class FakeCanvas(canvas_grpc.CanvasServiceServicer):
         if q == "quiet":
             return
         yield event(run_started=ev_pb.RunStarted(inputs_json=request.inputs_json or "{}"))
+        if q == "refuse_late":
+            yield event("Agent:A", message_delta=ev_pb.MessageDelta(content="partial"))
+            raise refusal(request.tenant_id, "llm_tokens_per_minute", 2.5)
         if q == "explode":
             yield event("Agent:A", message_delta=ev_pb.MessageDelta(content="partial"))
             yield event("Agent:A", error=ev_pb.RunError(message="LLM provider failed: boom", component_id="Agent:A",
@@ -325,3 +351,10 @@ class FakeRunTurns(turn_grpc.RunTurnServiceServicer):
     async def _turn(self, turn, send) -> None:
         async for event in self.canvas.Run(turn.request, None):
             await send(event)
+
+
+class FakeWebhookTriggers(webhook_trigger_grpc.WebhookTriggerServiceServicer):
+    """A webhook's own rate limit (RAGFlow's token bucket) always has room here."""
+
+    async def TakeWebhookRequest(self, request, context):
+        return webhook_trigger_pb.TakeWebhookRequestResponse(allowed=True)
