@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install lock proto up test bench clean
+.PHONY: install lock proto up test bench chaos soak clean
 
 # Installs come from the hashed locks in requirements/ (`make lock` recompiles them from pyproject.toml, see
 # scripts/lock.sh), so a fresh machine gets what the tests ran with; any change to them reinstalls.
@@ -44,6 +44,14 @@ test: install
 bench: install
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps --require-hashes -r requirements/bench.lock
 	$(BIN)/python scripts/run_benchmarks.py
+
+# Not part of `make test`: the stack under faults (minutes) and under an hour of churn; each prints its table and
+# writes bench/results/chaos.json or soak.json. Options after ARGS, e.g. `make soak ARGS="--minutes 10"`.
+chaos: install
+	$(BIN)/python -m chaos $(ARGS)
+
+soak: install
+	$(BIN)/python -m chaos.soak $(ARGS)
 
 clean:
 	rm -rf gen $(VENV) .pytest_cache

@@ -1,8 +1,8 @@
 """Dependencies we can trust: every third-party import is declared where it belongs, and the locks in
 requirements/ are what pyproject.toml asks for, so installing from them installs what the code imports.
 
-- The code that ships (services/, gateway/, trellis_cli/) imports only [project].dependencies; tests/ adds the
-  dev extra; bench/ and scripts/ add the bench extra too. An import is matched to the distribution that
+- The code that ships (services/, gateway/, trellis_cli/) imports only [project].dependencies; tests/ and chaos/
+  add the dev extra; bench/ and scripts/ add the bench extra too. An import is matched to the distribution that
   provides it in this environment (importlib.metadata.packages_distributions()).
 - Each lock pins every requirement of its groups at a version the requirement allows (`make lock` when not),
   the locks agree with each other, and this environment has dev.lock's versions installed.
@@ -33,13 +33,13 @@ LOCK_ENV = {**default_environment(), "python_version": "3.11", "python_full_vers
 # Built from source by scripts/install_llama_cpp.sh from its own lock; the project locks leave it out.
 BUILT = canonicalize_name("llama-cpp-python")
 # Our own top-level packages: the project's, the tests', and the generated protos' (proto/<name>/...).
-FIRST_PARTY = {"services", "gateway", "trellis_cli", "tests", "bench", "scripts",
+FIRST_PARTY = {"services", "gateway", "trellis_cli", "tests", "bench", "scripts", "chaos",
                *(p.name for p in (ROOT / "proto").iterdir() if p.is_dir())}
 
 # Which files may import what: (folders, the groups of pyproject.toml their imports must be declared in).
 SCOPES = [
     (("services", "gateway", "trellis_cli"), ("dependencies",)),
-    (("tests",), ("dependencies", "dev")),
+    (("tests", "chaos"), ("dependencies", "dev")),
     (("bench", "scripts"), ("dependencies", "dev", "bench")),
 ]
 

@@ -1,0 +1,107 @@
+"""The soak's gates: slopes and returns to baseline, not levels (a process may use what it needs; what it must not
+do is keep growing).
+
+- `rss`: each process's RSS, after the warm-up and after its own first minutes (a part restarted by the kill is
+  a new process), grows at most `RSS_MIB_PER_HOUR` (least-squares slope of its samples); a process sampled
+  over too short a span to tell is reported, not gated.
+- `fds`, `tasks`: in every quiet window (no load, its last runs ended) each process's open files and asyncio
+  tasks are back within `SLACK` of what that process had in its first quiet window.
+- `redis`: in every quiet window no run is active, no session claimed, and the keys without a TTL are back
+  to their first quiet window's count (everything a run writes expires).
+- `p99`: the run time's p99 in the last window is within `P99_RATIO` of the first window's (runs that a kill or
+  a quiet window met are left out of both).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos.sampling import ProcessSample, RedisSample
+
+RSS_MIB_PER_HOUR = 1.0
+SLACK = {"fds": 2, "tasks": 2}
+P99_RATIO = 1.1
+PROCESS_WARM_UP_S = 120.0  # a process's own first minutes (imports, caches, pools) are not its slope
+MIN_SPAN_FRACTION = 1 / 3  # of the soak's measured span: shorter is reported, not gated
+
+
+@dataclass
+class Gate:
+    name: str
+    passed: bool = True
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, ok: bool | None, **row: Any) -> None:
+        row["ok"] = ok  # None: measured, not gated
+        self.rows.append(row)
+        if ok is False:
+            self.passed = False
+
+
+def slope_per_hour(points: list[tuple[float, float]]) -> float:
+    xs, ys = [t for t, _ in points], [v for _, v in points]
+    return statistics.linear_regression(xs, ys).slope * 3600
+
+
+def rss_gate(samples: list[ProcessSample], since: float, until: float) -> Gate:
+    gate = Gate("rss")
+    first_seen: dict[int, float] = {}
+    for s in samples:
+        first_seen.setdefault(s.pid, s.t)
+    by_pid: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for s in samples:
+        if s.t >= since and s.t >= first_seen[s.pid] + PROCESS_WARM_UP_S:
+            by_pid.setdefault((s.part, s.pid), []).append((s.t, s.rss_mib))
+    for (part, pid), points in sorted(by_pid.items()):
+        span = points[-1][0] - points[0][0]
+        if len(points) < 3 or span <= 0:
+            continue
+        slope = slope_per_hour(points)
+        gated = span >= MIN_SPAN_FRACTION * (until - since)
+        gate.add(slope <= RSS_MIB_PER_HOUR if gated else None, part=part, pid=pid, minutes=round(span / 60, 1),
+                 start_mib=points[0][1], end_mib=points[-1][1], mib_per_hour=round(slope, 2))
+    return gate
+
+
+def baseline_gate(name: str, quiet: list[list[ProcessSample]]) -> Gate:
+    """`name` is "fds" or "tasks"; `quiet` the process samples of each quiet window, in order."""
+    gate = Gate(name)
+    values: dict[int, tuple[str, list[int]]] = {}
+    for window in quiet:
+        for s in window:
+            value = getattr(s, name)
+            if value is not None:
+                values.setdefault(s.pid, (s.part, []))[1].append(value)
+    for pid, (part, seen) in sorted(values.items(), key=lambda kv: kv[1][0]):
+        later = seen[1:]
+        gate.add(all(v <= seen[0] + SLACK[name] for v in later) if later else None, part=part, pid=pid,
+                 baseline=seen[0], quiet_windows=seen)
+    return gate
+
+
+def redis_gate(quiet: list[RedisSample]) -> Gate:
+    gate = Gate("redis")
+    base = quiet[0].keys_without_ttl if quiet else None
+    for i, s in enumerate(quiet):
+        gate.add(s.active_runs == 0 and s.claimed_sessions == 0 and (s.keys_without_ttl or 0) <= (base or 0),
+                 window=i, active_runs=s.active_runs, claimed_sessions=s.claimed_sessions,
+                 keys_without_ttl=s.keys_without_ttl, keys=s.keys, used_memory_mib=s.used_memory_mib)
+    return gate
+
+
+def p99(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
+
+
+def p99_gate(first: list[float], last: list[float]) -> Gate:
+    gate = Gate("p99")
+    start, end = p99(first), p99(last)
+    ratio = end / start if start and end else None
+    gate.add(ratio is not None and ratio <= P99_RATIO, start_s=round(start or 0, 3), end_s=round(end or 0, 3),
+             ratio=round(ratio, 3) if ratio else None, runs_start=len(first), runs_end=len(last))
+    return gate
