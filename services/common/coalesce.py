@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections import deque
 from typing import AsyncIterator, Callable, TypeVar
 
 from services.common.speed_policies import StreamPacing
@@ -70,7 +69,9 @@ async def coalesce(
     source: AsyncIterator[T], merge: Callable[[T, T], T | None], *, max_pending: int = MAX_PENDING,
     linger: Linger | None = None,
 ) -> AsyncIterator[T]:
-    pending: deque[T] = deque()
+    # A list, not a deque: it holds a few items at most (MAX_PENDING), and a deque's first block is 0.7 KB per
+    # stream held (services/common/inbox.py says why that counts).
+    pending: list[T] = []
     loop = asyncio.get_running_loop()
     # [consumer waiting for an item, reader waiting for room, consumer lingering]: futures, or None
     waiters: list[asyncio.Future | None] = [None, None, None]
@@ -120,7 +121,7 @@ async def coalesce(
     try:
         while True:
             if pending:
-                item = pending.popleft()
+                item = pending.pop(0)
                 if len(pending) < max_pending:
                     wake(1)
                 sent = loop.time()
