@@ -184,3 +184,17 @@ def run_deliveries(tenant: str, run_id: str) -> str:
 WEBHOOK_NOTICES = "trellis:webhooks:notices"
 # Deliveries scored by their next attempt; members "<tenant>/<run id>/<delivery id>".
 WEBHOOK_DUE = "trellis:webhooks:due"
+
+
+# ---- limits per tenant (store/limits.py, docs/limits.md) ----------------------------------------------------
+
+def limit_leases(tenant: str, kind: str, scope: str) -> str:
+    """The replicas' leases of a scope's slots (`kind` runs or streams): a hash, replica -> "<held>:<expiry ms>",
+    tagged with the tenant (every scope of a tenant leased in one script)."""
+    return f"{_tenant(tenant)}:limits:{_id(kind, 'limit kind')}:{_id(scope, 'limit scope')}"
+
+
+def limit_window(tenant: str, what: str, scope: str) -> str:
+    """The identifier of a scope's moving window (`what` starts or tokens) in the `limits` package, which keeps
+    it under its own prefix; its key keeps the tenant's tag."""
+    return f"{_tenant(tenant)}:limits:{_id(what, 'limit kind')}:{_id(scope, 'limit scope')}"
