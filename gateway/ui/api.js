@@ -42,6 +42,11 @@ export class Api {
     return payload.data;
   }
 
+  // The tenant's admission figures: {tenant, admitted, waiting, refused, refused_by_limit, tokens}.
+  admission() {
+    return this.call("GET", "/api/v1/tenant/admission");
+  }
+
   async agents() {
     return items(await this.call("GET", "/api/v1/agents?dsl=false&page_size=100"));
   }
@@ -105,6 +110,8 @@ export class Api {
       try {
         const env = await resp.json();
         message = env.data?.message || message;
+        // Refused for a limit (HTTP 429): say when to try again (Retry-After, in the envelope too).
+        if (env.data?.retry_after !== undefined) message += ` (try again in ${env.data.retry_after} s)`;
       } catch { /* not JSON: keep the status */ }
       throw new ApiError(message);
     }

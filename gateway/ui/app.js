@@ -1,6 +1,7 @@
 // The run viewer: sign in, pick an agent and a version, chat with it while its components light up, and
 // open the past runs of its sessions. Everything goes through the gateway's public APIs (api.js).
 
+import { Admission } from "./admission.js";
 import { Api, ApiError } from "./api.js";
 import { el, formatSeconds } from "./dom.js";
 import { Graph } from "./graph.js";
@@ -22,6 +23,7 @@ const state = {
 
 const graph = new Graph($("graph"));
 const trace = new Trace($("trace"), $("trace-title"));
+const admission = new Admission($("admission"));
 window.addEventListener("resize", () => graph.fit());
 
 function status(text, cls = "") {
@@ -40,7 +42,7 @@ async function signIn(key) {
   $("viewer").hidden = false;
   $("sign-out").hidden = false;
   $("who").textContent = `key …${key.slice(-4)}`;
-  await loadAgents();
+  await Promise.all([loadAgents(), admission.refresh(api)]);
 }
 
 function signOut() {
@@ -380,7 +382,7 @@ async function run(query, inputs = null) {
     $("stop").hidden = true;
   }
   if (runId) answer.dataset.runId = runId;
-  if (!controller.signal.aborted || controller.byUser) await loadSessions();
+  if (!controller.signal.aborted || controller.byUser) await Promise.all([loadSessions(), admission.refresh(state.api)]);
 }
 
 $("stop").addEventListener("click", () => {

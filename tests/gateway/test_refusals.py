@@ -204,3 +204,26 @@ async def test_refusals_are_counted_by_tenant_in_the_metrics(stack):
         await stack.client.post("/v1/chat/completions", headers=stack.auth(),
                                 json={"model": agent_a, "messages": [{"role": "user", "content": "hi"}]})
     assert await refused_total() == before + 2
+
+
+async def test_the_viewers_admission_route_gives_the_keys_tenant_its_refusals_by_limit(stack):
+    agent_a, agent_b = _refuse_a(stack)
+
+    async def figures(key: str) -> dict:
+        body = await (await stack.client.get("/api/v1/tenant/admission", headers=stack.auth(key))).json()
+        assert body["code"] == 0
+        return body["data"]
+
+    before_a, before_b = await figures(stack.key_a), await figures(stack.key_b)
+    await stack.client.post(f"/api/v1/agents/{agent_a}/stream", headers=stack.auth(), json={"query": "hi"})
+    await stack.client.post("/v1/chat/completions", headers=stack.auth(),
+                            json={"model": agent_a, "messages": [{"role": "user", "content": "hi"}]})
+    await stack.client.post(f"/api/v1/agents/{agent_b}/stream", headers=stack.auth(stack.key_b), json={"query": "hi"})
+    after_a, after_b = await figures(stack.key_a), await figures(stack.key_b)
+    assert (after_a["tenant"], after_b["tenant"]) == (stack.tenant_a, stack.tenant_b)
+    # counters of the process (other tests' refusals may be in them): these requests' part
+    assert after_a["refused"] - before_a["refused"] == 2 == (
+        after_a["refused_by_limit"]["concurrent_runs"] - before_a["refused_by_limit"].get("concurrent_runs", 0))
+    assert after_a["refused"] == sum(after_a["refused_by_limit"].values())
+    assert after_b["refused"] == before_b["refused"]  # B was admitted
+    assert (after_a["admitted"], after_a["waiting"], after_a["tokens"]) == (None, None, None)  # no RPC serves them
