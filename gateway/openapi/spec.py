@@ -135,7 +135,25 @@ def _responses(slots: dict[str, Any], resolved: dict[Any, Any], errors: dict[str
         running = resolved[slots["accepted"]] if "accepted" in slots else _RUNNING
         responses["202"] = {"description": "the run goes on: its ids (docs/triggers.md)", "content": {
             "application/json": {"schema": running}}}
+    if _starts_runs(slots["contract"]):
+        responses["429"] = {"description": "refused: the tenant is at a limit; retry after Retry-After "
+                                           "(gateway/README.md, Refusals)", "headers": _REFUSAL_HEADERS,
+                            "content": {"application/json": {"schema": resolved[errors[dialect.name]]}}}
     return responses
+
+
+# What an admission refusal's 429 carries besides the dialect's error (gateway/refusal.py).
+_REFUSAL_HEADERS = {
+    "Retry-After": {"description": "seconds to wait before trying again (the delay, rounded up)",
+                    "schema": {"type": "integer", "minimum": 0}},
+    "RateLimit-Policy": {"description": "the limit, as IETF RateLimit-Policy", "schema": {"type": "string"}},
+    "RateLimit": {"description": "what is left of it, as IETF RateLimit", "schema": {"type": "string"}},
+}
+
+
+def _starts_runs(contract: Contract | None) -> bool:
+    """The routes that start a run (those that take `background`), which a refusal may answer."""
+    return contract is not None and contract.body is not None and "background" in contract.body.model_fields
 
 
 # A background run's 202 and join's while it runs: RAGFlow's envelope with the run's ids (unless the contract

@@ -227,3 +227,11 @@ async def test_the_viewers_admission_route_gives_the_keys_tenant_its_refusals_by
     assert after_a["refused"] == sum(after_a["refused_by_limit"].values())
     assert after_b["refused"] == before_b["refused"]  # B was admitted
     assert (after_a["admitted"], after_a["waiting"], after_a["tokens"]) == (None, None, None)  # no RPC serves them
+
+
+async def test_the_openapi_document_describes_the_refusal_of_every_route_that_starts_a_run(stack):
+    document = await (await stack.client.get("/openapi.json")).json()
+    for path in ("/api/v1/agents/chat/completions", "/v1/chat/completions", "/api/v1/agents/{agent_id}/stream"):
+        refused = document["paths"][path]["post"]["responses"]["429"]
+        assert set(refused["headers"]) == {"Retry-After", "RateLimit-Policy", "RateLimit"}, path
+    assert "429" not in document["paths"]["/api/v1/agents"]["get"]["responses"]
