@@ -39,8 +39,8 @@ class WebhookTriggerServicer(wt_grpc.WebhookTriggerServiceServicer):
                                                      for ts, events in found.items()])
 
 
-def binding(redis, redis_url: str) -> Binding:
-    """The service on the orchestrator's Redis, for app.build's bindings."""
-    servicer = WebhookTriggerServicer(WebhookTriggerStore(redis, redis_url))
+def binding(redis, target) -> Binding:
+    """The service on the orchestrator's Redis (`target`: its RedisTarget), for app.build's bindings."""
+    servicer = WebhookTriggerServicer(WebhookTriggerStore(redis, target))
     return Binding(wt_grpc.add_WebhookTriggerServiceServicer_to_server, servicer,
                    wt_pb.DESCRIPTOR.services_by_name["WebhookTriggerService"].full_name)

@@ -9,16 +9,19 @@ key's name to every tracking replica, which drops the entries filed under it. On
 (their own prefix): the sessions, runs and indexes every run writes reach no replica.
 
 Why a cached answer is never stale:
-- One connection enables tracking and receives the invalidations (RESP3 push messages). If it dies,
-  tracking dies with it, and the cache is emptied and unused until a new connection tracks again. A
-  connection that goes silent is found by a PING after `_QUIET_S` without traffic.
-- A hit is trusted only when nothing is waiting on that connection: an invalidation that reached this
+- A connection to each node of the Redis (the one Redis; each primary and replica of a Redis Cluster, `_nodes`)
+  enables tracking and receives the invalidations of the keys changed there (RESP3 push messages): a write by
+  a client, or, on a replica, the write it replicates, so a replica promoted in a failover was tracked before
+  it took writes, and a key MIGRATE moves to another node is invalidated as it leaves. If a tracking
+  connection dies, the cache is emptied; a connection that goes silent is found by a PING after `_QUIET_S`
+  without traffic.
+- A hit is trusted only when nothing is waiting on any tracking connection: an invalidation that reached this
   process but is not handled yet turns the hit into a read from Redis.
-- An answer read from Redis is kept only if no invalidation came between the read's start and its reply
-  (`token`): the key may have changed after the read.
+- An answer read from Redis is kept only if every node the client reads from is tracked, and no invalidation
+  and no new tracking connection came between the read's start and its reply (`token`): the key may have
+  changed after the read, or on a node not tracked yet (a cluster's client learns of a node as a MOVED or
+  ASK sends it there, or after a failover; the nodes are looked at again every `_QUIET_S`).
 Without tracking (a Redis before 6.0, a proxy that refuses it) nothing is cached and every run reads Redis.
-Tracking covers the keys of the Redis this connection reaches: the orchestrator's one Redis (redis_client.py).
-A client of a multi-node Redis Cluster would need a tracking connection per node.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import select
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from services.orchestrator.store import _redis_fast
@@ -44,32 +48,45 @@ _MAX_ENTRIES = 512  # as many as compiled plans are kept (canvases.py): the DSL 
 class ResolvedAgents:
     """Entries by caller-chosen key, each filed under the Redis key whose change drops it."""
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis | RedisCluster) -> None:
         self.redis = redis
         self._entries: dict[Hashable, tuple[bytes, Any]] = {}  # key -> (the Redis key it is filed under, value)
         self._by_redis_key: dict[bytes, set[Hashable]] = {}
-        self._generation = 0  # one more for every invalidation and every change of connection
-        self._conn: Any = None  # the tracking connection, while tracking
-        self._poll: Any = None  # whether that connection's socket has bytes waiting
+        self._generation = 0  # one more for every invalidation and every change of tracking connections
+        self._conns: dict[str, Any] = {}  # node name -> its tracking connection, while tracking
+        self._trackers: dict[str, asyncio.Task] = {}  # node name -> the task keeping its connection
+        self._poll = select.poll()  # whether a tracking connection's socket has bytes waiting
         self._task: asyncio.Task | None = None
         self._settled = asyncio.Event()  # tracking, or refused: start() waits for either
+        self._refused = False
 
     @property
     def tracking(self) -> bool:
-        return self._conn is not None
+        """Whether every node the client reads from is tracked (answers read now may be kept)."""
+        if self._refused or not self._conns:
+            return False
+        nodes = _node_names(self.redis)
+        return nodes is not None and nodes <= self._conns.keys()
+
+    @property
+    def connections(self) -> list[Any]:
+        """The tracking connections, one per node tracked."""
+        return list(self._conns.values())
 
     async def start(self, wait_s: float = 10) -> None:
         """Track from now on; returns once tracking (or after `wait_s`: runs read Redis meanwhile)."""
-        self._task = asyncio.create_task(self._track(), name="agent-cache-tracking")
+        self._task = asyncio.create_task(self._watch_nodes(), name="agent-cache-nodes")
         try:
             await asyncio.wait_for(self._settled.wait(), wait_s)
         except TimeoutError:
             log.warning("agent cache: not tracking yet; runs read their agent from Redis until it is")
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        tasks = [t for t in (self._task, *self._trackers.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._trackers.clear()
 
     # ------------------------------------------------------------------ entries
     def get(self, key: Hashable) -> Any:
@@ -81,12 +98,12 @@ class ResolvedAgents:
 
     def token(self) -> int | None:
         """Taken before reading what `put` is to keep; None: not tracking, keep nothing."""
-        return self._generation if self._conn is not None else None
+        return self._generation if self.tracking else None
 
     def put(self, token: int | None, redis_key: str, key: Hashable, value: Any) -> None:
-        """Keep `value` under `key` until `redis_key` changes, if nothing was invalidated since `token`. When
-        full, the entry kept longest goes."""
-        if token is None or token != self._generation or self._conn is None:
+        """Keep `value` under `key` until `redis_key` changes, if nothing was invalidated and no node came to be
+        tracked since `token`, and every node is tracked. When full, the entry kept longest goes."""
+        if token is None or token != self._generation or not self.tracking:
             return
         name = redis_key.encode()
         if key not in self._entries and len(self._entries) >= _MAX_ENTRIES:
@@ -118,40 +135,62 @@ class ResolvedAgents:
                 self._entries.pop(key, None)
 
     def _unread(self) -> bool:
-        """Whether the tracking connection has bytes this process has not handled (or is gone)."""
-        conn = self._conn
-        if conn is None or _redis_fast.unread(conn):
+        """Whether a tracking connection has bytes this process has not handled (or is gone)."""
+        if not self._conns:
             return True
+        for conn in self._conns.values():
+            if _redis_fast.unread(conn):
+                return True
         return bool(self._poll.poll(0))  # poll, not select: a busy process's descriptors pass 1024
 
-    # ------------------------------------------------------------------ the tracking connection
-    async def _track(self) -> None:
-        pool = self.redis.connection_pool
+    # ------------------------------------------------------------------ the tracking connections
+    async def _watch_nodes(self) -> None:
+        """A tracker per node the client knows, started as nodes appear and stopped as they go."""
+        while not self._refused:
+            try:
+                nodes = await _nodes(self.redis)
+            except Exception as exc:  # noqa: BLE001 (a cluster that cannot be asked yet: asked again)
+                log.warning("agent cache: cannot list the Redis nodes to track (%s)", exc)
+                nodes = {}
+            for name in self._trackers.keys() - nodes.keys():  # gone from the cluster (failed over, removed)
+                self._trackers.pop(name).cancel()
+            for name, make in nodes.items():
+                if name not in self._trackers:
+                    self._trackers[name] = asyncio.create_task(self._track(name, make), name=f"agent-cache-{name}")
+            await asyncio.sleep(_QUIET_S)
+
+    async def _track(self, name: str, make: Callable[[], Any]) -> None:
         while True:
             # RESP3: the invalidations arrive on the tracking connection itself, as push messages.
-            conn = pool.connection_class(**{**pool.connection_kwargs, "protocol": 3})
+            conn = make()
+            fd = None
             try:
                 await conn.connect()
                 _redis_fast.on_invalidation(conn, self._on_invalidation)
                 await conn.send_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", AGENT_CHANGES_PREFIX)
                 await conn.read_response()
-                self._poll = select.poll()
-                self._poll.register(_redis_fast.fileno(conn), select.POLLIN)
-                self._clear()
-                self._conn = conn
-                self._settled.set()
+                fd = _redis_fast.fileno(conn)
+                self._poll.register(fd, select.POLLIN)
+                self._conns[name] = conn
+                self._generation += 1  # a read that began before this node was tracked is not kept
+                if self.tracking:
+                    self._settled.set()
                 await self._listen(conn)
             except asyncio.CancelledError:
                 raise
             except ResponseError as exc:  # this Redis cannot track: no cache
                 log.warning("agent cache off: Redis refused client tracking (%s); runs read their agent from Redis",
                             exc)
+                self._refused = True
                 self._settled.set()
                 return
             except Exception as exc:
-                log.warning("agent cache: tracking connection lost (%s); reconnecting", exc)
+                log.warning("agent cache: tracking connection to %s lost (%s); reconnecting", name or "Redis", exc)
             finally:
-                self._conn = None
+                if self._conns.get(name) is conn:
+                    del self._conns[name]
+                if fd is not None:
+                    self._poll.unregister(fd)
                 self._clear()
                 await conn.disconnect(nowait=True)
             await asyncio.sleep(_RETRY_S)
@@ -172,3 +211,24 @@ class ResolvedAgents:
     async def _on_invalidation(self, push: list) -> bool:
         self._invalidate(push[1])  # ["invalidate", [key, ...]], or None for every key (FLUSHDB, FLUSHALL)
         return True
+
+
+async def _nodes(client: aioredis.Redis | RedisCluster) -> dict[str, Callable[[], Any]]:
+    """Each node the client reads from, by name, with how to open a RESP3 connection to it: every node of a
+    cluster (primaries and replicas, as the client knows them now); else the one Redis (Sentinel's pool
+    connects to the primary the Sentinels name)."""
+    if isinstance(client, RedisCluster):
+        await client.initialize()  # the client's map of the cluster (nothing once it has one)
+        return {node.name: _opener(node.connection_class, node.connection_kwargs) for node in client.get_nodes()}
+    pool = client.connection_pool
+    return {"": _opener(pool.connection_class, pool.connection_kwargs)}
+
+
+def _node_names(client: aioredis.Redis | RedisCluster) -> set[str] | None:
+    if isinstance(client, RedisCluster):
+        return {node.name for node in client.get_nodes()} or None
+    return {""}
+
+
+def _opener(connection_class: type, kwargs: dict[str, Any]) -> Callable[[], Any]:
+    return lambda: connection_class(**{**kwargs, "protocol": 3})

@@ -1,8 +1,12 @@
-"""The orchestrator's Redis connection: its pool and timeouts, its one retry rule, and readiness (health stays
-NOT_SERVING until Redis answers).
+"""The orchestrator's Redis client: one Redis, a Redis Cluster or the primary Sentinel names, plain or over TLS
+(what `TRELLIS_REDIS_URL` says: redis_target.py, docs/redis.md); its pool and timeouts, its one retry rule, and
+readiness (health stays NOT_SERVING until Redis answers).
 
-The client is redis-py's, with a faster connection, pipeline and pool over TCP (`_redis_fast.fast_client`:
-the one module that uses redis-py's internals; docs/speed-policies.md says what it buys).
+Each is redis-py's own client: `Redis` for one Redis, with a faster connection, pipeline and pool over plain
+TCP (`_redis_fast.fast_client`: the one module that uses redis-py's internals; docs/speed-policies.md says what
+it buys); `RedisCluster` for a cluster (it follows MOVED and ASK and refreshes its map of the slots when they
+move or a primary fails over); the client Sentinel hands out for its primary (it asks the Sentinels again when
+its primary stops answering or turns replica).
 
 Retries: one rule for every Redis call, redis-py's own `Retry` (`retry`), set once on the client here. A call
 that meets a lost connection (refused, reset, closed: a restart, a failover) reconnects and is sent again, up
@@ -17,15 +21,19 @@ from __future__ import annotations
 
 import asyncio
 
-from redis.asyncio import Redis
+from limits.aio.storage import RedisClusterStorage, RedisSentinelStorage, RedisStorage, Storage
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster, Sentinel
+from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.backoff import ConstantBackoff, EqualJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeout
 
 from services.common.errors import Unavailable
-from services.orchestrator.store import _redis_fast
+from services.orchestrator.store import _redis_fast, redis_target
+from services.orchestrator.store.redis_target import RedisTarget
 
 # redis-py's default pool refuses its 101st connection at once ("Too many connections"): a burst of runs (each
 # holds one for a command, its journal writer another) failed runs. This pool makes a caller wait for a free
@@ -55,13 +63,73 @@ def retry(retries: int | None = None, errors: tuple[type[Exception], ...] = (Red
     return Retry(backoff(), RETRIES if retries is None else retries, errors)
 
 
-def connect(url: str) -> Redis:
-    """The process's client (lazy: nothing connects until it is first used)."""
-    return _redis_fast.fast_client(url, retry(), max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT_S,
-                                   socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S)
+def connect(target: RedisTarget | str) -> Redis | RedisCluster:
+    """The process's client of `target` (a parsed TRELLIS_REDIS_URL, or the URL); lazy: nothing connects until
+    it is first used."""
+    if isinstance(target, str):
+        target = redis_target.parse(target)
+    if target.kind == redis_target.CLUSTER:
+        return _cluster(target)
+    if target.kind == redis_target.SENTINEL:
+        return _sentinel(target)
+    return _redis_fast.fast_client(target.url, retry(), max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT_S,
+                                   socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S,
+                                   **target.options)
 
 
-async def wait_until_ready(client: Redis, url: str, timeout_s: float = 10.0, delay_s: float = 0.2) -> None:
+def _cluster(target: RedisTarget) -> RedisCluster:
+    """redis-py's cluster client. Its retry differs from the rule above in one way, its own: after a lost
+    connection it asks the cluster for its slots again and resends at once (RETRIES times), rather than after a
+    backoff. Each node has a pool of up to MAX_CONNECTIONS; a caller past them fails at once
+    (MaxConnectionsError) rather than waits."""
+    options = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S, **target.options}
+    return RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes], retry=retry(),
+                        max_connections=MAX_CONNECTIONS, **options)
+
+
+class _SentinelPool(SentinelConnectionPool, BlockingConnectionPool):
+    """Sentinel's pool (connections go to the primary the Sentinels name now) that, past MAX_CONNECTIONS, makes
+    a caller wait for a free connection, as the single Redis's pool does."""
+
+
+class _SentinelClient(Redis):
+    """The primary's client; closing it also closes its connections to the Sentinels."""
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        await self.connection_pool.sentinel_manager.aclose()
+
+
+def _sentinel(target: RedisTarget) -> Redis:
+    timeouts = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S}
+    sentinels = Sentinel(list(target.nodes), sentinel_kwargs={**timeouts, **target.sentinel_options})
+    return sentinels.master_for(target.service, redis_class=_SentinelClient, connection_pool_class=_SentinelPool,
+                                retry=retry(), max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT_S,
+                                **{**timeouts, **target.options})
+
+
+def limits_storage(target: RedisTarget | str, key_prefix: str) -> Storage:
+    """The `limits` package's storage on the same Redis (its own client, made the way above: the same cluster,
+    Sentinels or TLS), its keys under `key_prefix`."""
+    if isinstance(target, str):
+        target = redis_target.parse(target)
+    timeouts = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S}
+    hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in target.nodes)
+    if target.kind == redis_target.CLUSTER:
+        return RedisClusterStorage(f"async+redis+cluster://{hosts}", implementation="redispy",
+                                   key_prefix=key_prefix, **{**timeouts, **target.options})
+    if target.kind == redis_target.SENTINEL:
+        sentinels = {**timeouts, "username": None, "password": None, **target.sentinel_options}
+        return RedisSentinelStorage(f"async+redis+sentinel://{hosts}/{target.service}", implementation="redispy",
+                                    key_prefix=key_prefix, use_replicas=False, sentinel_kwargs=sentinels,
+                                    **{**timeouts, **target.options})
+    scheme, _, rest = target.url.partition("://")
+    return RedisStorage(f"async+{scheme.lower()}://{rest}", implementation="redispy", key_prefix=key_prefix,
+                        **{**timeouts, **target.options})
+
+
+async def wait_until_ready(client: Redis | RedisCluster, url: str, timeout_s: float = 10.0,
+                           delay_s: float = 0.2) -> None:
     """Until Redis answers a PING, for at most `timeout_s`: a PING every `delay_s` after a failed one (each
     also retried by the client's rule)."""
     errors: list[BaseException] = []
@@ -75,6 +143,10 @@ async def wait_until_ready(client: Redis, url: str, timeout_s: float = 10.0, del
                 .call_with_retry(client.ping, failed)
     except TimeoutError as exc:
         last = errors[0] if errors else f"no answer in {timeout_s} s"
-        raise Unavailable(f"Redis at {url} is not reachable: {last}") from exc
+        raise Unavailable(f"Redis at {_shown(url)} is not reachable: {last}") from exc
     except (OSError, RedisError) as exc:
-        raise Unavailable(f"Redis at {url} is not reachable: {exc}") from exc
+        raise Unavailable(f"Redis at {_shown(url)} is not reachable: {exc}") from exc
+
+
+def _shown(url: str) -> str:
+    return RedisTarget(redis_target.SINGLE, url).shown

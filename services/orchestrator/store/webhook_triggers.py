@@ -14,10 +14,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from limits import RateLimitItemPerSecond
-from limits.aio.storage import RedisStorage
 from limits.aio.strategies import MovingWindowRateLimiter
 
 from services.orchestrator.store import keys
+from services.orchestrator.store.redis_client import limits_storage
+from services.orchestrator.store.redis_target import RedisTarget
 
 LOG_TTL_S = 600  # RAGFlow's webhook trace TTL
 
@@ -37,18 +38,18 @@ def log_key(tenant: str, agent_id: str) -> str:
 
 
 def limits_uri(redis_url: str) -> str:
-    """The `limits` storage URI of the orchestrator's Redis (`redis://` -> `async+redis://`)."""
+    """The `limits` storage URI of the orchestrator's Redis (`redis://` -> `async+redis://`). For one Redis
+    without TLS only: redis_client.limits_storage reaches every kind of Redis the orchestrator does."""
     parts = urlsplit(redis_url)
     scheme = parts.scheme if parts.scheme.startswith("async+") else f"async+{parts.scheme or 'redis'}"
     return urlunsplit((scheme, *parts[1:]))
 
 
 class WebhookTriggerStore:
-    def __init__(self, redis: aioredis.Redis, redis_url: str) -> None:
+    def __init__(self, redis: aioredis.Redis, target: RedisTarget | str) -> None:
         self._redis = redis
         self._append = redis.register_script(_APPEND)
-        self._limiter = MovingWindowRateLimiter(
-            RedisStorage(limits_uri(redis_url), implementation="redispy", key_prefix="trellis:webhook_rate"))
+        self._limiter = MovingWindowRateLimiter(limits_storage(target, "trellis:webhook_rate"))
 
     async def take(self, tenant: str, agent_id: str, limit: int, window_s: int) -> bool:
         """One request of the agent's window; False when `limit` were taken in the last `window_s` seconds."""

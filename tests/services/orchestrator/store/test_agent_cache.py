@@ -34,7 +34,7 @@ async def tracked(redis_client):
 @pytest.fixture
 def sends(monkeypatch, tracked):
     """Commands the orchestrator's connections send (one per round trip), the tracking connection's aside."""
-    return count_round_trips(monkeypatch, skip=lambda conn: conn is tracked.resolved_cache._conn)
+    return count_round_trips(monkeypatch, skip=lambda conn: conn in tracked.resolved_cache.connections)
 
 
 async def until(condition, what: str) -> None:
@@ -113,7 +113,7 @@ async def test_a_lost_tracking_connection_empties_the_cache_until_it_tracks_agai
     v1 = await other.publish(tenant, a.id)
     assert await tracked.resolve_dsl(tenant, a.id) == ('{"v": 1}', v1.id)
     cache = tracked.resolved_cache
-    lost = cache._conn
+    lost = cache.connections[0]
     for line in (await redis_client.execute_command("CLIENT", "LIST")).splitlines():
         fields = dict(f.split("=", 1) for f in (line.decode() if isinstance(line, bytes) else line).split())
         if "t" in fields["flags"]:  # a tracking connection
@@ -121,7 +121,7 @@ async def test_a_lost_tracking_connection_empties_the_cache_until_it_tracks_agai
     await other.update(tenant, a.id, dsl_json='{"v": 2}')
     v2 = await other.publish(tenant, a.id)  # while nobody tracks: no invalidation reaches this replica
     assert await tracked.resolve_dsl(tenant, a.id) == ('{"v": 2}', v2.id)
-    await until(lambda: cache.tracking and cache._conn is not lost, "tracked again")
+    await until(lambda: cache.tracking and lost not in cache.connections, "tracked again")
     assert await tracked.resolve_dsl(tenant, a.id) == ('{"v": 2}', v2.id)
     sends.clear()
     assert await tracked.resolve_dsl(tenant, a.id) == ('{"v": 2}', v2.id)
@@ -179,11 +179,11 @@ async def test_a_tracking_connection_past_descriptor_1024_still_serves_hits(redi
         for _ in range(5):  # (a descriptor another connection freed meanwhile is taken first: fill it, try again)
             agents = AgentStore(redis_client)
             await agents.resolved_cache.start()
-            if agents.resolved_cache._conn._writer.get_extra_info("socket").fileno() >= 1024:
+            if agents.resolved_cache.connections[0]._writer.get_extra_info("socket").fileno() >= 1024:
                 break
             await agents.resolved_cache.aclose()
             held += [os.open(os.devnull, os.O_RDONLY) for _ in range(20)]
-        assert agents.resolved_cache._conn._writer.get_extra_info("socket").fileno() >= 1024
+        assert agents.resolved_cache.connections[0]._writer.get_extra_info("socket").fileno() >= 1024
         a = await agents.create(tenant, title="F", dsl_json='{"v": 1}')
         assert await agents.resolve_dsl(tenant, a.id, draft=True) == ('{"v": 1}', "")
         assert agents.resolved_cache.get((tenant, a.id, ":draft")) == ('{"v": 1}', "")
