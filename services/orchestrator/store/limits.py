@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 from limits import RateLimitItemPerSecond
-from limits.aio.storage import RedisStorage
 from limits.aio.strategies import MovingWindowRateLimiter
 
 from services.orchestrator.store import keys
-from services.orchestrator.store.webhook_triggers import limits_uri
+from services.orchestrator.store.redis_client import limits_storage
+from services.orchestrator.store.redis_target import RedisTarget
 
 # KEYS: the scopes' lease hashes (one tenant). ARGV: owner, ttl ms, then per key: used, want, limit.
 # Returns per key what the owner holds now: max(used, min(want, limit - the others' live leases)).
@@ -68,13 +68,13 @@ class SlotWant:
 
 
 class LimitStore:
-    def __init__(self, redis: aioredis.Redis, redis_url: str, *, owner: str, lease_ttl_s: float) -> None:
+    def __init__(self, redis: aioredis.Redis, redis_url: RedisTarget | str, *, owner: str, lease_ttl_s: float) -> None:
         self.owner = owner
         self.lease_ttl_s = lease_ttl_s
         self._redis = redis
         self._lease = redis.register_script(_LEASE)
-        self._windows = MovingWindowRateLimiter(
-            RedisStorage(limits_uri(redis_url), implementation="redispy", key_prefix="trellis:limits"))
+        # (the same Redis, whichever kind: a cluster, Sentinel's primary, TLS)
+        self._windows = MovingWindowRateLimiter(limits_storage(redis_url, "trellis:limits"))
 
     # ---- slots -----------------------------------------------------------------------------------------
     async def lease(self, tenant: str, kind: str, wants: list[SlotWant]) -> list[int]:
