@@ -1,7 +1,9 @@
 """Where a run ends: the journal's last batch, the turn in its session, its trace and its status, in one round trip.
 
 When that round trip fails, the journal stores its batch with its own retries, then the turn is stored on its
-own. A session's state keeps what later turns read, not everything ever seen (`compact`).
+own. Every write of it is fenced (store/runs.py): a replica that lost the run meanwhile (another took it over)
+stores none of it, and the same end sent twice (its reply lost) is stored once. A session's state keeps what
+later turns read, not everything ever seen (`compact`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 from services.orchestrator import metrics
 from services.orchestrator.engine.state import SessionState
 from services.orchestrator.store import RunStore, SessionStore
+from services.orchestrator.store.journal import RunLost
 from services.orchestrator.store.outbox import queue_notice
 from services.orchestrator.store.sessions import message
 
@@ -34,12 +37,15 @@ class RunEnding:
 
     async def store(self, pump: Pump) -> None:
         """The run's end, once its pump stopped."""
-        metrics.RUNS.labels(pump.turn.status).inc()
         try:
             await pump.journal.settle()  # (again, after a cancel): nothing in flight, the pending batch comes last
             settled = True
+        except RunLost:  # another replica owns the run: its end is that one's to store
+            log.info("run %s: not ended here: another replica took it over", pump.run_id)
+            return
         except Exception:  # the journal gave up; aclose says so below
             settled = False
+        metrics.RUNS.labels(pump.turn.status).inc()
         stored = await self._store(pump, with_journal=settled)
         if stored and settled:
             pump.journal.pending_written()
@@ -63,15 +69,14 @@ class RunEnding:
         try:
             async with self.runs.redis.pipeline(transaction=False) as pipe:
                 journaled = with_journal and pump.journal.queue_pending(pipe)
-                await self.sessions.queue_save_turn(pipe, tenant, pump.session_id, messages, pump.state,
-                                                    paused_run=paused)
-                self.runs.queue_log(pipe, tenant, pump.run_id, "tool_calls", list(turn.tool_calls.values()))
-                self.runs.queue_log(pipe, tenant, pump.run_id, "thoughts", turn.thoughts)
-                if paused:
-                    self.runs.queue_paused_at(pipe, tenant, pump.run_id, turn.waiting_for,
-                                              expires_at=_expires_at(pump, turn.waiting_for))
-                await self.runs.queue_finish(pipe, tenant, pump.run_id, pump.session_id, status=turn.status,
-                                             error=turn.error)
+                self.sessions.queue_save_turn(pipe, tenant, pump.session_id, messages, pump.state,
+                                              run_id=pump.run_id, epoch=pump.epoch, paused_run=paused)
+                if paused and (expires_at := _expires_at(pump, turn.waiting_for)):
+                    self.runs.queue_pause_expiry(pipe, tenant, pump.run_id, expires_at)
+                ended = self.runs.queue_finish(pipe, tenant, pump.run_id, pump.session_id, status=turn.status,
+                                               error=turn.error, epoch=pump.epoch,
+                                               tool_calls=list(turn.tool_calls.values()), thoughts=turn.thoughts,
+                                               paused_node=turn.waiting_for if paused else "")
                 if spec.agent_id or spec.completion_webhook:  # its completion webhooks and A2A pushes
                     queue_notice(pipe, tenant, pump.run_id, turn.status)  # (triggers/webhooks_out.py)
                 replies = await pipe.execute(raise_on_error=False)
@@ -81,15 +86,18 @@ class RunEnding:
             else:
                 log.exception("could not store the end of run %s of session %s", pump.run_id, pump.session_id)
             return False
-        if journaled:
-            if isinstance(replies[0], Exception):
-                log.error("run %s: storing its last events failed: %s", pump.run_id, replies[0])
-            replies = replies[1:]
-        saved, *rest = replies
+        if journaled and isinstance(replies[0], Exception):
+            log.error("run %s: storing its last events failed: %s", pump.run_id, replies[0])
+        saved = replies[1 if journaled else 0]
         if saved == 0:
             log.warning("run %s: session %s was deleted meanwhile; its turn was not stored", pump.run_id,
                         pump.session_id)
-        for reply in rest:
+        elif saved == -1:
+            log.info("run %s: its turn was not stored here: another replica took the run over, or stored it "
+                     "already", pump.run_id)
+        if replies[ended] == 0 or (journaled and replies[0] == 0):
+            log.info("run %s: not ended here: another replica took it over (or it ended already)", pump.run_id)
+        for reply in replies:
             if isinstance(reply, Exception):
                 log.error("run %s: storing its end failed: %s", pump.run_id, reply)
         return True

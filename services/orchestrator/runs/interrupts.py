@@ -7,7 +7,7 @@ answer is refused (ABORTED) whatever replica it reaches; a wait past its UserFil
 from the pause) is refused too (OUT_OF_RANGE).
 
 When that wait expires, one replica applies the UserFillUp's `on_timeout` (`expire`, every replica's loop): a
-pause with a timeout is indexed by its expiry when its run ends waiting (store/runs.py `queue_paused_at`), so a
+pause with a timeout is indexed by its expiry when its run ends waiting (store/runs.py `queue_pause_expiry`), so a
 pass is one read; a claim in that index picks the one replica that acts, and the run's 'answered' mark
 ("timeout") keeps a resolve from answering it meanwhile. `fail` and `cancel` end the run so and free its
 session; `defaults` answers the form with its fields' default `value`s, as a resolve would (a new run, parent =

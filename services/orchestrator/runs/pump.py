@@ -5,6 +5,11 @@ each (runs/stream.py), hands it to the run's journal in Redis (event stream + ch
 and to the caller, if one is attached, then has the run's end stored (runs/ending.py). The engine ends every
 run with its own RunFinished; the pump ends it only when the engine could not (events.run_failed). The caller
 reads from a bounded queue.
+
+The pump drives its run while this replica owns it, at the epoch it started or took it over at (store/runs.py).
+When the replica loses it (its lease renewal or one of its writes is refused: another replica took the run
+over while this one was stalled), the pump stops quietly (`abandon`): nothing more of it is written, and a
+caller attached here goes on with the run's stored stream as the new owner writes it, with no error.
 """
 
 from __future__ import annotations
@@ -31,8 +36,8 @@ from services.orchestrator.runs.local import LocalRuns
 from services.orchestrator.runs.spec import RunSpec
 from services.orchestrator.runs.stream import EventCodec, Numbered, merge_batch
 from services.orchestrator.runs.turn_record import TurnRecord
-from services.orchestrator.store.journal import JournalWriter, RunJournal
-from services.orchestrator.store.runs import RunStore
+from services.orchestrator.store.journal import JournalWriter, RunJournal, RunLost
+from services.orchestrator.store.runs import FIRST_EPOCH, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +69,7 @@ class Resume:
     # Components (`node_key`) whose half-sent events were dropped from the stream: each one's next NodeStarted
     # says `restarted`, so a client that saw part of its output drops it.
     restarted: set[str] = field(default_factory=set)
+    epoch: int = FIRST_EPOCH  # the epoch this replica holds the run at (its attempt number)
 
 
 class Pump:
@@ -81,16 +87,19 @@ class Pump:
         self.seq = (resume.first_seq if resume else 1) - 1
         self.turn = (resume.turn if resume else None) or TurnRecord()
         self.restarted = set(resume.restarted) if resume else set()
+        self.epoch = resume.epoch if resume else FIRST_EPOCH
+        self._given = 0  # the seq of the last event put in the caller's queue
         self.out: Inbox | None = None  # the attached caller's events (an Inbox: 3 KB less than a Queue per run)
         self._for_caller = ev.ANSWER_EVENTS if spec.answer_only else None  # None: every event
         self.started = time.time()
-        self.journal = RunJournal(services.journals, spec.tenant_id, spec.run_id,
-                                  first_write_delay_s=services.first_write_delay())
+        self.journal = RunJournal(services.journals, spec.tenant_id, spec.run_id, epoch=self.epoch,
+                                  on_lost=self._lost, first_write_delay_s=services.first_write_delay())
         self.engine: Running | None = None
         self._cancel_asked = False  # the engine stops and sends its own closing RunFinished(cancelled)
         self._cancelled_early = cancelled
         self._stop_reason = ""
         self._abandoned = False
+        self._rejoin: asyncio.Future | None = None  # the caller's rejoin once this replica lost the run
         self.finishing = False  # storing the run's end: the lease is released on purpose
         self.task = asyncio.create_task(self._run(), name=f"run-{spec.run_id}")
         services.local.add(self)
@@ -104,6 +113,8 @@ class Pump:
     def detach(self) -> None:
         """The caller went away but the run goes on; its events stay in the stream."""
         out, self.out = self.out, None
+        if self._rejoin is not None:
+            self._rejoin.cancel()
         if out is not None:
             while not out.empty():  # unblock a put waiting on the caller's full queue
                 out.get_nowait()
@@ -115,18 +126,41 @@ class Pump:
             self.engine.cancel()
 
     def abandon(self) -> None:
-        """Another replica owns the run now: stop here without writing its end or its journal; an attached
-        caller is told where the run went (it rejoins it on any replica)."""
+        """Another replica owns the run now: stop here without writing its end or its journal. An attached
+        caller is not told an error: once what it was given here is read, it gets the run's stored stream after
+        the last event it was given, as the new owner writes it, to the run's end (a rejoin, as WatchRun's).
+        What this replica gave it of a component that had not finished is followed by that component's
+        restart (its NodeStarted says `restarted`)."""
+        if self._abandoned:
+            return
         self._abandoned = True
-        out = self.out
-        self.detach()
         self.journal.abort()
-        self.task.cancel()
-        if out is not None:
+        if asyncio.current_task() is not self.task:
+            self.task.cancel()
+        if self.out is not None:
+            self._rejoin = asyncio.ensure_future(self._follow_elsewhere(self.out, self._given))
+
+    def _lost(self) -> None:
+        """The journal's write was refused: another replica took the run over (its end, if it is being stored
+        already, stores nothing: runs/ending.py)."""
+        if not self.finishing and not self.task.done():
+            log.warning("run %s: another replica took it over (this one held epoch %d); stopping here",
+                        self.run_id, self.epoch)
+            self.abandon()
+
+    async def _follow_elsewhere(self, out: Inbox, after: int) -> None:
+        """`abandon`'s rejoin for the caller of `out`, after its event `after`, while it stays attached."""
+        try:
+            async for seq, fields in self.services.runs.follow(self.spec.tenant_id, self.run_id, after):
+                event = self.services.codec.decode(fields[b"e"])
+                if self._for_caller is None or event.__class__ in self._for_caller:
+                    await out.put(Numbered(seq, event))
+        except Exception as exc:  # Redis unreachable: the caller is told to rejoin by itself
+            log.warning("run %s: following it for its caller failed: %s", self.run_id, exc)
             for event in self._failed("the run moved to another replica: rejoin it (WatchRun, or Last-Event-ID "
                                       "over HTTP)", "moved"):
-                out.put_nowait(Numbered(0, event))  # not in the stream: a rejoin starts after what it saw
-            out.put_nowait(END)
+                await out.put(Numbered(0, event))  # not in the stream: a rejoin starts after what it saw
+        await out.put(END)
 
     # ------------------------------------------------------------------ the run
     async def _run(self) -> None:
@@ -178,6 +212,8 @@ class Pump:
             if self._abandoned:
                 return
             self.turn.ended("cancelled", self._stop_reason or "Task has been canceled")
+        except RunLost:  # (its journal has told it, unless the refusal came just now)
+            self.abandon()
         except Exception as exc:  # the journal gave up (Redis unreachable): stop with a clear error
             self.turn.ended("failed", str(exc))
             out = self.out
@@ -190,7 +226,7 @@ class Pump:
                 self.turn.answer = self.engine.answer
             if self.turn.status == "cancelled" and self._stop_reason:
                 self.turn.error = self._stop_reason
-            if self.out is not None:
+            if self.out is not None and not self._abandoned:
                 await self.out.put(END)
             if not self._abandoned:
                 self.finishing = True
@@ -237,4 +273,5 @@ class Pump:
         out = self.out
         if out is not None and (self._for_caller is None or item.event.__class__ in self._for_caller):
             await out.put(item)
+            self._given = item.seq
 

@@ -6,8 +6,7 @@ from typing import AsyncIterator
 
 from services.common.errors import NotFound
 from services.orchestrator.store import RunStore, SessionStore
-from services.orchestrator.store.journal import read_checkpoint, read_events, tail_events
-from services.orchestrator.store.runs import TERMINAL
+from services.orchestrator.store.journal import read_checkpoint
 
 
 class RunQueries:
@@ -45,13 +44,5 @@ class RunQueries:
         """The run's stored events after `after_seq` (as its journal stores them), then its live tail; it ends
         when the run ended and nothing is left to send (the caller stops at the run's last event)."""
         await self.info(tenant, run_id)
-        await self.runs.settled(tenant, run_id)
-        async for seq, fields in tail_events(self.runs.redis, tenant, run_id, after_seq):
-            if not seq:  # nothing new for a while: stop if the run ended without a last event to send
-                status = (await self.runs.status(tenant, run_id)).get("status", "")
-                if status in TERMINAL or status == "waiting_for_user":
-                    if not await read_events(self.runs.redis, tenant, run_id, after_seq, count=1):
-                        return
-                continue
-            after_seq = seq
+        async for _, fields in self.runs.follow(tenant, run_id, after_seq):
             yield fields[b"e"]

@@ -28,6 +28,11 @@ own deadline, at its first failure `retry_s` or more after its batch first faile
 `redis_client.BACKOFF_CAP_S`, past it), not after a count of attempts. The client's retry runs inside each
 attempt (a connection Redis dropped is replaced at once); a batch it sends again after a lost reply fails on
 its first event's id (the stream has it) and is then found stored.
+
+Fencing: every write checks, in its script, that the run is still at the epoch its owner holds it at (its
+attempt number, `attempts` in its record; store/runs.py). A batch refused for that (another replica took the
+run over while this one was stalled) is not sent again: the journal stops with `RunLost` and tells its run
+(`on_lost`), which stops driving it. So the stream never holds an event of a replica after it lost the run.
 """
 
 from __future__ import annotations
@@ -48,9 +53,13 @@ log = logging.getLogger(__name__)
 JOURNAL_TTL_S = 7 * 24 * 3600
 _YIELD_TURNS = 4  # bounded: under load something is handed over every turn, and the writer must still write
 
-# KEYS: events, checkpoint. ARGV: ttl, then entries: 'e', seq, event, node key, finished (0/1) | 'c', record.
+# KEYS: events, checkpoint, run hash. ARGV: epoch, ttl, then entries: 'e', seq, event, node key, finished (0/1) |
+# 'c', record. 1, or 0 when the run is at another epoch (a run with no record is not fenced: none is journaled
+# without one, but tests and benches are).
 _APPEND = """
-local i = 2
+local epoch = redis.call('HGET', KEYS[3], 'attempts')
+if epoch and epoch ~= ARGV[1] then return 0 end
+local i = 3
 while i <= #ARGV do
   if ARGV[i] == 'e' then
     redis.call('XADD', KEYS[1], '0-' .. ARGV[i + 1], 'e', ARGV[i + 2], 'k', ARGV[i + 3], 'f', ARGV[i + 4])
@@ -60,14 +69,36 @@ while i <= #ARGV do
     i = i + 2
   end
 end
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-redis.call('EXPIRE', KEYS[2], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+return 1
+"""
+# KEYS: events, run hash. ARGV: epoch, then stream entry ids. Before a run taken over resumes: the events of the
+# components that did not finish go, and the run is no longer `resuming`; 0 (nothing done) when the run is at
+# another epoch (taken over again meanwhile).
+_DROP = """
+if redis.call('HGET', KEYS[2], 'attempts') ~= ARGV[1] then return 0 end
+for i = 2, #ARGV, 1000 do redis.call('XDEL', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV))) end
+redis.call('HSET', KEYS[2], 'resuming', '')
+return 1
+"""
+# KEYS: checkpoint, run hash. ARGV: epoch, ttl, then records. A new run's checkpoint from its parent's: 1, 0
+# when it has one already (this copy sent again after its reply was lost), -1 when the run is at another epoch.
+_COPY = """
+if redis.call('HGET', KEYS[2], 'attempts') ~= ARGV[1] then return -1 end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+for i = 3, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
 return 1
 """
 
 
 class JournalUnavailable(RuntimeError):
     """Redis stayed unreachable: the run's events could not be stored."""
+
+
+class RunLost(RuntimeError):
+    """Another replica took the run over: this one's writes to it are refused (module docstring, fencing)."""
 
 
 class JournalWriter:
@@ -131,7 +162,7 @@ class JournalWriter:
     async def _pipeline(self, batch: list[tuple[RunJournal, list[tuple]]]) -> list[Any]:
         async with self.redis.pipeline(transaction=False) as pipe:
             for journal, entries in batch:
-                pipe.evalsha(self._sha, 2, *journal._script_args(entries))
+                pipe.evalsha(self._sha, 3, *journal._script_args(entries))
             return await pipe.execute(raise_on_error=False)
 
 
@@ -154,7 +185,9 @@ class _Attempt:
         except RedisError as exc:
             replies = [exc] * len(left)
         for (journal, entries), reply in zip(left, replies):
-            if not isinstance(reply, Exception) or await journal._committed(entries):
+            if reply == 0:  # refused: another replica owns the run now
+                journal._lost()
+            elif not isinstance(reply, Exception) or await journal._committed(entries):
                 journal._done()
             elif journal._give_up_after(asyncio.get_running_loop().time()):
                 journal._fail(JournalUnavailable(f"Redis is unavailable; the run's events could not be stored ({reply})"))
@@ -171,12 +204,19 @@ class _Attempt:
 class RunJournal:
     """One run's journal: `event` hands events over in order, the process's JournalWriter stores them."""
 
-    def __init__(self, writer: JournalWriter, tenant: str, run_id: str, *, ttl_s: int = JOURNAL_TTL_S,
-                 retry_s: float = 30.0, held: bool = False, first_write_delay_s: float = 0.0) -> None:
+    def __init__(self, writer: JournalWriter, tenant: str, run_id: str, *, epoch: int = 1,
+                 on_lost: Callable[[], None] | None = None, ttl_s: int = JOURNAL_TTL_S, retry_s: float = 30.0,
+                 held: bool = False, first_write_delay_s: float = 0.0) -> None:
+        """`epoch`: the one its owner holds the run at (every write checks it); `on_lost`: called once when a
+        write is refused for it."""
         self.writer = writer
         self.redis = writer.redis
+        self.run_id = run_id
         self.events_key = keys.run_events(tenant, run_id)
         self.checkpoint_key = keys.run_checkpoint(tenant, run_id)
+        self.run_key = keys.run(tenant, run_id)
+        self.epoch = epoch
+        self.on_lost = on_lost
         self.ttl_s = ttl_s
         self.retry_s = retry_s
         self._pending: list[tuple] = []  # ("e", seq, event, node key, finished) and ("c", record), in order
@@ -236,14 +276,24 @@ class RunJournal:
             self._deadline = now + self.retry_s
         return now >= self._deadline
 
-    def _fail(self, exc: JournalUnavailable) -> None:
+    def _fail(self, exc: Exception) -> None:
         self.failed = exc
         self._in_flight = False
         self._pending.clear()
         self._idle.set()
 
+    def _lost(self) -> None:
+        """A write was refused: the run is at another epoch. Nothing more is written; the run is told."""
+        self._stop()
+        self._held = True
+        self.writer.unready(self)
+        self._fail(RunLost(f"run {self.run_id}: another replica took it over (this replica held epoch {self.epoch})"))
+        if self.on_lost is not None:
+            on_lost, self.on_lost = self.on_lost, None
+            on_lost()
+
     def _script_args(self, entries: list[tuple]) -> list[Any]:
-        args = [self.events_key, self.checkpoint_key, self.ttl_s]
+        args = [self.events_key, self.checkpoint_key, self.run_key, self.epoch, self.ttl_s]
         for entry in entries:
             if entry[0] == "e" and entry[2].__class__ is not bytes:
                 entry = ("e", entry[1], entry[2](), entry[3], entry[4])
@@ -251,13 +301,15 @@ class RunJournal:
         return args
 
     async def _committed(self, entries: list[tuple]) -> bool:
-        """Whether a batch whose reply was lost is stored (a batch is one script call: all of it or none)."""
+        """Whether a batch whose reply was lost is stored (a batch is one script call: all of it or none): its
+        last event is in the stream."""
         last_seq = max((entry[1] for entry in entries if entry[0] == "e"), default=0)
+        if not last_seq:
+            return False
         try:
-            newest = await self.redis.xrevrange(self.events_key, count=1)
+            return bool(await self.redis.xrange(self.events_key, min=f"0-{last_seq}", max=f"0-{last_seq}", count=1))
         except RedisError:
             return False
-        return bool(newest) and int(newest[0][0].split(b"-")[1]) >= last_seq > 0
 
     # ---- the run's side
     async def flush(self) -> None:
@@ -278,11 +330,11 @@ class RunJournal:
 
     def queue_pending(self, pipe: aioredis.client.Pipeline) -> bool:
         """After `settle`: the pending batch as one command on `pipe` (the script's text: it works on a Redis
-        that forgot the script); call `pending_written` once `pipe` went through, or `aclose` writes it
-        itself. Whether there was anything to queue."""
+        that forgot the script), whose reply is 0 when it was refused (`RunLost`); call `pending_written` once
+        `pipe` went through, or `aclose` writes it itself. Whether there was anything to queue."""
         if not self._pending:
             return False
-        pipe.eval(_APPEND, 2, *self._script_args(self._pending))
+        pipe.eval(_APPEND, 3, *self._script_args(self._pending))
         return True
 
     def pending_written(self) -> None:
@@ -313,14 +365,14 @@ async def read_checkpoint(redis: aioredis.Redis, tenant: str, run_id: str) -> li
     return [json.loads(raw) for raw in await redis.lrange(keys.run_checkpoint(tenant, run_id), 0, -1)]
 
 
-async def copy_checkpoint(redis: aioredis.Redis, tenant: str, source_run: str, target_run: str) -> int:
-    """A resumed run starts from its parent's checkpoint (UserFillUp: each answer resumes a new run)."""
+async def copy_checkpoint(redis: aioredis.Redis, tenant: str, source_run: str, target_run: str, epoch: int) -> int:
+    """A resumed run starts from its parent's checkpoint (UserFillUp: each answer resumes a new run), written by
+    the new run's owner at `epoch` (RunLost when it lost the run meanwhile). How many records."""
     records = await redis.lrange(keys.run_checkpoint(tenant, source_run), 0, -1)
     if records:
-        async with redis.pipeline(transaction=True) as pipe:
-            pipe.rpush(keys.run_checkpoint(tenant, target_run), *records)
-            pipe.expire(keys.run_checkpoint(tenant, target_run), JOURNAL_TTL_S)
-            await pipe.execute()
+        if await redis.eval(_COPY, 2, keys.run_checkpoint(tenant, target_run), keys.run(tenant, target_run),
+                            epoch, JOURNAL_TTL_S, *records) < 0:
+            raise RunLost(f"run {target_run}: another replica took it over (this replica held epoch {epoch})")
     return len(records)
 
 
@@ -349,11 +401,12 @@ async def tail_events(redis: aioredis.Redis, tenant: str, run_id: str, after: in
             yield seq, fields
 
 
-async def drop_unfinished(redis: aioredis.Redis, tenant: str, run_id: str) -> tuple[int, set[str]]:
-    """Before a crashed run resumes in place: delete the stored events of components that did not finish (they
-    run again and send them anew), so a reader sees every component's output once. Returns the last seq and
-    the components whose events were dropped (`checkpoint.node_key`): a client may have seen them start, so
-    their NodeStarted says they start again (runs/pump.py)."""
+async def drop_unfinished(redis: aioredis.Redis, tenant: str, run_id: str, epoch: int) -> tuple[int, set[str]]:
+    """Before a crashed run resumes in place, by its new owner at `epoch`: delete the stored events of
+    components that did not finish (they run again and send them anew), so a reader sees every component's
+    output once, and the run is no longer `resuming`, in one script (RunLost when another replica took it over
+    meanwhile). Returns the last seq and the components whose events were dropped (`checkpoint.node_key`): a
+    client may have seen them start, so their NodeStarted says they start again (runs/pump.py)."""
     key = keys.run_events(tenant, run_id)
     pending: dict[str, list[bytes]] = {}
     last = 0
@@ -366,6 +419,6 @@ async def drop_unfinished(redis: aioredis.Redis, tenant: str, run_id: str) -> tu
         if fields.get(b"f") == b"1":
             pending[node] = []
     stale = [eid for ids in pending.values() for eid in ids]
-    if stale:
-        await redis.xdel(key, *stale)
+    if not await redis.eval(_DROP, 2, key, keys.run(tenant, run_id), epoch, *stale):
+        raise RunLost(f"run {run_id}: another replica took it over (this replica held epoch {epoch})")
     return last, {node for node, ids in pending.items() if ids}

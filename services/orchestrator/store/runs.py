@@ -4,6 +4,9 @@ A run is owned by one replica through a lease: a key holding the replica's id th
 heartbeat renews it (every third of `lease_s`). The session's claim expires with it, so a replica that dies
 holds its session for at most one lease. Every replica's reaper looks for running runs whose lease ran out
 (`ACTIVE_RUNS`, scored by expiry), takes one over atomically, and resumes it from its checkpoint or fails it.
+Each take-over moves the run to a new epoch (its attempt number): an owner that stalled past its lease and
+comes back finds every write it makes to the run or its session refused (fencing: the comment above the
+scripts), and stops driving the run.
 
 A cancel sets a flag (checked when a run starts) and publishes on one channel that every replica listens to,
 so a running run stops within a round trip; a run whose owner is gone is marked cancelled right away.
@@ -17,14 +20,15 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import redis.asyncio as aioredis
 
 from services.common.errors import AlreadyExists, FailedPrecondition
 from services.common.json_fields import dump_bytes
-from services.orchestrator.store import keys
+from services.orchestrator.store import keys, session_fence
 from services.orchestrator.store._records import queue_script
+from services.orchestrator.store.journal import read_events, tail_events
 from services.orchestrator.store.outbox import queue_notice
 
 log = logging.getLogger(__name__)
@@ -34,10 +38,18 @@ RUN_TTL_S = 7 * 24 * 3600
 # reasoning step (thought, tool, input, observation, position).
 LOG_KINDS = ("tool_calls", "thoughts")
 CANCEL_TTL_S = 600
+FIRST_EPOCH = 1  # the epoch of a run's first owner (its attempt number)
 TERMINAL = ("succeeded", "failed", "cancelled")
 
 # Each script touches the keys of one hash tag (store/keys.py): a run's, or a session's. The active set is
 # written beside them in the same pipeline.
+#
+# Fencing: a run's owner holds it under an epoch, its attempt number (`attempts`: 1 at its start, one more with
+# each take-over). Every write of the owner to the run's keys checks that epoch in the same script (here, and
+# the journal's in store/journal.py), and every write to its session checks the session's fence
+# (store/session_fence.py): an owner that stalled (paused, cut off) past its lease while another replica took
+# the run over finds its writes refused, and stops. Every script is also safe to run twice: redis-py sends a
+# command again when its connection breaks before the reply, and Redis may have run it already.
 
 # KEYS: lease. ARGV: owner, lease ms. Renews only a lease this owner still holds; 0 tells the owner it lost the run.
 _RENEW = """
@@ -51,33 +63,64 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARG
 return 1
 """
 # KEYS: lease, run hash. ARGV: owner, lease ms.
-# Takes a run whose owner stopped renewing: 0 when it is alive, -1 when gone or no longer running.
+# Takes a run whose owner stopped renewing: its new epoch; 0 when it is alive, -1 when gone or no longer running.
+# Its lease held by this owner while the run still says it is resuming here: this take-over, sent again after
+# its reply was lost (the owner is this process's id, and it takes over only runs it does not drive).
 _TAKE_OVER = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local holder = redis.call('GET', KEYS[1])
+if holder then
+  if holder == ARGV[1] and redis.call('HGET', KEYS[2], 'owner') == ARGV[1]
+      and redis.call('HGET', KEYS[2], 'resuming') == '1' then
+    return tonumber(redis.call('HGET', KEYS[2], 'attempts'))
+  end
+  return 0
+end
 if redis.call('HGET', KEYS[2], 'status') ~= 'running' then return -1 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'resuming', '1')
 return redis.call('HINCRBY', KEYS[2], 'attempts', 1)
 """
-# KEYS: session claim, session's runs. ARGV: run id, lease ms, now.
-# One run at a time per session: 'busy' and the holder, or 'ok' with the run listed in the session's runs.
+# KEYS: session claim, session's runs, session hash. ARGV: run id, lease ms, now, the fence.
+# One run at a time per session: 'busy' and the holder, or 'ok' with the run listed in the session's runs and
+# its fence on the session; 'again' when this run holds it already (this start sent again after its reply was
+# lost, or a run id used twice: the start's own reply tells which).
 _CLAIM = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {'busy', redis.call('GET', KEYS[1]) or '?'}
+  local holder = redis.call('GET', KEYS[1])
+  if holder ~= ARGV[1] then return {'busy', holder or '?'} end
+  return {'again', ''}
 end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 redis.call('EXPIRE', KEYS[2], %d)
+if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('HSET', KEYS[3], 'fence', ARGV[4]) end
 return {'ok', ''}
 """ % RUN_TTL_S
-# KEYS: run hash, lease, cancel flag. ARGV: owner, lease ms, then the run record's fields as name, value pairs.
-# Records the run and takes its lease: 'exists' and its session when the id is taken, else 'ok' and whether a
-# cancel came first.
+# KEYS: session claim, session hash. ARGV: run id, lease ms, epoch.
+# A taken-over run takes its session back (free, or still claimed by it) and moves the session's fence to its
+# new epoch (a turn stored already stays stored); 0 when another run took the session meanwhile.
+_RECLAIM = session_fence.LUA + """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+local holder, at, saved = fence(KEYS[2])
+if holder ~= nil and (holder ~= ARGV[1] or at > tonumber(ARGV[3])) then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('HSET', KEYS[2], 'fence', ARGV[1] .. ':' .. ARGV[3] .. (saved and ':saved' or ''))
+end
+return 1
+"""
+# KEYS: run hash, lease, cancel flag. ARGV: owner, lease ms, started_at, then the run record's fields as name,
+# value pairs. Records the run (at epoch 1) and takes its lease: 'exists' and its session when the id is taken,
+# else 'ok' and whether a cancel came first. The same start sent again (its reply lost) is 'ok' again.
 _START = """
 if redis.call('HSETNX', KEYS[1], 'status', 'running') == 0 then
-  return {'exists', redis.call('HGET', KEYS[1], 'session_id') or ''}
+  if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'started_at') ~= ARGV[3] then
+    return {'exists', redis.call('HGET', KEYS[1], 'session_id') or ''}
+  end
+  return {'ok', tostring(redis.call('EXISTS', KEYS[3]))}
 end
 local fields = {}
-for i = 3, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('EXPIRE', KEYS[1], %d)
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
@@ -89,12 +132,25 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 if ARGV[2] == '1' then redis.call('ZREM', KEYS[2], ARGV[1]) end
 return 1
 """
-# KEYS: run hash, cancel flag, lease. ARGV: status, finished_at, error.
-_FINISH = """
-redis.call('HSET', KEYS[1], 'status', ARGV[1], 'finished_at', ARGV[2], 'error', ARGV[3])
+# KEYS: run hash, cancel flag, lease, tool-call log, thoughts log. ARGV: epoch ('' for a run no engine drives:
+# waiting for the user, or without an owner), status, finished_at, error, the component it paused at (''), the
+# number of tool calls, then the tool calls and the thoughts (JSON each). 1, or 0 when the run is not this
+# owner's to end: another replica took it over, or it ended already (this end sent again after its reply was
+# lost, or cancelled while its owner was away).
+_END = """
+if ARGV[1] ~= '' and (redis.call('HGET', KEYS[1], 'attempts') ~= ARGV[1]
+                      or redis.call('HGET', KEYS[1], 'status') ~= 'running') then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'status', ARGV[2], 'finished_at', ARGV[3], 'error', ARGV[4])
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'paused_node', ARGV[5]) end
 redis.call('DEL', KEYS[2], KEYS[3])
+local calls = tonumber(ARGV[6])
+for i = 7, #ARGV do redis.call('RPUSH', i < 7 + calls and KEYS[4] or KEYS[5], ARGV[i]) end
+if calls > 0 then redis.call('EXPIRE', KEYS[4], %d) end
+if #ARGV > 6 + calls then redis.call('EXPIRE', KEYS[5], %d) end
 return 1
-"""
+""" % (RUN_TTL_S, RUN_TTL_S)
 # KEYS: paused runs. ARGV: member, now, retry at. Claims a pause whose wait expired for one replica: its score
 # moves to `retry at` (another replica takes it then only if this one died before ending the pause).
 _CLAIM_EXPIRED = """
@@ -103,9 +159,12 @@ if not due or tonumber(due) > tonumber(ARGV[2]) then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
 return 1
 """
-# KEYS: session claim. ARGV: run id. Frees the session if this run holds it.
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+# KEYS: session claim, session hash. ARGV: run id, epoch ('': unchecked). Frees the session if this run holds
+# it, and its owner at this epoch still owns the session's writes.
+_RELEASE = session_fence.LUA + """
+if redis.call('GET', KEYS[1]) == ARGV[1] and (ARGV[2] == '' or held_by(KEYS[2], ARGV[1], ARGV[2])) then
+  redis.call('DEL', KEYS[1])
+end
 return 1
 """
 
@@ -134,9 +193,10 @@ class RunStore:
         self._claim = redis.register_script(_CLAIM)
         self._unclaim = redis.register_script(_UNCLAIM)
         self._start = redis.register_script(_START)
-        self._finish = redis.register_script(_FINISH)
+        self._end = redis.register_script(_END)
         self._release = redis.register_script(_RELEASE)
         self._take_over = redis.register_script(_TAKE_OVER)
+        self._reclaim = redis.register_script(_RECLAIM)
         self._claim_expired = redis.register_script(_CLAIM_EXPIRED)
 
     @property
@@ -149,10 +209,11 @@ class RunStore:
         """Claim the run's session, record the run and take its lease, in one round trip: one run at a time per
         session, or turns would overwrite each other's state. A busy session fails at once, naming the run
         that holds it (and the run is not left recorded). Returns whether the run was cancelled before it started.
-        `before(pipe)` queues writes that go first in the same round trip (the run's new session)."""
+        `before(pipe)` queues writes that go first in the same round trip (the run's new session). Its owner holds
+        the run at epoch `FIRST_EPOCH` (the module's comment on fencing)."""
         now = time.time()
         record = {"session_id": session_id, "agent_id": agent_id, "started_at": now, "finished_at": "", "error": "",
-                  "owner": self.owner, "attempts": 1, "parent_run_id": parent_run_id,
+                  "owner": self.owner, "attempts": FIRST_EPOCH, "parent_run_id": parent_run_id,
                   # a child run's caller (RunSpec.caller_run_id): GetRun and ListRuns show the link
                   "caller_run_id": (spec or {}).get("caller_run_id", ""),
                   "spec": dump_bytes(spec or {})}
@@ -164,8 +225,10 @@ class RunStore:
                 before(pipe)
             first = len(pipe)
             if session_keys:
-                queue_script(pipe, self._claim, session_keys, [run_id, self._lease_ms, now])
-            queue_script(pipe, self._start, run_keys, [self.owner, self._lease_ms, *(x for kv in record.items() for x in kv)])
+                queue_script(pipe, self._claim, [*session_keys, keys.session(tenant, session_id)],
+                             [run_id, self._lease_ms, now, session_fence.value(run_id, FIRST_EPOCH)])
+            queue_script(pipe, self._start, run_keys,
+                         [self.owner, self._lease_ms, now, *(x for kv in record.items() for x in kv)])
             pipe.zadd(keys.ACTIVE_RUNS, {member: now + self.lease_s})
             replies = await pipe.execute()
         (claimed, holder), (outcome, detail) = replies[first] if session_keys else (b"ok", b""), replies[-2]
@@ -177,7 +240,7 @@ class RunStore:
                     await pipe.execute()
             raise SessionBusy(session_id, holder.decode())
         if outcome == b"exists":
-            if session_keys:  # the claim was taken for a run that does not start
+            if claimed == b"ok" and session_keys:  # the claim was taken for a run that does not start
                 await self._unclaim(keys=session_keys, args=[run_id, 0 if detail.decode() == session_id else 1])
             raise AlreadyExists(f"run {run_id!r} already exists: run ids must be unique")
         return detail == b"1"
@@ -210,8 +273,9 @@ class RunStore:
         return [tuple(m.decode().split("/", 1)) for m in members]  # type: ignore[misc]
 
     async def take_over(self, tenant: str, run_id: str) -> int | None:
-        """This replica's lease on an orphaned run: the attempt number, or None if another replica was faster
-        (or the run is alive, or no longer running: then it leaves the active set)."""
+        """This replica's lease on an orphaned run: the attempt number, its epoch from now on (every write of the
+        run checks it), or None if another replica was faster (or the run is alive, or no longer running: then it
+        leaves the active set)."""
         member = f"{tenant}/{run_id}"
         attempts = int(await self._take_over(keys=[keys.run_lease(run_id), keys.run(tenant, run_id)],
                                              args=[self.owner, self._lease_ms]))
@@ -222,20 +286,17 @@ class RunStore:
         await self.redis.zadd(keys.ACTIVE_RUNS, {member: time.time() + self.lease_s})
         return attempts
 
-    async def claim_session(self, tenant: str, session_id: str, run_id: str) -> bool:
-        """A resumed run takes its session back (free, or still marked with this run); False if another run
-        started on it meanwhile."""
-        claim = keys.session_active_run(tenant, session_id)
-        if await self.redis.set(claim, run_id, nx=True, px=self._lease_ms):
-            return True
-        return (await self.redis.get(claim) or b"").decode() == run_id
+    async def claim_session(self, tenant: str, session_id: str, run_id: str, epoch: int = FIRST_EPOCH) -> bool:
+        """A run taken over at `epoch` takes its session back (free, or still marked with this run), and with it
+        the session's writes (its fence); False if another run started on it meanwhile."""
+        return bool(await self._reclaim(keys=[keys.session_active_run(tenant, session_id), keys.session(tenant, session_id)],
+                                        args=[run_id, self._lease_ms, epoch]))
 
-    def queue_paused_at(self, pipe, tenant: str, run_id: str, node: str, *, expires_at: float = 0.0) -> None:
-        """On `pipe`: the component (checkpoint.node_key) a run waiting for the user paused at, and when that
-        wait expires (0: never), in the index of pauses by expiry (`pauses_expired`)."""
-        pipe.hset(keys.run(tenant, run_id), "paused_node", node)
-        if expires_at:
-            pipe.zadd(keys.PAUSED_RUNS, {f"{tenant}/{run_id}": expires_at})
+    @staticmethod
+    def queue_pause_expiry(pipe, tenant: str, run_id: str, expires_at: float) -> None:
+        """On `pipe`: when the wait of a run that waits for the user expires, in the index of pauses by expiry
+        (`pauses_expired`). The component it waits at is recorded with its end (`queue_finish`)."""
+        pipe.zadd(keys.PAUSED_RUNS, {f"{tenant}/{run_id}": expires_at})
 
     async def pauses_expired(self, limit: int = 50) -> list[tuple[str, str]]:
         """(tenant, run id) of paused runs whose wait expired (and not yet claimed, or claimed by a replica
@@ -258,39 +319,49 @@ class RunStore:
         """Out of the index of pauses by expiry (its run no longer waits)."""
         await self.redis.zrem(keys.PAUSED_RUNS, f"{tenant}/{run_id}")
 
-    async def queue_finish(self, pipe, tenant: str, run_id: str, session_id: str, *, status: str, error: str = "") -> None:
-        """The run's end on `pipe`: status, lease and cancel flag gone, out of the active set (and, unless it
-        waits for the user, out of the pauses by expiry), the session freed if this run holds it."""
-        queue_script(pipe, self._finish, [keys.run(tenant, run_id), keys.cancel_flag(run_id), keys.run_lease(run_id)],
-                     [status, time.time(), error])
+    def queue_finish(self, pipe, tenant: str, run_id: str, session_id: str, *, status: str, error: str = "",
+                     epoch: int | None = None, tool_calls: list[dict] = (), thoughts: list[dict] = (),
+                     paused_node: str = "") -> int:
+        """The run's end on `pipe`: status, trace (`tool_calls`, `thoughts`: LOG_KINDS) and the component it
+        paused at, lease and cancel flag gone, in one script; then out of the active set (and, unless it waits
+        for the user, out of the pauses by expiry), the session freed if this run holds it. With the `epoch` of
+        the run's owner, only while it still owns the run (the module's comment on fencing). Returns the place
+        on `pipe` of the script's reply: 1, or 0 when the end was not this owner's to store."""
+        fenced = "" if epoch is None else epoch
+        place = len(pipe)
+        queue_script(pipe, self._end, [keys.run(tenant, run_id), keys.cancel_flag(run_id), keys.run_lease(run_id),
+                                       keys.run_log(tenant, run_id, "tool_calls"), keys.run_log(tenant, run_id, "thoughts")],
+                     [fenced, status, time.time(), error, paused_node, len(tool_calls),
+                      *(dump_bytes(e) for e in tool_calls), *(dump_bytes(e) for e in thoughts)])
         pipe.zrem(keys.ACTIVE_RUNS, f"{tenant}/{run_id}")
         if status != "waiting_for_user":
             pipe.zrem(keys.PAUSED_RUNS, f"{tenant}/{run_id}")
         if session_id:
-            queue_script(pipe, self._release, [keys.session_active_run(tenant, session_id)], [run_id])
+            queue_script(pipe, self._release, [keys.session_active_run(tenant, session_id), keys.session(tenant, session_id)],
+                         [run_id, fenced])
+        return place
 
     async def finish(self, tenant: str, run_id: str, session_id: str, *, status: str, error: str = "",
-                     notify: bool = True) -> None:
-        """End a run no engine ends (cancelled while it waits or without an owner, failed to resume); `notify`:
-        with its completion webhooks' notice in the same round trip (store/outbox.py), as runs/ending.py does."""
+                     notify: bool = True, epoch: int | None = None) -> bool:
+        """End a run no engine ends (cancelled while it waits or without an owner; failed to resume, by its new
+        owner at `epoch`); `notify`: with its completion webhooks' notice in the same round trip
+        (store/outbox.py), as runs/ending.py does. Whether it was ended here (False: another replica owns it)."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            await self.queue_finish(pipe, tenant, run_id, session_id, status=status, error=error)
+            place = self.queue_finish(pipe, tenant, run_id, session_id, status=status, error=error, epoch=epoch)
             if notify:
                 queue_notice(pipe, tenant, run_id, status)
-            await pipe.execute()
-
-    @staticmethod
-    def queue_log(pipe, tenant: str, run_id: str, kind: str, entries: list[dict]) -> None:
-        """A run's trace of one `kind` (LOG_KINDS) on `pipe`, kept as long as the run record."""
-        if entries:
-            key = keys.run_log(tenant, run_id, kind)
-            pipe.rpush(key, *(dump_bytes(e) for e in entries))
-            pipe.expire(key, RUN_TTL_S)
+            replies = await pipe.execute()
+        return replies[place] == 1
 
     async def append_log(self, tenant: str, run_id: str, kind: str, entries: list[dict]) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            self.queue_log(pipe, tenant, run_id, kind, entries)
-            await pipe.execute()
+        """A run's trace of one `kind` (LOG_KINDS), kept as long as the run record. (A run's owner stores its
+        trace with its end, `queue_finish`.)"""
+        if entries:
+            key = keys.run_log(tenant, run_id, kind)
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.rpush(key, *(dump_bytes(e) for e in entries))
+                pipe.expire(key, RUN_TTL_S)
+                await pipe.execute()
 
     async def read_log(self, tenant: str, run_id: str, kind: str) -> list[dict]:
         return [json.loads(raw) for raw in await self.redis.lrange(keys.run_log(tenant, run_id, kind), 0, -1)]
@@ -307,6 +378,21 @@ class RunStore:
                     info.get("resuming") != "1" and await self.redis.exists(keys.run_lease(run_id))):
                 return
             await asyncio.sleep(min(0.1, self.lease_s / 4))
+
+    async def follow(self, tenant: str, run_id: str, after_seq: int = 0) -> AsyncIterator[tuple[int, dict[bytes, bytes]]]:
+        """The run's stored events after `after_seq` once they are final (`settled`), then its live tail, as
+        (seq, fields); it ends when the run ended and nothing is left (a rejoin: WatchRun, or a caller whose
+        replica lost the run, runs/pump.py)."""
+        await self.settled(tenant, run_id)
+        async for seq, fields in tail_events(self.redis, tenant, run_id, after_seq):
+            if not seq:  # nothing new for a while: stop if the run ended without a last event to send
+                status = (await self.status(tenant, run_id)).get("status", "")
+                if status in TERMINAL or status == "waiting_for_user":
+                    if not await read_events(self.redis, tenant, run_id, after_seq, count=1):
+                        return
+                continue
+            after_seq = seq
+            yield seq, fields
 
     async def set_fields(self, tenant: str, run_id: str, **values: Any) -> None:
         await self.redis.hset(keys.run(tenant, run_id), mapping=values)

@@ -16,21 +16,33 @@ import redis.asyncio as aioredis
 from services.common.errors import NotFound
 from services.common.json_fields import dump_bytes, dumps
 from services.orchestrator.engine.state import SessionState
-from services.orchestrator.store import keys
+from services.orchestrator.store import keys, session_fence
 from services.orchestrator.store._records import field as _s
 from services.orchestrator.store._records import queue_script, write_if_exists
 
 _STATE_FIELDS = ("globals", "history", "path", "retrieval", "memory")
-# KEYS: session hash, its messages. ARGV: state json, updated_at, paused run, ttl (0: none), messages...
-# Writes only while the session exists: a deleted session never comes back half-written.
-_SAVE_TURN = """
+# KEYS: session hash, its messages. ARGV: state json, updated_at, paused run, ttl (0: none), run id, epoch,
+# messages... Writes only while the session exists (0 otherwise: a deleted session never comes back
+# half-written), and only for the run and epoch that own the session's writes, once (-1 otherwise: another
+# replica took the run over, or this turn is stored already; store/session_fence.py).
+_SAVE_TURN = session_fence.LUA + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-for i = 5, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+local holder, at, saved = fence(KEYS[1])
+if holder ~= nil and (holder ~= ARGV[5] or at > tonumber(ARGV[6]) or saved) then return -1 end
+redis.call('HSET', KEYS[1], 'fence', ARGV[5] .. ':' .. ARGV[6] .. ':saved')
+for i = 7, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
 redis.call('HSET', KEYS[1], 'state_json', ARGV[1], 'updated_at', ARGV[2], 'paused_run', ARGV[3])
 if tonumber(ARGV[4]) > 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[4])
   if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ARGV[4]) end
 end
+return 1
+"""
+# KEYS: a new session's messages. ARGV: messages... Its first messages, once (the same write sent again after
+# its reply was lost finds them).
+_FIRST_MESSAGES = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+for i = 1, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
 return 1
 """
 
@@ -75,6 +87,7 @@ class SessionStore:
         self.redis = redis
         self.ttl_s = ttl_s  # a session unused this long expires (0: never); every turn renews it
         self._save_turn = redis.register_script(_SAVE_TURN)
+        self._first_messages = redis.register_script(_FIRST_MESSAGES)
 
     def _expire(self, pipe, tenant: str, session_id: str) -> None:
         if self.ttl_s:
@@ -107,8 +120,8 @@ class SessionStore:
             "agent_id": agent_id, "version_id": version_id, "user_id": user_id, "name": record.name,
             "source": source, "created_at": now, "updated_at": now, "state_json": record.state_json})
         if record.messages:
-            pipe.rpush(keys.session_messages(tenant, session_id),
-                       *(dump_bytes(m) for m in record.messages))
+            queue_script(pipe, self._first_messages, [keys.session_messages(tenant, session_id)],
+                         [dump_bytes(m) for m in record.messages])
         pipe.zadd(keys.agent_sessions(tenant, agent_id), {session_id: now})
         pipe.zadd(keys.user_sessions(tenant, agent_id, user_id), {session_id: now})
         self._expire(pipe, tenant, session_id)
@@ -160,12 +173,15 @@ class SessionStore:
             await self.redis.zrem(index, *gone)
         return sessions, total - len(gone)
 
-    async def queue_save_turn(self, pipe, tenant: str, session_id: str, new_messages: list[dict[str, Any]],
-                        state: SessionState, *, paused_run: str = "") -> None:
-        """`save_turn` as one script queued on `pipe` (the run manager stores a turn in one round trip); its
-        reply is 0 when the session was deleted meanwhile, and then nothing was written."""
+    def queue_save_turn(self, pipe, tenant: str, session_id: str, new_messages: list[dict[str, Any]],
+                        state: SessionState, *, run_id: str, epoch: int, paused_run: str = "") -> None:
+        """The turn of run `run_id`, by its owner at `epoch`, as one script queued on `pipe` (a run's end is one
+        round trip): like `save_turn`, but only while that owner owns the session's writes, and once
+        (store/session_fence.py). Its reply is 1; 0 when the session was deleted meanwhile; -1 when the turn was
+        not this owner's to store (another replica took the run over, or the turn is stored already); then
+        nothing was written."""
         queue_script(pipe, self._save_turn, [keys.session(tenant, session_id), keys.session_messages(tenant, session_id)],
-                     [state_to_json(state), time.time(), paused_run, self.ttl_s,
+                     [state_to_json(state), time.time(), paused_run, self.ttl_s, run_id, epoch,
                       *(dump_bytes(m) for m in new_messages)])
 
     async def save_turn(self, tenant: str, session_id: str, new_messages: list[dict[str, Any]], state: SessionState,

@@ -22,9 +22,8 @@ async def test_an_expired_pause_is_claimed_by_one_replica_and_leaves_with_its_ru
                 if m.decode().startswith(f"{t}/")}
 
     async with redis_client.pipeline(transaction=False) as pipe:
-        a.queue_paused_at(pipe, t, "due", "UserFillUp:Ask", expires_at=time.time() - 1)
-        a.queue_paused_at(pipe, t, "later", "UserFillUp:Ask", expires_at=time.time() + 3600)
-        a.queue_paused_at(pipe, t, "never", "UserFillUp:Ask")
+        a.queue_pause_expiry(pipe, t, "due", time.time() - 1)
+        a.queue_pause_expiry(pipe, t, "later", time.time() + 3600)  # ("never": a pause with no timeout)
         await pipe.execute()
     assert await expired(a) == ["due"]
     assert [await a.claim_expired_pause(t, "due"), await b.claim_expired_pause(t, "due")] == [True, False]

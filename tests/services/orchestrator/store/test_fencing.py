@@ -1,0 +1,148 @@
+"""Fencing against a real Redis: once another replica took a run over, every write of its old owner (journal,
+end, turn, trace, session claim, lease, a resume's clean-up) is refused in the script that would make it, and
+the new owner's go through; an owner late with its lease that nobody took over still writes (store/runs.py)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from services.orchestrator.engine.state import SessionState
+from services.orchestrator.store import RunStore, SessionStore, keys, session_fence
+from services.orchestrator.store.journal import (JournalWriter, RunJournal, RunLost, copy_checkpoint,
+                                                 drop_unfinished, read_checkpoint, read_events)
+from services.orchestrator.store.sessions import message
+
+
+@pytest.fixture
+def tenant() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+async def started(redis, tenant: str) -> tuple[RunStore, SessionStore, str, str]:
+    """Replica "a" runs a new run on a new session (epoch 1)."""
+    sessions = SessionStore(redis)
+    session = (await sessions.create(tenant, agent_id="agent-1")).id
+    run = f"run-{uuid.uuid4().hex[:8]}"
+    mine = RunStore(redis, owner="a", lease_s=30)
+    assert not await mine.start(tenant, run, session, "agent-1")
+    return mine, sessions, session, run
+
+
+async def taken_over(redis, tenant: str, run: str, session: str, owner: str) -> tuple[RunStore, int]:
+    """`owner` takes the run over once its lease is gone (deleted: as if it ran out), and its session back."""
+    await redis.delete(keys.run_lease(run))
+    other = RunStore(redis, owner=owner, lease_s=30)
+    epoch = await other.take_over(tenant, run)
+    assert epoch is not None and await other.claim_session(tenant, session, run, epoch)
+    return other, epoch
+
+
+async def end(runs: RunStore, sessions: SessionStore, tenant: str, run: str, session: str, epoch: int,
+              answer: str) -> tuple[int, int]:
+    """The run's end as runs/ending.py sends it: (the turn's reply, the end's reply)."""
+    async with runs.redis.pipeline(transaction=False) as pipe:
+        sessions.queue_save_turn(pipe, tenant, session, [message("user", "q"), message("assistant", answer)],
+                                 SessionState.fresh({}), run_id=run, epoch=epoch)
+        place = runs.queue_finish(pipe, tenant, run, session, status="succeeded", epoch=epoch,
+                                  tool_calls=[{"tool": answer}], thoughts=[{"thought": answer}])
+        replies = await pipe.execute()
+    return replies[0], replies[place]
+
+
+async def contents(redis, tenant: str, session: str) -> list[str]:
+    return [m["content"] for m in (await SessionStore(redis).get(tenant, session)).messages]
+
+
+async def test_a_stale_owner_s_writes_are_refused_and_the_new_owner_s_go_through(redis_client, tenant):
+    mine, sessions, session, run = await started(redis_client, tenant)
+    lost: list[str] = []
+    stale = RunJournal(JournalWriter(redis_client), tenant, run, epoch=1, on_lost=lambda: lost.append("lost"))
+    stale.event(1, b"before", "n1")
+    await stale.flush()
+
+    other, epoch = await taken_over(redis_client, tenant, run, session, owner="b")
+    assert epoch == 2
+    assert (await redis_client.hget(keys.session(tenant, session), session_fence.FIELD)) == f"{run}:2".encode()
+
+    stale.event(2, b"after", "n1", record={"n": "n1"})  # the old owner comes back and writes
+    with pytest.raises(RunLost):
+        await stale.flush()
+    assert lost == ["lost"]
+    assert [seq for seq, _ in await read_events(redis_client, tenant, run)] == [1]
+    assert await read_checkpoint(redis_client, tenant, run) == []
+
+    assert await end(mine, sessions, tenant, run, session, 1, "stale") == (-1, 0)  # neither turn nor end
+    assert await contents(redis_client, tenant, session) == []
+    info = await mine.status(tenant, run)
+    assert info["status"] == "running" and info["owner"] == "b" and info["attempts"] == "2"
+    assert await redis_client.get(keys.session_active_run(tenant, session)) == run.encode()  # still claimed
+    assert await redis_client.get(keys.run_lease(run)) == b"b"
+    assert await mine.read_log(tenant, run, "tool_calls") == []
+    assert await mine.renew([(tenant, run, session)]) == [False]
+    assert not await mine.finish(tenant, run, session, status="failed", error="stale", epoch=1, notify=False)
+    with pytest.raises(RunLost):
+        await drop_unfinished(redis_client, tenant, run, 1)
+    assert [seq for seq, _ in await read_events(redis_client, tenant, run)] == [1]  # its clean-up changed nothing
+    assert not await mine.claim_session(tenant, session, run, 1)  # nor can it take the session back
+
+    fresh = RunJournal(JournalWriter(redis_client), tenant, run, epoch=epoch)
+    assert await drop_unfinished(redis_client, tenant, run, epoch) == (1, {"n1"})
+    fresh.event(100_002, b"new owner", "n1", record={"n": "n1"})
+    await fresh.aclose()
+    assert await end(other, sessions, tenant, run, session, epoch, "answer") == (1, 1)
+    assert await contents(redis_client, tenant, session) == ["q", "answer"]
+    assert (await other.status(tenant, run))["status"] == "succeeded"
+    assert not await redis_client.exists(keys.session_active_run(tenant, session))  # freed by its owner
+    assert await other.read_log(tenant, run, "tool_calls") == [{"tool": "answer"}]
+    assert [seq for seq, _ in await read_events(redis_client, tenant, run)] == [100_002]
+
+    # Either end sent again (a lost reply, a stale owner late): nothing more is stored.
+    assert await end(other, sessions, tenant, run, session, epoch, "answer") == (-1, 0)
+    assert await end(mine, sessions, tenant, run, session, 1, "stale") == (-1, 0)
+    assert await contents(redis_client, tenant, session) == ["q", "answer"]
+    assert await other.read_log(tenant, run, "thoughts") == [{"thought": "answer"}]
+
+
+async def test_an_owner_late_with_its_lease_still_writes_while_nobody_took_the_run_over(redis_client, tenant):
+    mine, sessions, session, run = await started(redis_client, tenant)
+    await redis_client.delete(keys.run_lease(run))  # its lease ran out; no replica's reaper came by yet
+    journal = RunJournal(JournalWriter(redis_client), tenant, run, epoch=1)
+    journal.event(1, b"late", "")
+    await journal.aclose()
+    assert [seq for seq, _ in await read_events(redis_client, tenant, run)] == [1]
+    assert await end(mine, sessions, tenant, run, session, 1, "late but still its own") == (1, 1)
+    assert await contents(redis_client, tenant, session) == ["q", "late but still its own"]
+    assert await RunStore(redis_client, owner="b").take_over(tenant, run) is None  # ended: nothing to take
+
+
+async def test_a_take_over_taken_over_again_finds_its_clean_up_and_its_session_refused(redis_client, tenant):
+    _, _, session, run = await started(redis_client, tenant)
+    _, second = await taken_over(redis_client, tenant, run, session, owner="b")
+    third_owner, third = await taken_over(redis_client, tenant, run, session, owner="c")
+    assert (second, third) == (2, 3)
+    with pytest.raises(RunLost):
+        await drop_unfinished(redis_client, tenant, run, second)
+    assert (await third_owner.status(tenant, run))["resuming"] == "1"  # still the third owner's to clear
+    assert not await RunStore(redis_client, owner="b").claim_session(tenant, session, run, second)
+    assert await drop_unfinished(redis_client, tenant, run, third) == (0, set())
+    assert (await third_owner.status(tenant, run))["resuming"] == ""
+
+
+async def test_a_paused_run_s_answer_copies_its_checkpoint_once_and_only_for_its_owner(redis_client, tenant):
+    parent = f"run-{uuid.uuid4().hex[:8]}"
+    records = RunJournal(JournalWriter(redis_client), tenant, parent)
+    records.event(1, b"e", "n1", record={"n": "n1"})
+    await records.aclose()
+    child = RunStore(redis_client, owner="a")
+    child_run = f"run-{uuid.uuid4().hex[:8]}"
+    await child.start(tenant, child_run, "")
+    assert await copy_checkpoint(redis_client, tenant, parent, child_run, 1) == 1
+    assert await copy_checkpoint(redis_client, tenant, parent, child_run, 1) == 1  # sent again: copied once
+    assert await read_checkpoint(redis_client, tenant, child_run) == [{"n": "n1"}]
+    other = RunStore(redis_client, owner="b")
+    await redis_client.delete(keys.run_lease(child_run))
+    assert await other.take_over(tenant, child_run) == 2
+    with pytest.raises(RunLost):
+        await copy_checkpoint(redis_client, tenant, parent, child_run, 1)
