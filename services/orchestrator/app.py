@@ -24,10 +24,12 @@ from services.orchestrator.config import OrchestratorConfig
 from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
 from services.orchestrator.egress.mcp import McpAccess
 from services.orchestrator.engine.settings import Services
+from services.orchestrator.limits import LimitsFileError, LimitsSource, TenantGate
 from services.orchestrator.runs.children import ManagedChildRuns
 from services.orchestrator.runs.manager import RunManager
 from services.orchestrator.store import AgentStore, RunStore, SessionStore, layout, redis_client
 from services.orchestrator.store.attachments import AttachmentStore
+from services.orchestrator.store.limits import LimitStore
 from services.orchestrator.store.mcp_servers import McpServerStore
 from services.orchestrator.store.redis_client import wait_until_ready
 from services.orchestrator.store.runs import CancelListener
@@ -35,7 +37,8 @@ from services.orchestrator.triggers import Triggers
 
 
 def build(cfg: OrchestratorConfig) -> Service:
-    redis = redis_client.connect(cfg.redis_url)  # lazy: nothing connects until start-up
+    target = cfg.redis  # one Redis, a cluster or Sentinel's primary, plain or TLS
+    redis = redis_client.connect(target)  # lazy: nothing connects until start-up
     # The replica id in the run leases this process holds.
     owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     agents, sessions = AgentStore(redis), SessionStore(redis, cfg.session_ttl_s)
@@ -50,14 +53,20 @@ def build(cfg: OrchestratorConfig) -> Service:
     services = Services(
         settings=cfg.engine, http=http, llm=peers[0], retrieval=peers[1], sandbox=peers[2],
         mcp_servers=mcp_servers, attachments=attachments)
-    manager = RunManager(agents, sessions, runs, services, codec=ProtoEventCodec(), max_attempts=cfg.run_max_attempts,
-                         journal=journal_policy(cfg.journal_policy))
+    try:
+        limits_source = LimitsSource(cfg.limits_file)
+    except LimitsFileError as exc:  # a typo must not run a tenant unlimited: name it and stop
+        raise SystemExit(f"configuration error: {exc}") from None
+    # Limits per tenant: this replica leases slots for as long as it leases its runs (a dead one's expire alike).
+    limits = TenantGate(limits_source, LimitStore(redis, target, owner=owner, lease_ttl_s=cfg.run_lease_s))
+    manager = RunManager(agents, sessions, runs, services, codec=ProtoEventCodec(), limits=limits,
+                         max_attempts=cfg.run_max_attempts, journal=journal_policy(cfg.journal_policy))
     services.children = ManagedChildRuns(manager)  # AgentCall: the tenant's other agents as child runs
     listener = CancelListener(redis, manager.cancel_local, manager.recheck_cancels)
     triggers = Triggers(redis, manager, http, cfg.triggers)  # schedules and completion webhooks
 
     async def start() -> None:
-        await wait_until_ready(redis, cfg.redis_url)
+        await wait_until_ready(redis, target.shown)
         await layout.upgrade(redis)  # records stored before the keys had hash tags
         await listener.start()
         await agents.resolved_cache.start()
@@ -81,5 +90,5 @@ def build(cfg: OrchestratorConfig) -> Service:
         attachments=AttachmentServicer(attachments),
         schedules=ScheduleServicer(agents, triggers.schedules, triggers.scheduler),
         webhooks=WebhookServicer(agents, triggers.outbox, manager.queries))
-    bindings.append(webhook_triggers.binding(redis, cfg.redis_url))  # RAGFlow's webhook trigger: rate limit, test log
+    bindings.append(webhook_triggers.binding(redis, target))  # RAGFlow's webhook trigger: rate limit, test log
     return Service(bindings, on_startup=[start], on_drain=[run_turns.turns.drain], on_shutdown=[stop])

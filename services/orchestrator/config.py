@@ -8,6 +8,7 @@ from services.common.speed_policies import DEFAULT_JOURNAL_POLICY, journal_polic
 from services.common.config import ServerConfig, env_bool, env_float, env_int, env_str, peer_address
 from services.orchestrator.engine.settings import EngineSettings
 from services.orchestrator.store.attachments import DEFAULT_MAX_BYTES, DEFAULT_TTL_S
+from services.orchestrator.store.redis_target import RedisTarget, TlsFiles, parse
 from services.orchestrator.triggers.settings import TriggerSettings
 
 
@@ -45,7 +46,13 @@ class OrchestratorConfig:
     llm_gateway_addr: str  # TRELLIS_LLM_GATEWAY_ADDR
     retrieval_addr: str  # TRELLIS_RETRIEVAL_ADDR
     sandbox_addr: str  # TRELLIS_SANDBOX_ADDR
-    redis_url: str = "redis://127.0.0.1:6379/0"  # TRELLIS_REDIS_URL: where agents, sessions and runs live (trellis up sets it)
+    # TRELLIS_REDIS_URL: where agents, sessions and runs live (trellis up sets it): one Redis, a Redis Cluster
+    # (redis+cluster://host:port,host:port) or Sentinel's primary (redis+sentinel://host:port,.../<name>),
+    # rediss... over TLS (store/redis_target.py, docs/redis.md)
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    # TRELLIS_REDIS_TLS_CA, TRELLIS_REDIS_TLS_CERT, TRELLIS_REDIS_TLS_KEY: PEM files for a rediss URL (the CA to
+    # trust instead of the system's; a client certificate and its key when Redis asks for one)
+    redis_tls: TlsFiles = TlsFiles()
     session_ttl_s: int = 30 * 24 * 3600  # TRELLIS_SESSION_TTL_S: an unused session expires (0: never)
     # TRELLIS_RUN_LEASE_S: a replica owns a run through a lease this long, renewed every third of it; when
     # the owner dies, another replica resumes the run within about two leases
@@ -58,13 +65,32 @@ class OrchestratorConfig:
     attachment_max_bytes: int = DEFAULT_MAX_BYTES  # TRELLIS_ATTACHMENT_MAX_BYTES: larger files are refused
     # TRELLIS_SCHEDULER_*, TRELLIS_WEBHOOK_*: schedules and completion webhooks (triggers/settings.py)
     triggers: TriggerSettings = field(default_factory=TriggerSettings)
+    # TRELLIS_LIMITS_FILE: the limits per tenant and this replica's capacity (YAML, docs/limits.md), read again
+    # when it changes; none: no limits (every tenant unlimited, no queue)
+    limits_file: str = ""
+
+    @property
+    def redis(self) -> RedisTarget:
+        """What redis_url and redis_tls say to connect to (ValueError naming the problem)."""
+        return parse(self.redis_url, self.redis_tls)
 
     @classmethod
     def from_env(cls) -> "OrchestratorConfig":
+        cfg = cls._from_env()
+        try:
+            cfg.redis  # a URL Redis cannot be reached by stops start-up with a line saying why
+        except ValueError as exc:
+            raise SystemExit(f"configuration error: {exc}") from None
+        return cfg
+
+    @classmethod
+    def _from_env(cls) -> "OrchestratorConfig":
         return cls(
             server=ServerConfig.from_env("orchestrator"),
             engine=_engine_from_env(),
             redis_url=env_str("TRELLIS_REDIS_URL", cls.redis_url),
+            redis_tls=TlsFiles(ca=env_str("TRELLIS_REDIS_TLS_CA", ""), cert=env_str("TRELLIS_REDIS_TLS_CERT", ""),
+                               key=env_str("TRELLIS_REDIS_TLS_KEY", "")),
             llm_gateway_addr=peer_address("llm_gateway"),
             retrieval_addr=peer_address("retrieval"),
             sandbox_addr=peer_address("sandbox"),
@@ -75,4 +101,5 @@ class OrchestratorConfig:
             attachment_ttl_s=env_float("TRELLIS_ATTACHMENT_TTL_S", cls.attachment_ttl_s),
             attachment_max_bytes=env_int("TRELLIS_ATTACHMENT_MAX_BYTES", cls.attachment_max_bytes),
             triggers=TriggerSettings.from_env(),
+            limits_file=env_str("TRELLIS_LIMITS_FILE", cls.limits_file),
         )

@@ -43,7 +43,7 @@ class CanvasServicer(canvas_grpc.CanvasServiceServicer):
     async def WatchRun(self, request, context):
         if not request.run_id:
             raise InvalidArgument("run_id is required")
-        async with aclosing(self.runs.queries.watch(_tenant(request), request.run_id, request.after_seq)) as stored:
+        async with aclosing(self.runs.watch(_tenant(request), request.run_id, request.after_seq)) as stored:
             async for data in stored:
                 event = ev_pb.RunEvent.FromString(data)
                 yield event

@@ -161,6 +161,7 @@ def run_spec_from_proto(request: canvas_pb.RunRequest) -> RunSpec:
         answer_only=request.answer_only, custom_header=json_object(request.custom_header_json, "custom_header_json"),
         webhook_payload=json_object(request.webhook_payload_json, "webhook_payload_json") or None,
         multitask_strategy=request.multitask_strategy, interrupt_id=request.interrupt_id,
+        api_key_id=request.api_key_id,
         completion_webhook=webhook_from_proto(request.completion_webhook, "request")
         if request.HasField("completion_webhook") else None)
 

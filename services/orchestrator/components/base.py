@@ -363,10 +363,15 @@ class NodeContext:
         self.inputs[name] = value
 
     def add_usage(self, **tokens: int) -> None:
-        """Add token counts (prompt_tokens, completion_tokens, total_tokens, calls) to the run total."""
-        usage = self.env.usage
+        """Add token counts (prompt_tokens, completion_tokens, total_tokens, calls) to the run total, and tell
+        the tenant's limits (`Services.tokens_used`)."""
+        env = self.env
+        usage = env.usage
         for k, v in tokens.items():
             usage[k] = usage.get(k, 0) + int(v)
+        used = int(tokens.get("total_tokens") or tokens.get("prompt_tokens", 0) + tokens.get("completion_tokens", 0))
+        if used and env.services.tokens_used is not None and env.request is not None:
+            env.services.tokens_used(env.request.tenant_id, env.run_id, used)
 
     def stream(self, source: AsyncIterable[str]) -> StreamValue:
         """A StreamValue fed from `source` in the background (cancelled with the run)."""

@@ -6,7 +6,7 @@ The lead's `config.py` builds `EngineSettings` from the environment; the engine 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping, Protocol
 
 from services.clients import LlmClient, RetrievalClient, SandboxClient
 
@@ -75,4 +75,7 @@ class Services:
     mcp_servers: Any = None  # the tenants' MCP servers (store/mcp_servers.py), for Agents' `mcp` tools
     attachments: Any = None  # files runs produce (attachments.py: DocGenerator, ExcelProcessor, Browser)
     children: ChildRuns | None = None  # other agents of the tenant run as child runs (AgentCall)
+    # Told of every model call's LLM tokens as it ends: (tenant, run id, tokens); the tenant's limits count
+    # them (services/orchestrator/limits/gate.py `charge_tokens`). Must not wait.
+    tokens_used: Callable[[str, str, int], None] | None = None
     extra: dict[str, Any] = field(default_factory=dict)

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 if TYPE_CHECKING:
     from services.orchestrator.runs.pump import Pump
 
 
 class LocalRuns:
-    def __init__(self) -> None:
+    def __init__(self, on_add: Callable[[Pump], None] | None = None) -> None:
+        """`on_add(pump)`: told of every run that starts here, however it started (the run manager binds it to
+        what it holds of its tenant's limits)."""
         self._pumps: dict[str, Pump] = {}
         self._ending: set[asyncio.Task] = set()  # runs' ends on their way to Redis (shutdown waits for them)
+        self._on_add = on_add
 
     def add(self, pump: Pump) -> None:
         self._pumps[pump.run_id] = pump
         pump.task.add_done_callback(lambda _: self._pumps.pop(pump.run_id, None))
+        if self._on_add is not None:
+            self._on_add(pump)
 
     def get(self, run_id: str) -> Pump | None:
         return self._pumps.get(run_id)

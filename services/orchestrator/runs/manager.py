@@ -4,7 +4,7 @@ The run manager is the one door the API uses; each job behind it has a module of
 
 | job | module |
 |---|---|
-| admit a request (what it must carry, the multitask strategy it may ask) | runs/admission.py |
+| admit a request (what it must carry, the multitask strategy it may ask, its tenant's limits) | runs/admission.py |
 | start a run (session, plan, record and lease); make way on a busy or paused session | runs/starts.py |
 | drive it: engine -> numbered stream -> journal -> caller | runs/pump.py (journal: store/journal.py) |
 | resume it (a UserFillUp answered, a dead replica's run) | runs/resume.py |
@@ -17,18 +17,24 @@ The run manager is the one door the API uses; each job behind it has a module of
 
 A caller that goes away cancels its run, unless it asked to `continue_on_disconnect` (then the run goes on and
 its events stay in the stream for `watch`).
+
+Limits per tenant (services/orchestrator/limits/, docs/limits.md): a caller's stream (`execute`, `watch`) holds
+one of its tenant's held streams while it is open, and a run one of its runs at once until it ends here,
+however it started (`_running`: a run taken over from a dead replica is counted, never refused).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from contextlib import aclosing
 from typing import AsyncIterator
 
 from services.common import context as ctxvars
 from services.common.speed_policies import JournalPolicy, journal_policy
 from services.orchestrator.engine import events as ev
 from services.orchestrator.engine.settings import Services
+from services.orchestrator.limits.gate import TenantGate
 from services.orchestrator.runs import admission
 from services.orchestrator.runs.ending import RunEnding
 from services.orchestrator.runs.interrupts import RunInterrupts
@@ -49,9 +55,12 @@ __all__ = ["RunManager", "RunSpec"]
 
 class RunManager:
     def __init__(self, agents: AgentStore, sessions: SessionStore, runs: RunStore, services: Services, *,
-                 codec: EventCodec, max_attempts: int = 3, journal: JournalPolicy | None = None) -> None:
+                 codec: EventCodec, limits: TenantGate, max_attempts: int = 3,
+                 journal: JournalPolicy | None = None) -> None:
         self.runs = runs
-        self.local = LocalRuns()
+        self.limits = limits
+        services.tokens_used = limits.charge_tokens  # every model call's tokens, charged to its tenant
+        self.local = LocalRuns(on_add=self._running)
         self.journal_policy = journal = journal or journal_policy()
         # every run's journal of this replica: one pipeline per write
         self.journals = JournalWriter(runs.redis, pace=lambda: journal.pace(len(self.local)))
@@ -66,15 +75,18 @@ class RunManager:
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Heartbeat, reaper and interrupt expiries of this replica (called once the store is reachable)."""
+        """Heartbeat, reaper, interrupt expiries and limit leases of this replica (called once the store is
+        reachable)."""
         self.leases.start()
         self.interrupts.start()
+        self.limits.start()
 
     async def aclose(self) -> None:
         """Shutdown: stop what still runs and let every run's end reach Redis before the connection closes."""
         await self.leases.stop()
         await self.interrupts.stop()
         await self.local.stop()
+        await self.limits.stop()
 
     # ------------------------------------------------------------------ a run for a caller
     async def execute(self, spec: RunSpec) -> AsyncIterator[Numbered]:
@@ -83,10 +95,39 @@ class RunManager:
         fewer, larger events (the one coalescing step of this hop: services/common/coalesce.py's rule)."""
         admission.check_request(spec)
         spec.run_id = spec.run_id or uuid.uuid4().hex
-        pump = await self._begin(spec)
-        ctxvars.run_id.set(spec.run_id)
-        async for item in _follow(pump, spec):
-            yield item
+        # Admitted before anything is written: a refusal leaves no session claimed and no run recorded.
+        stream = await admission.hold_stream(self.limits, spec)
+        try:
+            ticket = await admission.admit(self.limits, spec)
+            try:
+                pump = await self._begin(spec)
+            except BaseException:
+                # No run started (or, cancelled mid-start, it starts without its caller: `_running` counts it)
+                ticket.release()
+                raise
+            ctxvars.run_id.set(spec.run_id)
+            async for item in _follow(pump, spec):
+                yield item
+        finally:
+            if stream is not None:
+                stream.release()
+
+    async def watch(self, tenant: str, run_id: str, after_seq: int) -> AsyncIterator[bytes]:
+        """A run's stored events after `after_seq`, then its live tail (runs/queries.py), holding one of the
+        tenant's streams while the caller reads."""
+        stream = await self.limits.hold_stream(tenant)
+        try:
+            async with aclosing(self.queries.watch(tenant, run_id, after_seq)) as stored:
+                async for data in stored:
+                    yield data
+        finally:
+            stream.release()
+
+    def _running(self, pump: Pump) -> None:
+        """Every run that starts here holds its ticket (its admission's, or one taken now) until it ends."""
+        spec = pump.spec
+        ticket = self.limits.running(spec.tenant_id, pump.run_id, api_key_id=spec.api_key_id, agent_id=spec.agent_id)
+        pump.task.add_done_callback(lambda _: ticket.release())
 
     async def _begin(self, spec: RunSpec) -> Pump:
         """The run's pump: a new run, or the answer to its session's pause. A busy session makes way as the

@@ -34,6 +34,7 @@ class RunSpec:
     # a busy session: reject, enqueue, interrupt or rollback (runs/admission.py); "" the agent's default
     multitask_strategy: str = ""
     interrupt_id: str = ""  # "<run id>:<component>": these inputs answer that interrupt, once (runs/interrupts.py)
+    api_key_id: str = ""  # the id of the API key that sent it: that key's limits apply too (docs/limits.md)
 
     def to_json(self) -> dict[str, Any]:
         """The fields as they are (not copied): serialise the dict before the spec changes."""
