@@ -158,14 +158,11 @@ class LimitsTable:
         self._tenants: dict[str, Limits] = {}  # resolved once per tenant
         self.capacity = (Capacity(self._file.capacity.runs, self._file.capacity.max_wait_s)
                          if self._file.capacity else None)
-
-    @property
-    def any_limits(self) -> bool:
-        """Whether any scope has a limit at all (without, admission costs nothing)."""
         f = self._file
         entries = [f.defaults, *f.tenants.values()]
         entries += [s for t in f.tenants.values() for s in (*t.api_keys.values(), *t.agents.values())]
-        return any(getattr(e, name) is not None for e in entries for name in _LIMIT_FIELDS)
+        # Whether any scope has a limit at all (without, admission looks at no scope).
+        self.any_limits = any(getattr(e, name) is not None for e in entries for name in _LIMIT_FIELDS)
 
     def tenant(self, tenant: str) -> Limits:
         limits = self._tenants.get(tenant)

@@ -14,10 +14,13 @@ from contextlib import AsyncExitStack
 import grpc
 import pytest
 from prometheus_client import REGISTRY
+from trellis.canvas.internal.v1 import run_turn_service_pb2 as turn_pb
+from trellis.canvas.internal.v1 import run_turn_service_pb2_grpc as turn_grpc
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 
 from services.common.status_details import refusal
+from services.common.turns import ClientTurnTypes, TurnClient
 from services.orchestrator.components.base import Component, register
 from services.orchestrator.runs import interrupts
 from services.orchestrator.store import agent_cache, keys
@@ -127,11 +130,11 @@ async def one(redis_server, tmp_path, tenants):
     write_limits(path, {"tenants": {acme: {"concurrent_runs": 1, "held_streams": 3}}})
     async with orchestrator(redis_server.url, limits_file=str(path)) as orch:
         async with grpc.aio.insecure_channel(orch.addr) as channel:
-            yield canvas_grpc.CanvasServiceStub(channel), path
+            yield canvas_grpc.CanvasServiceStub(channel), path, orch.addr
 
 
 async def test_over_its_concurrency_a_tenant_is_refused_with_when_to_retry_while_another_is_admitted(one, tenants):
-    stub, _ = one
+    stub, _, _ = one
     acme, other = tenants
     holding = await Holding(stub, acme).started()
     err = await refused(stub, acme)
@@ -147,8 +150,33 @@ async def test_over_its_concurrency_a_tenant_is_refused_with_when_to_retry_while
     assert (await run_all(stub, acme))[-1].WhichOneof("kind") == "run_finished"  # its slot is free again
 
 
+async def test_a_gateway_run_turn_is_refused_with_the_same_details(one, tenants):
+    """The gateway starts its runs as turns of RunTurnService: a refused turn raises what the call would."""
+    stub, _, addr = one
+    acme, other = tenants
+    holding = await Holding(stub, acme).started()
+    async with grpc.aio.insecure_channel(addr) as channel:
+        turns = TurnClient(turn_grpc.RunTurnServiceStub(channel).RunTurns,
+                           ClientTurnTypes(turn_pb.RunTurnsRequest, turn_pb.RunTurn, turn_pb.RunTurnMessage),
+                           peer="orchestrator")
+        try:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                [e async for e in turns.call(canvas_pb.RunRequest(tenant_id=acme, dsl_json=ECHO), timeout=30)]
+            assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert f"tenant '{acme}' is at its limit of 1 concurrent runs" in err.value.details()
+            said = refusal(err.value.trailing_metadata())
+            assert said.retry_after_s > 0 and said.violations == [(f"tenant:{acme}", "concurrent_runs")]
+            assert dict(err.value.trailing_metadata())["ratelimit"] == '"concurrent_runs";r=0;t=1'
+            admitted_turn = [e async for e in turns.call(canvas_pb.RunRequest(tenant_id=other, dsl_json=ECHO),
+                                                         timeout=30)]
+            assert admitted_turn[-1].WhichOneof("kind") == "run_finished"
+        finally:
+            await turns.close()
+    await holding.release()
+
+
 async def test_a_refused_request_leaves_no_session_claim_and_no_run(one, tenants, redis_client):
-    stub, _ = one
+    stub, _, _ = one
     acme, _ = tenants
     idle = (await run_all(stub, acme))[0].session_id  # a session that ran before, idle now
     runs_before = await redis_client.zrange(keys.session_runs(acme, idle), 0, -1)
@@ -207,7 +235,7 @@ async def test_two_replicas_on_one_redis_hold_one_limit(redis_server, tmp_path, 
 
 
 async def test_a_changed_limits_file_applies_without_a_restart(one, tenants, caplog):
-    stub, path = one
+    stub, path, _ = one
     acme, _ = tenants
     holding = await Holding(stub, acme).started()
     await refused(stub, acme)
@@ -224,7 +252,7 @@ async def test_a_changed_limits_file_applies_without_a_restart(one, tenants, cap
 
 
 async def test_held_streams_are_limited(one, tenants):
-    stub, _ = one
+    stub, _, _ = one
     acme, _ = tenants
     holding = await Holding(stub, acme).started()  # one stream (and the tenant's one run)
     watchers = [stub.WatchRun(canvas_pb.WatchRunRequest(tenant_id=acme, run_id=holding.run_id), timeout=60)
@@ -270,7 +298,7 @@ def _sample(name: str, **labels) -> float:
 
 
 async def test_admitted_refused_and_running_are_counted_per_tenant(one, tenants):
-    stub, _ = one
+    stub, _, _ = one
     acme, _ = tenants
     admitted = _sample("trellis_tenant_runs_admitted_total", tenant=acme)
     holding = await Holding(stub, acme).started()
@@ -318,3 +346,27 @@ async def test_a_models_tokens_are_counted_for_its_tenant_and_its_tokens_per_min
             assert f"tenant '{acme}' is at its limit of 1000 LLM tokens per minute" in err.details()
             assert 0 < refusal(err.trailing_metadata()).retry_after_s <= 60
             assert (await run_all(stub, other))[-1].WhichOneof("kind") == "run_finished"
+
+
+async def test_past_the_replicas_capacity_runs_wait_their_turn_and_past_the_bound_are_refused(redis_server, tmp_path,
+                                                                                             tenants):
+    acme, _ = tenants
+    path = tmp_path / "limits.yaml"
+    # One run at a time on this replica; before it has seen runs end, it expects one every 30 s: one run may
+    # wait (30 s), a second would wait 60 s and is refused at once.
+    write_limits(path, {"capacity": {"runs": 1, "max_wait_s": 30}})
+    async with orchestrator(redis_server.url, limits_file=str(path)) as orch:
+        async with grpc.aio.insecure_channel(orch.addr) as channel:
+            stub = canvas_grpc.CanvasServiceStub(channel)
+            running = await Holding(stub, acme).started()
+            waiting = asyncio.ensure_future(run_all(stub, acme))
+            await eventually(lambda: _sample("trellis_tenant_runs_waiting", tenant=acme) == 1,
+                             what="the second run waiting for the slot")
+            err = await refused(stub, acme, run_id="over-the-bound")
+            assert "capacity of 1 runs" in err.details()
+            said = refusal(err.trailing_metadata())
+            assert said.retry_after_s >= 30 and said.violations == [(f"tenant:{acme}", "capacity")]
+            assert dict(err.trailing_metadata())["ratelimit-policy"] == '"capacity";q=1;qu="concurrent-requests"'
+            assert not waiting.done()
+            await running.release()
+            assert (await waiting)[-1].WhichOneof("kind") == "run_finished"  # its turn came
