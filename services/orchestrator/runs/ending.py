@@ -47,8 +47,6 @@ class RunEnding:
             settled = False
         metrics.RUNS.labels(pump.turn.status).inc()
         stored = await self._store(pump, with_journal=settled)
-        if stored and settled:
-            pump.journal.pending_written()
         try:
             await pump.journal.aclose()
         except Exception:
@@ -58,7 +56,8 @@ class RunEnding:
 
     async def _store(self, pump: Pump, *, with_journal: bool) -> bool:
         """The turn, the run's trace and its end (and `with_journal`, the journal's pending batch first), in one
-        round trip. Whether it reached Redis."""
+        round trip. Whether it reached Redis. The journal's batch counts as written unless its reply is an error
+        and the stream does not have it (then the journal's `aclose` writes it)."""
         spec, turn, tenant = pump.spec, pump.turn, pump.spec.tenant_id
         messages = [message("user", spec.query)] if spec.query else []
         text = turn.text()
@@ -86,8 +85,11 @@ class RunEnding:
             else:
                 log.exception("could not store the end of run %s of session %s", pump.run_id, pump.session_id)
             return False
-        if journaled and isinstance(replies[0], Exception):
-            log.error("run %s: storing its last events failed: %s", pump.run_id, replies[0])
+        if journaled:
+            if not isinstance(replies[0], Exception) or await pump.journal.pending_stored():
+                pump.journal.pending_written()  # (sent twice, its reply lost the first time: an error, stored once)
+            else:
+                log.warning("run %s: storing its last events failed (%s); retrying", pump.run_id, replies[0])
         saved = replies[1 if journaled else 0]
         if saved == 0:
             log.warning("run %s: session %s was deleted meanwhile; its turn was not stored", pump.run_id,
@@ -97,7 +99,7 @@ class RunEnding:
                      "already", pump.run_id)
         if replies[ended] == 0 or (journaled and replies[0] == 0):
             log.info("run %s: not ended here: another replica took it over (or it ended already)", pump.run_id)
-        for reply in replies:
+        for reply in replies[1:] if journaled else replies:
             if isinstance(reply, Exception):
                 log.error("run %s: storing its end failed: %s", pump.run_id, reply)
         return True

@@ -340,6 +340,11 @@ class RunJournal:
     def pending_written(self) -> None:
         self._pending = []
 
+    async def pending_stored(self) -> bool:
+        """Whether the pending batch, queued with `queue_pending` and answered with an error, is stored anyway
+        (it was sent twice, its first reply lost)."""
+        return await self._committed(self._pending)
+
     def abort(self) -> None:
         """Stop writing, dropping what is pending (another replica owns the run now)."""
         self._held = True
