@@ -185,7 +185,8 @@ async def test_a_refused_request_leaves_no_session_claim_and_no_run(one, tenants
     await refused(stub, acme, session_id=idle, run_id="refused-on-a-session")
     await refused(stub, acme, run_id="refused-new-session")
     for run_id in ("refused-on-a-session", "refused-new-session"):
-        assert not await redis_client.exists(keys.run(acme, run_id), keys.run_lease(run_id), keys.run_events(acme, run_id))
+        assert not await redis_client.exists(keys.run(acme, run_id), keys.run_lease(run_id),
+                                             keys.run_events(acme, run_id))
         assert await redis_client.zscore(keys.ACTIVE_RUNS, f"{acme}/{run_id}") is None
     assert not await redis_client.exists(keys.session_active_run(acme, idle))
     assert await redis_client.zrange(keys.session_runs(acme, idle), 0, -1) == runs_before
@@ -310,7 +311,8 @@ async def test_admitted_refused_and_running_are_counted_per_tenant(one, tenants)
     await eventually(lambda: _sample("trellis_tenant_runs_running", tenant=acme) == 0, what="the run's end counted")
 
 
-TOKENS_SCRIPTS = {"chat": {"big": [{"reply": "a long answer", "usage": {"prompt_tokens": 400, "completion_tokens": 300}}]}}
+TOKENS_SCRIPTS = {"chat": {"big": [{"reply": "a long answer",
+                                    "usage": {"prompt_tokens": 400, "completion_tokens": 300}}]}}
 LLM = json.dumps({"components": {
     "begin": cpn("Begin", ["LLM:Talk"]),
     "LLM:Talk": cpn("LLM", ["Message:Out"], {"llm_id": "big@Scripted", "sys_prompt": "Talk.",
