@@ -16,6 +16,8 @@ import pytest
 from prometheus_client import REGISTRY
 from trellis.canvas.internal.v1 import run_turn_service_pb2 as turn_pb
 from trellis.canvas.internal.v1 import run_turn_service_pb2_grpc as turn_grpc
+from trellis.canvas.v1 import agent_service_pb2 as agent_pb
+from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 
@@ -372,3 +374,23 @@ async def test_past_the_replicas_capacity_runs_wait_their_turn_and_past_the_boun
             assert not waiting.done()
             await running.release()
             assert (await waiting)[-1].WhichOneof("kind") == "run_finished"  # its turn came
+
+
+async def test_a_child_run_is_part_of_its_callers_admission(one, tenants):
+    """An AgentCall's child run takes no slot of its own: at a limit of 1 the caller and its child both run."""
+    stub, _, addr = one
+    acme, _ = tenants
+    async with grpc.aio.insecure_channel(addr) as channel:
+        agents = agent_grpc.AgentServiceStub(channel)
+        helper = (await agents.CreateAgent(agent_pb.CreateAgentRequest(tenant_id=acme, title="helper",
+                                                                       dsl_json=ECHO))).agent.id
+    caller = json.dumps({"components": {
+        "begin": cpn("Begin", ["AgentCall:Ask"]),
+        "AgentCall:Ask": cpn("AgentCall", ["Message:Out"], {"agent_id": helper, "query": "from the caller"},
+                             ["begin"]),
+        "Message:Out": cpn("Message", [], {"content": ["{AgentCall:Ask@content}"]}, ["AgentCall:Ask"]),
+    }})
+    events = [e async for e in stub.Run(canvas_pb.RunRequest(tenant_id=acme, dsl_json=caller), timeout=30)]
+    assert events[-1].run_finished.error == ""
+    assert "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta") == \
+        "You said: from the caller"
