@@ -394,3 +394,18 @@ async def test_a_child_run_is_part_of_its_callers_admission(one, tenants):
     assert events[-1].run_finished.error == ""
     assert "".join(e.message_delta.content for e in events if e.WhichOneof("kind") == "message_delta") == \
         "You said: from the caller"
+
+
+async def test_an_api_keys_limit_applies_besides_its_tenants(redis_server, tmp_path, tenants):
+    acme, _ = tenants
+    path = tmp_path / "limits.yaml"
+    write_limits(path, {"tenants": {acme: {"concurrent_runs": 5,
+                                           "api_keys": {"3f2a9c0d1e2b4a5f": {"concurrent_runs": 1}}}}})
+    async with orchestrator(redis_server.url, limits_file=str(path)) as orch:
+        async with grpc.aio.insecure_channel(orch.addr) as channel:
+            stub = canvas_grpc.CanvasServiceStub(channel)
+            holding = await Holding(stub, acme, api_key_id="3f2a9c0d1e2b4a5f").started()
+            err = await refused(stub, acme, api_key_id="3f2a9c0d1e2b4a5f")
+            assert f"tenant '{acme}' api key '3f2a9c0d1e2b4a5f' is at its limit of 1 concurrent runs" in err.details()
+            assert (await run_all(stub, acme, api_key_id="another-key-id"))[-1].WhichOneof("kind") == "run_finished"
+            await holding.release()
