@@ -4,6 +4,9 @@ llm_gateway (in this process, scripted, counting every model request).
 - `kill -9` of the replica running a canvas in the middle of an LLM stream: the other replica resumes the run
   within a few leases, a client that rejoins gets the whole answer once, the LLM call that had finished is not
   sent again, and the session takes the next turn.
+- SIGSTOP of that replica instead, let go once the other took the run over: its writes are refused (fencing),
+  so the run's stream holds nothing of it after the take-over; it stops driving the run, and its own caller
+  goes on, with no error, with what the new owner writes; a client that rejoins gets each output once.
 - `kill -9` of the replica running a client's stream through the HTTP gateway: the client rejoins
   (Last-Event-ID) at once, is never told "unavailable", and is told that the interrupted component started
   again before its whole output.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,7 +37,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from gateway.app import create_app
 from gateway.config import GatewayConfig
-from services.orchestrator.store import keys
+from services.orchestrator.runs.resume import TAKE_OVER_GAP
+from services.orchestrator.store import SessionStore, keys
+from services.orchestrator.store.journal import read_events
 from tests.support.llm_gateway import llm_gateway
 from tests.support.net import free_port
 from tests.support.waiting import eventually
@@ -81,6 +87,7 @@ class Replica:
                "TRELLIS_ORCHESTRATOR_METRICS_PORT": "0", "TRELLIS_LLM_GATEWAY_ADDR": llm_addr,
                "TRELLIS_RETRIEVAL_ADDR": f"127.0.0.1:{free_port()}", "TRELLIS_SANDBOX_ADDR": f"127.0.0.1:{free_port()}",
                "TRELLIS_RUN_LEASE_S": str(LEASE_S), "TRELLIS_HOST": "127.0.0.1", "TRELLIS_DRAIN_S": "0", **extra_env}
+        self.log_path = log
         self.log = log.open("wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "services.orchestrator"], cwd=ROOT, env=env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
@@ -102,9 +109,16 @@ class Replica:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
 
+    def pause(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def go_on(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
     async def close(self) -> None:
         await self.channel.close()
         if self.proc.poll() is None:
+            self.go_on()  # (a test that paused it and failed)
             self.proc.terminate()
             try:
                 self.proc.wait(10)
@@ -215,6 +229,58 @@ async def test_a_run_that_dies_before_its_journals_first_write_is_resumed_from_t
 
 
 GATEWAY_KEY = "failover-key"
+
+
+async def test_a_paused_owner_resumes_after_a_take_over_and_its_writes_are_refused(cluster, redis_client) -> None:
+    (a, b), provider, _ = cluster
+    call = a.stub.Run(canvas_pb.RunRequest(tenant_id="t1", dsl_json=TWO_LLM_DSL, query="q"), timeout=60)
+    seen = []
+    while sum(1 for e in seen if e.WhichOneof("kind") == "message_delta") < 3:
+        seen.append(await call.read())
+    a.pause()  # frozen mid-stream, its lease held: it renews nothing, writes nothing
+    run_id, session_id = seen[0].run_id, seen[0].session_id
+    try:
+        await taken_over(b, run_id)
+
+        async def cleaned_up() -> bool:  # the new owner dropped the interrupted component's events
+            return await redis_client.hget(keys.run("t1", run_id), "resuming") == b""
+
+        await eventually(cleaned_up, what=f"run {run_id} resumed by the other replica")
+        before = {seq for seq, _ in await read_events(redis_client, "t1", run_id)}
+    finally:
+        a.go_on()  # its loop runs again: the LLM's buffered deltas, its journal, its heartbeat
+    rest = []
+    while (event := await call.read()) is not grpc.aio.EOF:
+        rest.append(event)
+
+    # Its caller got no error: the run's end, as the new owner wrote it, after the interrupted component's
+    # restart notice and its whole output.
+    assert rest[-1].WhichOneof("kind") == "run_finished" and rest[-1].run_finished.error == ""
+    restart = next(i for i, e in enumerate(rest) if e.WhichOneof("kind") == "node_started"
+                   and e.node_id == "LLM:Slow" and e.node_started.restarted)
+    assert answer(rest[restart:]) == SLOW_TEXT
+    info = await final_status(b.stub, run_id)
+    assert info.status == "succeeded" and info.attempts == 2
+
+    async def refused() -> bool:  # a write of its own told it so (its journal's, or its lease renewal)
+        text = a.log_path.read_text(errors="replace")
+        return re.search(rf"run {run_id}: [^\n]*refused: another replica took it over[^\n]*stopping here", text)
+
+    await eventually(refused, what="the paused replica stopping for a refused write")
+    # The stream has no event of the paused replica after the take-over (its own numbers are below the
+    # take-over's gap; the new owner's above it), and each component's output once, for a client that rejoins.
+    stored = [seq for seq, _ in await read_events(redis_client, "t1", run_id)]
+    assert {seq for seq in stored if seq < TAKE_OVER_GAP} <= before
+    whole = await watch_to_end(b.stub, run_id)
+    assert answer(whole) == SLOW_TEXT
+    assert [e.node_id for e in whole if e.WhichOneof("kind") == "node_started"] == [
+        "begin", "LLM:Plan", "LLM:Slow", "Message:Out"]
+    assert calls(provider, "planner") == 1 and calls(provider, "slow") == 2
+    turn = (await SessionStore(redis_client).get("t1", session_id)).messages
+    assert [m["content"] for m in turn] == ["q", SLOW_TEXT]  # one turn, the new owner's
+    nxt = [e async for e in a.stub.Run(canvas_pb.RunRequest(tenant_id="t1", dsl_json=TWO_LLM_DSL, query="again",
+                                                             session_id=session_id), timeout=60)]
+    assert nxt[-1].run_finished.error == ""  # the paused replica serves again, the session is free
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
 """Ownership of runs through leases (store/runs.py): this replica's heartbeat renews the lease of every run it
-drives, and its reaper takes over runs whose owner stopped renewing (runs/resume.py resumes them)."""
+drives, and its reaper takes over runs whose owner stopped renewing (runs/resume.py resumes them, at the run's
+next epoch). A run whose renewal is refused was taken over while this replica was stalled: its pump stops
+(runs/pump.py `abandon`), as it does when one of its writes is refused."""
 
 from __future__ import annotations
 
@@ -47,7 +49,8 @@ class Leases:
             return
         for pump, ok in zip(pumps, held):
             if not ok and not pump.finishing and not pump.task.done():  # (finishing: its own end freed it)
-                log.warning("run %s: lease lost to another replica; stopping here", pump.run_id)
+                log.warning("run %s: its lease renewal was refused: another replica took it over; stopping here",
+                            pump.run_id)
                 pump.abandon()
 
     async def _reaper(self) -> None:

@@ -144,8 +144,8 @@ class Pump:
         """The journal's write was refused: another replica took the run over (its end, if it is being stored
         already, stores nothing: runs/ending.py)."""
         if not self.finishing and not self.task.done():
-            log.warning("run %s: another replica took it over (this one held epoch %d); stopping here",
-                        self.run_id, self.epoch)
+            log.warning("run %s: a write was refused: another replica took it over (this one held epoch %d); "
+                        "stopping here", self.run_id, self.epoch)
             self.abandon()
 
     async def _follow_elsewhere(self, out: Inbox, after: int) -> None:

@@ -159,6 +159,12 @@ if not due or tonumber(due) > tonumber(ARGV[2]) then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
 return 1
 """
+# KEYS: run hash. ARGV: by. Marks a paused run's wait answered, once: 1 when it is marked by `by` (now, or by
+# this same mark sent again after its reply was lost), 0 when something else answered it first.
+_MARK_ANSWERED = """
+if redis.call('HSETNX', KEYS[1], 'answered', ARGV[1]) == 1 then return 1 end
+return redis.call('HGET', KEYS[1], 'answered') == ARGV[1] and 1 or 0
+"""
 # KEYS: session claim, session hash. ARGV: run id, epoch ('': unchecked). Frees the session if this run holds
 # it, and its owner at this epoch still owns the session's writes.
 _RELEASE = session_fence.LUA + """
@@ -198,6 +204,7 @@ class RunStore:
         self._take_over = redis.register_script(_TAKE_OVER)
         self._reclaim = redis.register_script(_RECLAIM)
         self._claim_expired = redis.register_script(_CLAIM_EXPIRED)
+        self._mark_answered = redis.register_script(_MARK_ANSWERED)
 
     @property
     def _lease_ms(self) -> int:
@@ -312,8 +319,8 @@ class RunStore:
 
     async def mark_answered(self, tenant: str, run_id: str, by: str) -> bool:
         """Mark a paused run's wait as answered (`by`: the answering run, or "timeout"), atomically: False when
-        it was already."""
-        return bool(await self.redis.hsetnx(keys.run(tenant, run_id), "answered", by))
+        something else answered it already."""
+        return bool(await self._mark_answered(keys=[keys.run(tenant, run_id)], args=[by]))
 
     async def forget_pause(self, tenant: str, run_id: str) -> None:
         """Out of the index of pauses by expiry (its run no longer waits)."""

@@ -2,7 +2,8 @@
 run's owner, then cuts the connection before the reply comes back; the client's retry rule
 (store/redis_client.py) sends it again. Every such write is stored once: a run's start with its new session, a
 journal batch, a run's end with its turn and trace, a take-over with its session claim and clean-up, a paused
-run's answer copying its checkpoint; and a whole run through an orchestrator whose writes lose their replies."""
+run's answer copying its checkpoint, an answer's mark on the paused run; and a whole run through an
+orchestrator whose writes lose their replies."""
 
 from __future__ import annotations
 
@@ -145,6 +146,16 @@ async def test_a_checkpoint_copy_sent_again_is_copied_once(proxy, cut_client, re
     assert await copy_checkpoint(cut_client, tenant, parent, child, 1) == 2
     assert cut.done()
     assert await read_checkpoint(redis_client, tenant, child) == [{"n": "n1"}, {"n": "n2"}]
+
+
+async def test_an_answer_marked_again_after_its_reply_was_lost_is_still_its_own(proxy, cut_client, redis_client, tenant):
+    run = f"run-{uuid.uuid4().hex[:8]}"
+    await redis_client.hset(keys.run(tenant, run), "status", "waiting_for_user")
+    await redis_client.script_load(runs_module._MARK_ANSWERED)
+    cut = proxy.cut_after(script(runs_module._MARK_ANSWERED))
+    assert await RunStore(cut_client).mark_answered(tenant, run, "answer-1")  # not "answered already"
+    assert cut.done()
+    assert not await RunStore(redis_client).mark_answered(tenant, run, "answer-2")
 
 
 def cpn(name, down, params=None, up=()):
