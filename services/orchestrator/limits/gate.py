@@ -158,7 +158,7 @@ class TenantGate:
                 if wait is not None:
                     runs, seconds = scope.limits.run_window
                     self._refuse(scope, RUNS_PER_SECOND, scope.limits.runs_per_second, wait, window_s=seconds,
-                                 detail=f" (at most {runs} started in any {seconds} s)")
+                                 window_quota=runs, detail=f" (at most {runs} started in any {seconds} s)")
                 started.append(scope)
             queue_slot = await self._queue_slot(tenant, table)
         except BaseException:
@@ -258,6 +258,7 @@ class TenantGate:
             yield tenant, self._running.get(tenant, 0), waiting.get(tenant, 0), self._streams_held.get(tenant, 0)
 
     def _refuse(self, scope: Scope, limit: str, quota: float | None, retry_after_s: float, *,
-                window_s: int | None = None, detail: str = "") -> None:
+                window_s: int | None = None, window_quota: int | None = None, detail: str = "") -> None:
         metrics.tenant_refused(scope.tenant, limit)
-        raise LimitExceeded(scope, limit, quota or 0, retry_after_s, window_s=window_s, detail=detail)
+        raise LimitExceeded(scope, limit, quota or 0, retry_after_s, window_s=window_s, window_quota=window_quota,
+                            detail=detail)

@@ -47,10 +47,13 @@ class LimitExceeded(ResourceExhausted):
     Nothing was written for it; the caller may retry after `retry_after_s`."""
 
     def __init__(self, scope: Scope, limit: str, quota: float, retry_after_s: float, *, window_s: int | None = None,
-                 detail: str = "") -> None:
+                 window_quota: int | None = None, detail: str = "") -> None:
+        """`quota`: the limit as configured; `window_quota` and `window_s`: what it allows per window, when it is
+        enforced over one (the RateLimit-Policy's q and w)."""
         message = (f"{scope.describe()} is at its limit of {_number(quota)} {_WORDING[limit]}{detail}; "
                    f"retry after {retry_after_s:.2f} s")
-        policy, current = ratelimit_fields(limit, quota, window_s, retry_after_s)
+        policy, current = ratelimit_fields(limit, quota if window_quota is None else window_quota, window_s,
+                                           retry_after_s)
         trailers = quota_trailers(grpc.StatusCode.RESOURCE_EXHAUSTED, message, retry_after_s=retry_after_s,
                                   subject=f"tenant:{scope.tenant}", description=limit)
         super().__init__(message, details={"tenant": scope.tenant, "limit": limit, "retry_after_s": retry_after_s})

@@ -95,7 +95,7 @@ async def test_runs_per_second_refuse_with_the_wait_and_leave_other_tenants_alon
     with pytest.raises(LimitExceeded, match="at its limit of 2 runs per second") as refused:
         await gate.admit_run(tenant, "r4")
     assert 0 < refused.value.retry_after_s <= 2
-    assert dict(refused.value.trailing_metadata)["ratelimit-policy"] == '"runs_per_second";q=2;w=2'
+    assert dict(refused.value.trailing_metadata)["ratelimit-policy"] == '"runs_per_second";q=4;w=2'
     tickets.append(await gate.admit_run(f"{tenant}-b", "other"))
     for ticket in tickets:
         ticket.release()
