@@ -1,6 +1,7 @@
 """Prometheus metrics of the runs themselves (per RPC counts and latencies come from services/common/metrics.py):
 components by type and outcome with their time, and runs by final status. Recorded by the run manager from the
-events it already handles, never inside the engine's per-node path."""
+events it already handles, never inside the engine's per-node path. And per tenant (docs/limits.md): runs admitted,
+refused by limit, running and waiting here, streams held here, LLM tokens used."""
 
 from __future__ import annotations
 
