@@ -296,8 +296,8 @@ class RunStore:
     async def claim_session(self, tenant: str, session_id: str, run_id: str, epoch: int = FIRST_EPOCH) -> bool:
         """A run taken over at `epoch` takes its session back (free, or still marked with this run), and with it
         the session's writes (its fence); False if another run started on it meanwhile."""
-        return bool(await self._reclaim(keys=[keys.session_active_run(tenant, session_id), keys.session(tenant, session_id)],
-                                        args=[run_id, self._lease_ms, epoch]))
+        session_keys = [keys.session_active_run(tenant, session_id), keys.session(tenant, session_id)]
+        return bool(await self._reclaim(keys=session_keys, args=[run_id, self._lease_ms, epoch]))
 
     @staticmethod
     def queue_pause_expiry(pipe, tenant: str, run_id: str, expires_at: float) -> None:
@@ -337,15 +337,15 @@ class RunStore:
         fenced = "" if epoch is None else epoch
         place = len(pipe)
         queue_script(pipe, self._end, [keys.run(tenant, run_id), keys.cancel_flag(run_id), keys.run_lease(run_id),
-                                       keys.run_log(tenant, run_id, "tool_calls"), keys.run_log(tenant, run_id, "thoughts")],
+                                       *(keys.run_log(tenant, run_id, kind) for kind in LOG_KINDS)],
                      [fenced, status, time.time(), error, paused_node, len(tool_calls),
                       *(dump_bytes(e) for e in tool_calls), *(dump_bytes(e) for e in thoughts)])
         pipe.zrem(keys.ACTIVE_RUNS, f"{tenant}/{run_id}")
         if status != "waiting_for_user":
             pipe.zrem(keys.PAUSED_RUNS, f"{tenant}/{run_id}")
         if session_id:
-            queue_script(pipe, self._release, [keys.session_active_run(tenant, session_id), keys.session(tenant, session_id)],
-                         [run_id, fenced])
+            queue_script(pipe, self._release,
+                         [keys.session_active_run(tenant, session_id), keys.session(tenant, session_id)], [run_id, fenced])
         return place
 
     async def finish(self, tenant: str, run_id: str, session_id: str, *, status: str, error: str = "",

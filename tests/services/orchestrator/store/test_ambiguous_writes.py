@@ -148,7 +148,8 @@ async def test_a_checkpoint_copy_sent_again_is_copied_once(proxy, cut_client, re
     assert await read_checkpoint(redis_client, tenant, child) == [{"n": "n1"}, {"n": "n2"}]
 
 
-async def test_an_answer_marked_again_after_its_reply_was_lost_is_still_its_own(proxy, cut_client, redis_client, tenant):
+async def test_an_answer_marked_again_after_its_reply_was_lost_is_still_its_own(proxy, cut_client, redis_client,
+                                                                                tenant):
     run = f"run-{uuid.uuid4().hex[:8]}"
     await redis_client.hset(keys.run(tenant, run), "status", "waiting_for_user")
     await redis_client.script_load(runs_module._MARK_ANSWERED)
