@@ -237,6 +237,7 @@ async def test_a_paused_owner_resumes_after_a_take_over_and_its_writes_are_refus
     seen = []
     while sum(1 for e in seen if e.WhichOneof("kind") == "message_delta") < 3:
         seen.append(await call.read())
+        assert seen[-1] is not grpc.aio.EOF, "the run ended before its third answer delta"
     a.pause()  # frozen mid-stream, its lease held: it renews nothing, writes nothing
     run_id, session_id = seen[0].run_id, seen[0].session_id
     try:
