@@ -10,7 +10,7 @@ its reply never delivered (an ambiguous write: Redis ran it, the caller was neve
         proxy.pause()               # nothing forwarded either way, connections kept open, until `heal`
         proxy.refuse()              # new connections closed at once until `heal`
         proxy.heal()                # pass again
-        cut = proxy.cut_after(lambda command: command[0] == b"EVAL")
+        cut = proxy.cut_after(script_call(SOME_LUA))   # or any test of the command: lambda command: ...
         command = await cut         # the next such command ran upstream; its connection was then cut
 
 Commands and replies are read as RESP (hiredis) to find the reply of the command `cut_after` waits for:
@@ -26,12 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import hiredis
 
 Command = list[bytes]
+
+
+def script_call(text: str) -> Callable[[Command], bool]:
+    """Whether a command runs this Lua script: EVAL with its text, or EVALSHA with its digest."""
+    body, sha = text.encode(), hashlib.sha1(text.encode()).hexdigest().encode()
+    return lambda command: ((command[0].upper() == b"EVAL" and command[1] == body)
+                            or (command[0].upper() == b"EVALSHA" and command[1] == sha))
 
 
 @dataclass(eq=False)

@@ -8,10 +8,8 @@ orchestrator whose writes lose their replies."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import uuid
-from typing import Callable
 
 import grpc
 import pytest
@@ -32,14 +30,7 @@ from services.orchestrator.store.journal import (JournalWriter, RunJournal, copy
 from services.orchestrator.store.sessions import message
 from tests.support.llm_gateway import llm_gateway
 from tests.support.orchestrator import orchestrator
-from tests.support.tcp_proxy import TcpProxy
-
-
-def script(text: str) -> Callable[[list[bytes]], bool]:
-    """Whether a command runs this Lua script (EVAL with its text, or EVALSHA with its digest)."""
-    body, sha = text.encode(), hashlib.sha1(text.encode()).hexdigest().encode()
-    return lambda command: ((command[0].upper() == b"EVAL" and command[1] == body)
-                            or (command[0].upper() == b"EVALSHA" and command[1] == sha))
+from tests.support.tcp_proxy import TcpProxy, script_call
 
 
 @pytest.fixture
@@ -68,7 +59,7 @@ async def messages(redis, tenant: str, session: str) -> list[str]:
 async def test_a_start_and_its_new_session_sent_again_are_stored_once(proxy, cut_client, redis_client, tenant):
     sessions, runs = SessionStore(cut_client), RunStore(cut_client, owner="a")
     session, run = uuid.uuid4().hex, f"run-{uuid.uuid4().hex[:8]}"
-    cut = proxy.cut_after(script(runs_module._START))
+    cut = proxy.cut_after(script_call(runs_module._START))
     assert not await runs.start(tenant, run, session, "agent-1", before=lambda pipe: sessions.queue_create(
         pipe, tenant, agent_id="agent-1", session_id=session, messages=[message("assistant", "Hi!")]))
     assert cut.done() and proxy.cut_connections == 1  # Redis ran it, the caller never heard: sent again
@@ -84,7 +75,7 @@ async def test_a_journal_batch_sent_again_is_stored_once(proxy, cut_client, redi
     await RunStore(redis_client, owner="a").start(tenant, run, "")
     await redis_client.script_load(journal_module._APPEND)  # (a Redis without it answers NOSCRIPT first)
     journal = RunJournal(JournalWriter(cut_client), tenant, run)
-    cut = proxy.cut_after(script(journal_module._APPEND))
+    cut = proxy.cut_after(script_call(journal_module._APPEND))
     journal.event(1, b"one", "n1")
     journal.event(2, b"two", "n1", record={"n": "n1"})
     await journal.aclose()
@@ -99,7 +90,7 @@ async def test_an_end_with_its_turn_and_trace_sent_again_is_stored_once(proxy, c
     await RunStore(redis_client, owner="a").start(tenant, run, session, "agent-1")
     sessions, runs = SessionStore(cut_client), RunStore(cut_client, owner="a")
     for cut_on in (sessions_module._SAVE_TURN, runs_module._END):  # the turn's reply lost, then the end's
-        proxy.cut_after(script(cut_on))
+        proxy.cut_after(script_call(cut_on))
     async with cut_client.pipeline(transaction=False) as pipe:  # as runs/ending.py sends it
         sessions.queue_save_turn(pipe, tenant, session, [message("user", "q"), message("assistant", "a")],
                                  SessionState.fresh({}), run_id=run, epoch=1)
@@ -125,7 +116,7 @@ async def test_a_take_over_and_its_clean_up_sent_again_happen_once(proxy, cut_cl
     other = RunStore(cut_client, owner="b")
     for cut_on in (runs_module._TAKE_OVER, runs_module._RECLAIM, journal_module._DROP):
         await redis_client.script_load(cut_on)  # (sent as EVALSHA: a Redis without it answers NOSCRIPT first)
-        proxy.cut_after(script(cut_on))
+        proxy.cut_after(script_call(cut_on))
     assert await other.take_over(tenant, run) == 2  # not "another replica was faster"
     assert await other.claim_session(tenant, session, run, 2)
     assert await drop_unfinished(cut_client, tenant, run, 2) == (1, {"n1"})
@@ -142,7 +133,7 @@ async def test_a_checkpoint_copy_sent_again_is_copied_once(proxy, cut_client, re
         records.event(seq, b"e", f"n{seq}", record={"n": f"n{seq}"})
     await records.aclose()
     await RunStore(redis_client, owner="a").start(tenant, child, "")
-    cut = proxy.cut_after(script(journal_module._COPY))
+    cut = proxy.cut_after(script_call(journal_module._COPY))
     assert await copy_checkpoint(cut_client, tenant, parent, child, 1) == 2
     assert cut.done()
     assert await read_checkpoint(redis_client, tenant, child) == [{"n": "n1"}, {"n": "n2"}]
@@ -153,7 +144,7 @@ async def test_an_answer_marked_again_after_its_reply_was_lost_is_still_its_own(
     run = f"run-{uuid.uuid4().hex[:8]}"
     await redis_client.hset(keys.run(tenant, run), "status", "waiting_for_user")
     await redis_client.script_load(runs_module._MARK_ANSWERED)
-    cut = proxy.cut_after(script(runs_module._MARK_ANSWERED))
+    cut = proxy.cut_after(script_call(runs_module._MARK_ANSWERED))
     assert await RunStore(cut_client).mark_answered(tenant, run, "answer-1")  # not "answered already"
     assert cut.done()
     assert not await RunStore(redis_client).mark_answered(tenant, run, "answer-2")
@@ -174,7 +165,7 @@ DSL = json.dumps({"components": {
 async def test_a_run_whose_writes_lose_their_replies_is_stored_once(proxy, redis_server, redis_client):
     await redis_client.script_load(journal_module._APPEND)  # (a Redis without it answers NOSCRIPT first)
     for cut_on in (runs_module._START, journal_module._APPEND, sessions_module._SAVE_TURN):
-        proxy.cut_after(script(cut_on))
+        proxy.cut_after(script_call(cut_on))
     async with llm_gateway({"chat": {"writer": ["the answer"]}}) as llm, \
             orchestrator(proxy.url("redis", "/0"), llm_gateway_addr=llm.addr) as orch, \
             grpc.aio.insecure_channel(orch.addr) as channel:
