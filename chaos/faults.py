@@ -11,17 +11,20 @@ restarted and serving, Redis answering, the proxy passing), so the next fault me
 | redis_restart | kill -9 of the Redis primary, started again on its port from its AOF |
 | redis_failover | kill -9 of the primary; Sentinel promotes the replica, the proxies follow; the old one rejoins as replica |
 | partition | one replica's link to Redis goes silent (a blackhole) for 20 s, then delivers what it held |
-| ambiguous_writes | one replica's Redis commands are applied but their replies dropped and the connection cut, for 3 s |
+| ambiguous_writes | for 5 s each write one replica sends is applied, then its connection cut before the reply |
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import random
 import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+import psutil
 
 from chaos.claims import ClaimWatch, owner_pid
 from chaos.model_server import ModelServer
@@ -80,6 +83,8 @@ class _ReplicaGone(Fault):
     """A replica that owns runs goes away (`take_away`) and comes back (`bring_back`); the claims of its sessions
     are watched from the moment it went."""
 
+    network = False  # True: only a replica behind a proxy of the suite can be the victim
+
     async def take_away(self, ctx: FaultContext, name: str) -> None:
         raise NotImplementedError
 
@@ -87,7 +92,7 @@ class _ReplicaGone(Fault):
         raise NotImplementedError
 
     async def strike(self, ctx: FaultContext) -> Struck:
-        name = ctx.rng.choice(ctx.stack.orchestrators())
+        name = ctx.rng.choice(sorted(ctx.stack.links) if self.network else ctx.stack.orchestrators())
         pid = ctx.stack.pid(name)
         assert pid is not None
         owned = await until(lambda: runs_owned(ctx, pid), f"{name} owning a run")
@@ -156,8 +161,11 @@ class SandboxKill(_PartKill):
     name, part = "sandbox_kill", "sandbox"
 
     async def ready(self, ctx: FaultContext) -> dict[str, Any]:
-        await asyncio.sleep(ctx.rng.uniform(0, 0.5))  # code runs take 0.3 s each: some are always in flight
-        return {}
+        sandbox = psutil.Process(ctx.stack.pid(self.part))
+
+        async def executing() -> int:  # each execution is a child process of the sandbox
+            return len(sandbox.children())
+        return {"executions_in_flight": await until(executing, "code executing in the sandbox", every=0.02)}
 
 
 class RedisRestart(Fault):
@@ -195,6 +203,7 @@ class RedisFailover(Fault):
 
 class Partition(_ReplicaGone):
     name = "partition"
+    network = True
     silent_s = 20.0
 
     async def take_away(self, ctx: FaultContext, name: str) -> None:
@@ -204,23 +213,34 @@ class Partition(_ReplicaGone):
         try:
             await asyncio.sleep(self.silent_s)
         finally:
-            ctx.stack.links[name].proxy.resume()
+            ctx.stack.links[name].proxy.heal()
 
 
 class AmbiguousWrites(Fault):
+    """For `window_s`, every write one replica sends to Redis in turn is applied and then its connection cut before
+    the reply arrives (the proxy's `cut_after`): the replica cannot know whether it happened."""
+
     name = "ambiguous_writes"
-    window_s = 3.0
+    window_s = 5.0
+    writes = frozenset({b"EVALSHA", b"EVAL", b"HSET", b"SET", b"DEL", b"XADD", b"RPUSH", b"ZADD", b"ZREM",
+                        b"EXPIRE", b"PEXPIRE", b"HINCRBY", b"MULTI", b"EXEC"})
 
     async def strike(self, ctx: FaultContext) -> Struck:
-        name = ctx.rng.choice(ctx.stack.orchestrators())
+        name = ctx.rng.choice(sorted(ctx.stack.links))
         proxy = ctx.stack.links[name].proxy
-        proxy.drop_replies()
         struck = Struck(self.name, f"{name} | redis", time.monotonic())
-        try:
-            await asyncio.sleep(self.window_s)
-        finally:
-            proxy.pass_through()
+        cut: list[str] = []
+        deadline = struck.at + self.window_s
+        while (left := deadline - time.monotonic()) > 0:
+            armed = proxy.cut_after(lambda command: command[0].upper() in self.writes)
+            try:
+                command = await asyncio.wait_for(asyncio.shield(armed), left)
+            except asyncio.TimeoutError:
+                armed.cancel()  # no write came in time: the cut is disarmed
+                break
+            cut.append(command[0].decode().upper())
         struck.until = time.monotonic()
+        struck.notes = {"writes_cut": len(cut), "commands": dict(collections.Counter(cut))}
         return struck
 
 

@@ -6,8 +6,9 @@
 - `final_output`: a client that had the run's end (rejoining as often as it took) shows each component's final
   output: the answer built from the last request of each LLM component (chaos/workload.py).
 - `claim_released`: no session stays claimed longer than a lease after its owner died (chaos/claims.py).
-- `single_writer`: a stale owner cannot write after another took over: in the journal, no component finishes
-  twice, and the run's stored status is the one its stream ends with.
+- `single_writer`: a stale owner cannot write after another took over: in the journal no component finishes
+  twice or has events in two owners' stretches of the stream (`StoredRun.spanning`), and the run's stored
+  status is the one its stream ends with.
 
 The suite reads Redis directly (never through the proxies): the keys are the orchestrator's
 (services/orchestrator/store/keys.py), the records its checkpoint's.
@@ -26,6 +27,7 @@ from trellis.canvas.v1 import events_pb2
 from chaos.load import RunSeen
 from chaos.model_server import ModelServer, tag_number
 from chaos.workload import LLM_SHAPES, expected_answer
+from services.orchestrator.runs.resume import TAKE_OVER_GAP
 from services.orchestrator.store import keys
 
 TERMINAL = {"succeeded", "failed", "cancelled"}
@@ -73,8 +75,27 @@ class StoredRun:
     error: str
     attempts: int
     records: list[str]  # the checkpoint's records, as stored (JSON text)
-    finishing: dict[str, int]  # component key -> stream entries that finish it
+    entries: list[tuple[int, str, bool]]  # the stream: (seq, component key, finishes it)
     last_event: events_pb2.RunEvent | None
+
+    def finished_twice(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for _, node, finishes in self.entries:
+            counts[node] = counts.get(node, 0) + finishes
+        return {node: n for node, n in counts.items() if n > 1}
+
+    def spanning(self) -> list[str]:
+        """Components with events under two owners. A take-over numbers its events past a gap
+        (runs/resume.py) and first drops the events of what had not finished, so each component's events lie
+        in one owner's stretch of the stream; one in two was written by a stale owner after it lost the run."""
+        stretch, last, owners = 0, None, {}
+        for seq, node, _ in self.entries:
+            if last is not None and seq - last > TAKE_OVER_GAP // 2:
+                stretch += 1
+            last = seq
+            if node:
+                owners.setdefault(node, set()).add(stretch)
+        return [node for node, seen in owners.items() if len(seen) > 1]
 
 
 async def read_run(redis: aioredis.Redis, tenant: str, run_id: str) -> StoredRun:
@@ -82,16 +103,13 @@ async def read_run(redis: aioredis.Redis, tenant: str, run_id: str) -> StoredRun
         pipe.hgetall(keys.run(tenant, run_id))
         pipe.lrange(keys.run_checkpoint(tenant, run_id), 0, -1)
         pipe.xrange(keys.run_events(tenant, run_id))
-        info, records, entries = await pipe.execute()
+        info, records, stream = await pipe.execute()
     info = {k.decode(): v.decode(errors="replace") for k, v in info.items()}
-    finishing: dict[str, int] = {}
-    for _, fields in entries:
-        if fields.get(b"f") == b"1":
-            node = fields.get(b"k", b"").decode()
-            finishing[node] = finishing.get(node, 0) + 1
-    last = events_pb2.RunEvent.FromString(entries[-1][1][b"e"]) if entries else None
+    entries = [(int(entry_id.split(b"-")[1]), fields.get(b"k", b"").decode(), fields.get(b"f") == b"1")
+               for entry_id, fields in stream]
+    last = events_pb2.RunEvent.FromString(stream[-1][1][b"e"]) if stream else None
     return StoredRun(info.get("status", ""), info.get("error", ""), int(info.get("attempts") or 0),
-                     [r.decode() for r in records], finishing, last)
+                     [r.decode() for r in records], entries, last)
 
 
 def _ended_as_stored(run: StoredRun) -> bool:
@@ -108,8 +126,9 @@ async def check_runs(redis: aioredis.Redis, tenant: str, seen: list[RunSeen], mo
         "terminal": Check("terminal", "every run a client saw ends in a terminal state"),
         "no_rerun": Check("no_rerun", "no finished component runs again (model requests after its recorded answer)"),
         "final_output": Check("final_output", "a client that had the run's end shows each component's final output"),
-        "single_writer": Check("single_writer", "after a take-over only the new owner writes: no component "
-                                                "finishes twice in the journal, the stored status is the stream's"),
+        "single_writer": Check("single_writer", "after a take-over only the new owner writes: in the journal no "
+                                                "component finishes twice or has events under two owners, and "
+                                                "the stored status is the stream's end"),
     }
     for s in seen:
         if not s.run_id:
@@ -130,9 +149,10 @@ async def check_runs(redis: aioredis.Redis, tenant: str, seen: list[RunSeen], mo
             want = expected_answer(s.nonce, numbers)
             checks["final_output"].count(s.shown() == want, f"{s.run_id}: shown {s.shown()[-80:]!r}, "
                                                             f"want {want[-80:]!r} (rejoins {s.rejoins})")
-        twice = {k: n for k, n in run.finishing.items() if n > 1}
-        checks["single_writer"].count(not twice and _ended_as_stored(run),
-                                      f"{s.run_id}: finished twice {twice}, status {run.status!r}, stream ends "
+        twice, spanning = run.finished_twice(), run.spanning()
+        checks["single_writer"].count(not twice and not spanning and _ended_as_stored(run),
+                                      f"{s.run_id}: finished twice {twice}, under two owners {spanning}, status "
+                                      f"{run.status!r}, stream ends "
                                       f"{run.last_event.WhichOneof('kind') if run.last_event else None}")
     return checks
 

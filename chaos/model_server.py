@@ -3,7 +3,7 @@ request is for, counts them, and signs each answer with its number.
 
 A canvas's LLM components send the system prompt `component <id>` and the user's message `run <nonce> ...`
 (chaos/load.py makes each client's query carry a nonce of its own), so the server reads (nonce, component)
-off every request. The answer streams one token a chunk, paced by the model name `chaos-<tokens>-<ms>`, and
+off every request: the component from the system prompt, the nonce from the last user message. The answer streams one token a chunk, paced by the model name `chaos-<tokens>-<ms>`, and
 ends with the tag `[<nonce> <component> #<n>]`: n is the request's number for that pair. A component's final
 output therefore says which request produced it, and a request numbered past it means the component ran again
 after it had finished (chaos/invariants.py).
@@ -82,8 +82,11 @@ class ModelServer:
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = orjson.loads(await request.read())
-        text = " ".join(str(m.get("content") or "") for m in body.get("messages", []))
-        run, component = _RUN.search(text), _COMPONENT.search(text)
+        messages = body.get("messages", [])
+        system = " ".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+        users = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+        # the last user message is this turn's (a session's earlier turns may come before it as history)
+        run, component = _RUN.search(users[-1] if users else ""), _COMPONENT.search(system)
         key = (run.group(1) if run else "?", component.group(1) if component else "?")
         self.requests[key] += 1
         self.total += 1

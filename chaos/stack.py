@@ -1,8 +1,11 @@
 """The stack under chaos: the processes `trellis up` starts (trellis_cli/up.py's `Stack`, supervised the same way:
 a part that dies is started again with backoff), here with several orchestrator replicas, on a Redis of the
-suite's own (chaos/redis_nodes.py) that each orchestrator reaches through a TCP proxy of its own
-(tests/support/tcp_proxy.py), so one replica can be cut off from Redis while the others are not. The model
-behind the LLM gateway is the suite's counting server (chaos/model_server.py).
+suite's own (chaos/redis_nodes.py). Each orchestrator reaches Redis through a TCP proxy of its own
+(tests/support/tcp_proxy.py), so one replica can be cut off from Redis while the others are not; a proxy's
+upstream follows the primary, as a managed Redis's endpoint follows its failovers. With the replicated Redis
+(a replica and a Sentinel, for the failover fault) every replica but the last is Sentinel's client instead
+(`redis+sentinel://`) and follows a failover itself; the last keeps its proxy. The model behind the LLM gateway
+is the suite's counting server (chaos/model_server.py).
 
     async with ChaosStack(workdir, replicas=3, replicated=True, model_url=...) as stack:
         stack.url, stack.key; stack.part("orchestrator-1").pid; stack.links["orchestrator-1"].proxy
@@ -26,7 +29,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeout
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from chaos.redis_nodes import RedisNodes
+from chaos.redis_nodes import SENTINEL_NAME, RedisNodes
 from tests.support.tcp_proxy import TcpProxy
 from trellis_cli.up import Child, RestartPolicy, Stack
 
@@ -53,7 +56,7 @@ class RedisLink:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.proxy.port}/0"
+        return self.proxy.url("redis", "/0")
 
 
 class ChaosStack:
@@ -101,12 +104,18 @@ class ChaosStack:
         stack = Stack()
         upstream = ("127.0.0.1", self.redis.primary().port)
         if self.proxied:
-            self.suite_link = RedisLink("suite", TcpProxy(upstream))
+            self.suite_link = RedisLink("suite", TcpProxy(*upstream))
             await self.suite_link.proxy.start()
+        orchestrators = [p.name for p in stack.procs if p.name.startswith(ORCHESTRATOR)]
         procs = []
         for proc in stack.procs:
-            if proc.name.startswith(ORCHESTRATOR) and self.proxied:
-                proxy = TcpProxy(upstream)
+            if proc.name in orchestrators and self.redis.sentinel is not None and proc.name != orchestrators[-1]:
+                # Sentinel's clients: they ask the Sentinel for the primary and follow a failover themselves
+                # (one replica stays behind a proxy, for the network faults)
+                url = f"redis+sentinel://127.0.0.1:{self.redis.sentinel.port}/{SENTINEL_NAME}"
+                proc = replace(proc, env={**proc.env, "TRELLIS_REDIS_URL": url})
+            elif proc.name in orchestrators and self.proxied:
+                proxy = TcpProxy(*upstream)
                 await proxy.start()
                 link = self.links[proc.name] = RedisLink(proc.name, proxy)
                 proc = replace(proc, env={**proc.env, "TRELLIS_REDIS_URL": link.url})
@@ -134,7 +143,7 @@ class ChaosStack:
                     child.popen.send_signal(signal.SIGCONT)
             await asyncio.to_thread(self.stack.stop, 15.0)
         for link in self._all_links():
-            await link.proxy.stop()
+            await link.proxy.aclose()
         await asyncio.to_thread(self.redis.stop)
 
     async def _supervise(self) -> None:
