@@ -100,9 +100,11 @@ def begin_inputs(dsl_json: str) -> dict[str, Any]:
 
 
 async def call_request(orch: Orchestrator, tenant: str, agent_id: str, *, query: str, inputs: dict[str, Any],
-                       session_id: str = "", continue_on_disconnect: bool = False) -> canvas_pb.RunRequest:
+                       session_id: str = "", continue_on_disconnect: bool = False,
+                       api_key_id: str = "") -> canvas_pb.RunRequest:
     """The run of one call: on `session_id` (which must be the tenant's session of this agent), else on a new
-    session made as CreateSession makes one, running the latest published version (the draft if none)."""
+    session made as CreateSession makes one, running the latest published version (the draft if none).
+    `api_key_id`: the caller's key's (gateway/auth.py), whose own limits apply too."""
     if session_id:
         session = await load_session(orch, tenant, agent_id, session_id)
         req = canvas_pb.RunRequest(agent=session_target(session), session_id=session.id, user_id=session.user_id or tenant)
@@ -110,6 +112,7 @@ async def call_request(orch: Orchestrator, tenant: str, agent_id: str, *, query:
         req = canvas_pb.RunRequest(agent=agent_target(agent_id), create_session=True, user_id=tenant)
     req.tenant_id, req.query, req.inputs_json = tenant, query, json_field(inputs)
     req.continue_on_disconnect = continue_on_disconnect
+    req.api_key_id = api_key_id
     return req
 
 

@@ -81,6 +81,13 @@ def bearer_token(header: str | None) -> str:
     return value
 
 
+def api_key_id(authorization: str | None) -> str:
+    """The id the limits name a key by (docs/limits.md): the first 16 hex digits of its SHA-256, never the key;
+    "" without one. The gateway sets it on each run it starts (RunRequest.api_key_id)."""
+    token = bearer_token(authorization)
+    return hashlib.sha256(token.encode()).hexdigest()[:16] if token else ""
+
+
 class KeyRing:
     """Looks keys up by their SHA-256, so a lookup's timing says nothing about how much of a key matched."""
 

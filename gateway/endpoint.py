@@ -16,7 +16,7 @@ from typing import Awaitable, Callable
 import grpc
 from aiohttp import web
 
-from gateway.auth import KeyRing
+from gateway.auth import KeyRing, api_key_id
 from gateway.contract import CONTRACT, Contract
 from gateway.dialects import Dialect
 from gateway import refusal
@@ -26,11 +26,12 @@ log = logging.getLogger(__name__)
 
 KEYS = web.AppKey("keys", KeyRing)
 TENANT = web.RequestKey("tenant", str)  # the tenant the request's API key maps to
+API_KEY_ID = web.RequestKey("api_key_id", str)  # that key's id, for its own limits (gateway/auth.py)
 STREAM = web.RequestKey("stream", web.StreamResponse)  # the SSE response, once its headers went out
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-__all__ = ["KEYS", "TENANT", "STREAM", "Dialect", "endpoint"]
+__all__ = ["KEYS", "TENANT", "API_KEY_ID", "STREAM", "Dialect", "endpoint"]
 
 
 def endpoint(dialect: Dialect, *, contract: Contract | None = None, public: bool = False) -> Callable[[Handler], Handler]:
@@ -47,6 +48,7 @@ def endpoint(dialect: Dialect, *, contract: Contract | None = None, public: bool
                 if tenant is None:
                     return dialect.error_response(dialect.auth_error(missing=not (header or "").strip()))
                 request[TENANT] = tenant
+                request[API_KEY_ID] = api_key_id(header)
             try:
                 return await handler(request)
             except GatewayError as err:

@@ -68,6 +68,7 @@ class Caller:
         self.orch: Orchestrator = state["orchestrator"]
         self.tenant: str = state["tenant"]
         self.agent_id: str = state["agent_id"]
+        self.api_key_id: str = state.get("api_key_id", "")  # the caller's key's, whose own limits apply too
         self.state = state
 
 
@@ -166,7 +167,7 @@ class TrellisRequestHandler(RequestHandler):
                 data, query = {next(iter(form)): query}, ""
         try:
             req = await call_request(caller.orch, caller.tenant, caller.agent_id, query=query, inputs=data,
-                                     session_id=session_id, continue_on_disconnect=True)
+                                     session_id=session_id, continue_on_disconnect=True, api_key_id=caller.api_key_id)
         except GatewayError as err:
             raise InvalidParamsError(message=err.message) from None
         return caller, req, task_id

@@ -25,6 +25,7 @@ from gateway.a2a.push import PushConfigs
 from gateway.a2a.refusals import STATE_KEY, answering_refusals
 from gateway.agent_calls import find_agent
 from gateway.asgi import serve_asgi
+from gateway.auth import api_key_id
 from gateway.config import CONFIG
 from gateway.contract import Contract
 from gateway.endpoint import KEYS
@@ -59,6 +60,7 @@ class _Context(DefaultServerCallContextBuilder):
         context = super().build(request)
         context.state.update(tenant=request.state.tenant, orchestrator=request.state.orchestrator,
                              agent_id=request.state.agent_id, base_url=request.state.base_url,
+                             api_key_id=request.state.api_key_id,
                              **{STATE_KEY: getattr(request.state, STATE_KEY)})
         return context
 
@@ -96,7 +98,8 @@ async def jsonrpc(request: web.Request) -> web.StreamResponse:
     if refused is not None:
         return refused
     state = {"tenant": tenant, "orchestrator": request.app[ORCHESTRATOR], "agent_id": request.match_info["agent_id"],
-             "base_url": _base_url(request), STATE_KEY: []}
+             "base_url": _base_url(request), "api_key_id": api_key_id(request.headers.get("Authorization")),
+             STATE_KEY: []}
     return await serve_asgi(request.app[A2A_APP], request, state=state)
 
 

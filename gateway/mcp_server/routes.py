@@ -21,6 +21,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from gateway.agent_calls import find_agent
 from gateway.asgi import serve_asgi
+from gateway.auth import api_key_id
 from gateway.contract import Contract
 from gateway.endpoint import KEYS
 from gateway.errors import GatewayError
@@ -51,7 +52,7 @@ async def _serve(request: web.Request, agent_id: str | None) -> web.StreamRespon
                 return _rpc_error(404, f"agent {agent_id!r} not found")
         except GatewayError as err:
             return _rpc_error(err.http_status, err.message)
-    state = {"tenant": tenant, "orchestrator": orch}
+    state = {"tenant": tenant, "orchestrator": orch, "api_key_id": api_key_id(request.headers.get("Authorization"))}
     if agent_id is not None:
         state["agent_id"] = agent_id
     user = AuthenticatedUser(AccessToken(token="", client_id=tenant, scopes=[]))

@@ -52,11 +52,12 @@ class Caller:
     orch: Orchestrator
     tenant: str
     agent_id: str | None
+    api_key_id: str = ""  # the caller's key's id, whose own limits apply too (gateway/auth.py)
 
 
 def _caller(server: Server) -> Caller:
     state = server.request_context.request.state  # the Starlette request of the HTTP call carrying this message
-    return Caller(state.orchestrator, state.tenant, getattr(state, "agent_id", None))
+    return Caller(state.orchestrator, state.tenant, getattr(state, "agent_id", None), getattr(state, "api_key_id", ""))
 
 
 async def _tools(caller: Caller) -> dict[str, CallableAgent]:
@@ -124,7 +125,7 @@ async def _call(server: Server, name: str, args: dict[str, Any]) -> types.CallTo
     progress = 0
     for _ in range(MAX_PAUSES + 1):
         req = await call_request(caller.orch, caller.tenant, agent.agent.id, query=query, inputs=inputs,
-                                 session_id=session_id)
+                                 session_id=session_id, api_key_id=caller.api_key_id)
         outcome = RunOutcome()
         async with caller.orch.run(req) as events:
             async for ev in events:

@@ -16,6 +16,7 @@ from trellis.canvas.v1 import webhook_service_pb2 as hook_pb
 
 from gateway import sse
 from gateway.dialects import DialectRun
+from gateway.endpoint import API_KEY_ID
 from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR, Orchestrator
 from gateway.protocol import CompletionWebhookIn
@@ -26,6 +27,7 @@ async def respond(request: web.Request, req: canvas_pb.RunRequest, run: DialectR
     """Run `req` (or, with a Last-Event-ID header, rejoin the run it names) and answer with `run`: its stream,
     whose frames carry the ids to rejoin with, or its one answer."""
     orch = request.app[ORCHESTRATOR]
+    req.api_key_id = request.get(API_KEY_ID, "")  # the key's own limits apply too (docs/limits.md)
     async with orch.run(req, last_event_id=request.headers.get("Last-Event-ID", ""), merge=stream) as events:
         if stream:
             return await sse.send(request, run.stream(events), events, media_type=run.dialect.media_type)
@@ -40,6 +42,7 @@ async def start_in_background(request: web.Request, req: canvas_pb.RunRequest,
     `GET .../runs/{run_id}/join` waits for its result, `.../events` streams it (gateway/routes/runs.py).
     `answer(run_id, session_id)` is the dialect's 202 (default: RAGFlow's, `started`)."""
     req.continue_on_disconnect = True
+    req.api_key_id = request.get(API_KEY_ID, "")
     async with request.app[ORCHESTRATOR].run(req, merge=False) as events:
         first = await anext(aiter(events), None)
     if first is None:

@@ -37,7 +37,7 @@ from trellis.canvas.v1 import webhook_trigger_service_pb2 as wt_pb
 
 from gateway.contract import Contract
 from gateway.dialects.ragflow import Mode, RagflowRun
-from gateway.endpoint import KEYS, TENANT, Dialect, endpoint
+from gateway.endpoint import API_KEY_ID, KEYS, TENANT, Dialect, endpoint
 from gateway.errors import GatewayError
 from gateway.orchestrator import ORCHESTRATOR, Orchestrator
 from gateway.responses import json_response
@@ -140,7 +140,8 @@ async def _trigger(request: web.Request, tenant: str, agent: agent_pb.Agent, *, 
     immediately = cfg.get("execution_mode", "Immediately") == "Immediately"
     req = canvas_pb.RunRequest(agent=agent_target(agent.id, draft=True), tenant_id=tenant, user_id=tenant,
                                webhook_payload_json=json.dumps(clean, ensure_ascii=False),
-                               continue_on_disconnect=immediately)
+                               continue_on_disconnect=immediately,
+                               api_key_id=request.get(API_KEY_ID, ""))  # /test's key; the public route has none
     trace = _TestLog(orch, tenant, agent.id, start_ts) if test else None
     if immediately:
         return await _answer_at_once(request, req, cfg.get("response") or {}, trace)

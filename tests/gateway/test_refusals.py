@@ -6,6 +6,7 @@ tenant B is admitted; a refusal that reaches an open stream is the dialect's err
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 
@@ -33,6 +34,11 @@ def _assert_refusal_headers(resp) -> None:
 
 def _names_tenant_and_limit(message: str, tenant: str = "tenant-a", limit: str = "concurrent_runs") -> None:
     assert tenant in message and limit in message
+
+
+def _key_id(key: str) -> str:
+    """docs/limits.md: the first 16 hex digits of the key's SHA-256."""
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def _refuse_a(stack) -> tuple[str, str]:
@@ -84,11 +90,13 @@ async def test_a_refused_tenant_gets_429_with_retry_after_in_the_doors_shape_whi
     _assert_refusal_headers(resp)
     assert resp.content_type == "application/json"  # a plain answer, not a stream: none had started
     _names_tenant_and_limit(_refusal_body_of(door, await resp.json()))
+    assert stack.fake.run_requests[-1].api_key_id == _key_id(stack.key_a)  # the key's own limits apply too
 
     path, body = DOORS[door](agent_b, stream)
     admitted = await stack.client.post(path, json=body, headers=stack.auth(stack.key_b))
     assert admitted.status == 200 and "Retry-After" not in admitted.headers
     assert "Hello" in await admitted.text()  # the scripted answer, "Hello world"
+    assert stack.fake.run_requests[-1].api_key_id == _key_id(stack.key_b)
 
 
 async def test_the_openai_sdk_raises_rate_limit_error_and_its_retry_honours_retry_after(stack):
@@ -149,6 +157,7 @@ async def test_the_webhook_trigger_answers_a_refusal_with_429_and_retry_after(st
     body = await resp.json()
     assert body["code"] == 400
     _names_tenant_and_limit(body["message"])
+    assert stack.fake.run_requests[-1].api_key_id == ""  # the public webhook has no key
 
 
 async def test_the_mcp_tool_call_is_a_jsonrpc_error_with_the_retry_delay(stack):
@@ -165,6 +174,7 @@ async def test_the_mcp_tool_call_is_a_jsonrpc_error_with_the_retry_delay(stack):
     _names_tenant_and_limit(error.message)
     assert error.data == {"tenant": "tenant-a", "limit": "concurrent_runs", "retry_after": 2, "retry_after_ms": 1500,
                           "ratelimit_policy": POLICY, "ratelimit": STATE}
+    assert stack.fake.run_requests[-1].api_key_id == _key_id(stack.key_a)
 
 
 @pytest.mark.parametrize("method", ["SendMessage", "SendStreamingMessage"])
@@ -184,6 +194,7 @@ async def test_the_a2a_send_is_a_jsonrpc_error_with_retry_info(stack, method):
     assert details["RetryInfo"]["retryDelay"] == "1.500s"
     assert details["QuotaFailure"]["violations"] == [{"subject": "tenant:tenant-a", "description": "concurrent_runs"}]
     assert details["ErrorInfo"]["reason"] == "RESOURCE_EXHAUSTED"
+    assert stack.fake.run_requests[-1].api_key_id == _key_id(stack.key_a)
 
     admitted = await stack.client.post(f"/a2a/{agent_b}", json=call, headers={**stack.auth(stack.key_b),
                                                                             "A2A-Version": "1.0"})
