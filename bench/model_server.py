@@ -1,6 +1,6 @@
 """A scripted OpenAI-compatible model server for the pipeline benchmark: one token per SSE chunk.
 
-    python bench/model_server.py --port 8099
+    python bench/model_server.py --port 8099 [--reuse-port]
 
 The model name says what to send: `bench-<tokens>-<ms per token>` (`bench-200-10`: 200 tokens, one every
 10 ms; `bench-4000-0`: 4,000 tokens as fast as the socket takes them). Each token is `qz ` so a client can
@@ -59,10 +59,13 @@ async def chat(request: web.Request) -> web.StreamResponse:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--reuse-port", action="store_true", help="several processes share the port (SO_REUSEPORT)")
     args = parser.parse_args()
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
-    web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None)
+    # A backlog for thousands of clients connecting at once (bench/held_streams_bench.py), as the gateway's.
+    web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None, backlog=4096,
+                reuse_port=args.reuse_port or None)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def relay_app(upstream: str) -> web.Application:
     app = web.Application()
 
     async def startup(app: web.Application) -> None:
-        app["session"] = aiohttp.ClientSession()
+        app["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))  # no cap on held streams
 
     async def cleanup(app: web.Application) -> None:
         await app["session"].close()
@@ -228,7 +228,7 @@ def upstream_chunks(upstream: str):
     async def chunks(body: bytes):
         nonlocal session, channel, mux
         if upstream.startswith("http"):
-            session = session or aiohttp.ClientSession()
+            session = session or aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))  # no cap on streams
             async with session.post(upstream + "/v1/chat/completions", data=body,
                                     headers={"Content-Type": "application/json"}) as up:
                 async for chunk in up.content.iter_any():

@@ -1,0 +1,70 @@
+"""Loaded by `bench/held_streams_bench.py --heap-probe` (it puts this directory on PYTHONPATH, nothing else does):
+with BENCH_HEAP_PROBE_DIR set, every Trellis process (`-m gateway`, `-m services.*`) traces its allocations
+(tracemalloc, BENCH_HEAP_PROBE_FRAMES frames each) and, when the file `<dir>/take-<label>` appears, writes
+`<dir>/<pid>-<label>.snap` (a tracemalloc snapshot) and `<dir>/<pid>-<label>.types.json` (live objects the
+collector tracks, by type: count and bytes by sys.getsizeof), then `<dir>/<pid>-<label>.done`. A thread polls
+for the files, so a process busy or idle on any loop answers within a quarter second."""
+
+from __future__ import annotations
+
+import os
+
+_DIR = os.environ.get("BENCH_HEAP_PROBE_DIR")
+
+
+def _ours() -> bool:
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return False
+    return any(a == b"-m" and i + 1 < len(argv) and (argv[i + 1] == b"gateway" or argv[i + 1].startswith(b"services."))
+               for i, a in enumerate(argv))
+
+
+def _install(out_dir: str, frames: int) -> None:
+    import collections
+    import gc
+    import json
+    import sys
+    import threading
+    import time
+    import tracemalloc
+
+    tracemalloc.start(frames)
+    pid = os.getpid()
+    taken: set[str] = set()
+
+    def census() -> dict[str, list[int]]:
+        counts: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+        for obj in gc.get_objects():
+            entry = counts[type(obj).__qualname__]
+            entry[0] += 1
+            try:
+                entry[1] += sys.getsizeof(obj)
+            except TypeError:
+                pass
+        return dict(counts)
+
+    def poll() -> None:
+        while True:
+            time.sleep(0.25)
+            try:
+                labels = [n[5:] for n in os.listdir(out_dir) if n.startswith("take-")]
+            except OSError:
+                continue
+            for label in labels:
+                if label in taken:
+                    continue
+                taken.add(label)
+                base = os.path.join(out_dir, f"{pid}-{label}")
+                tracemalloc.take_snapshot().dump(base + ".snap")
+                with open(base + ".types.json", "w") as f:
+                    json.dump(census(), f)
+                open(base + ".done", "w").close()
+
+    threading.Thread(target=poll, name="heap-probe", daemon=True).start()
+
+
+if _DIR and _ours():
+    _install(_DIR, int(os.environ.get("BENCH_HEAP_PROBE_FRAMES", "8")))
