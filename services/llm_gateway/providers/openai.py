@@ -139,20 +139,23 @@ class OpenAIProvider(Provider):
         limits = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=None)
         started = False
         try:
-            async with self._http.post(self._url, data=orjson.dumps(kwargs), headers=self._headers,
-                                       timeout=limits, proxy=self._proxy) as resp:
-                try:
-                    if resp.status >= 400:
-                        raw = await resp.read()
-                        raise status_error(resp.status, _body(raw), resp.headers, where)
-                    async for delta in stream_deltas(_reads(resp.content), where):
-                        started = True
-                        yield delta
-                    await _read_to_end(resp)
-                finally:
-                    # Not drained: closing drops the connection, which is what stops the upstream request when
-                    # the consumer is cancelled (client cancel, deadline).
-                    resp.close()
+            # Awaited, not `async with`: its context manager would keep the spent request coroutine (1.4 KB) for
+            # as long as the stream lasts (docs/speed-policies.md, "Many held streams").
+            resp = await self._http.post(self._url, data=orjson.dumps(kwargs), headers=self._headers,
+                                         timeout=limits, proxy=self._proxy)
+            try:
+                if resp.status >= 400:
+                    raw = await resp.read()
+                    raise status_error(resp.status, _body(raw), resp.headers, where)
+                async for delta in stream_deltas(_reads(resp.content), where):
+                    started = True
+                    yield delta
+                await _read_to_end(resp)
+            finally:
+                # Not drained: closing drops the connection, which is what stops the upstream request when
+                # the consumer is cancelled (client cancel, deadline).
+                resp.close()
+                await resp.wait_for_close()
         except asyncio.TimeoutError:
             raise ProviderTimeout(f"{where}: the provider did not answer in time") from None
         except aiohttp.ClientError as exc:
