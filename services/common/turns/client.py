@@ -55,6 +55,9 @@ class _Expired:  # put in a turn's queue when its deadline passed without the pe
     pass
 
 
+_EXPIRED = _Expired()
+
+
 class _Cancelled:  # put in a turn's queue when its caller cancelled it: a read still waiting wakes and fails
     pass
 
@@ -198,6 +201,11 @@ class TurnCall:
     once it ended). A failure raises the `grpc.aio.AioRpcError` its call would have raised. Nothing is sent
     before the first read, as nothing of a call is before its first await."""
 
+    # Slots, and the request let go of once a chunk came (it is never sent again then): a held stream keeps its
+    # turn for as long as it lasts, in the gateway and in the orchestrator (services/common/inbox.py says why).
+    __slots__ = ("_client", "_request", "_timeout", "_metadata", "_fields", "_queue", "_stream", "_turn_id",
+                 "_deadline", "_timer", "_opens", "_seen", "_outcome")
+
     def __init__(self, client: "TurnClient", request: Any, timeout: float | None, metadata: Any,
                  fields: dict[str, Any]) -> None:
         self._client = client
@@ -248,7 +256,9 @@ class TurnCall:
                 item = await self._queue.get()
                 if item.__class__ is message_type:
                     if item.HasField("chunk"):
-                        self._seen = True
+                        if not self._seen:
+                            self._seen = True
+                            self._request = self._metadata = self._fields = None
                         return item.chunk
                     end = item.end
                     if end.again:  # that replica shuts down and never started it: a new stream
@@ -291,7 +301,7 @@ class TurnCall:
         if self._opens == 0 and self._timeout is not None:
             self._deadline = loop.time() + self._timeout
             if self._timeout > 0:  # (a timeout of 0 would be none at all to the peer: not sent)
-                self._timer = loop.call_at(self._deadline, self._queue.put_nowait, _Expired())
+                self._timer = loop.call_at(self._deadline, self._queue.put_nowait, _EXPIRED)
         left = None if self._deadline is None else self._deadline - loop.time()
         if left is not None and left <= 0:
             raise _failure(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
