@@ -24,15 +24,17 @@ import asyncio
 from limits.aio.storage import RedisClusterStorage, RedisSentinelStorage, RedisStorage, Storage
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster, Sentinel
 from redis.asyncio.cluster import ClusterNode
+from redis.asyncio.connection import SSLConnection
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.backoff import ConstantBackoff, EqualJitterBackoff
+from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeout
 
 from services.common.errors import Unavailable
-from services.orchestrator.store import _redis_fast, redis_target
+from services.orchestrator.store import _redis_cluster, _redis_fast, redis_target
 from services.orchestrator.store.redis_target import RedisTarget
 
 # redis-py's default pool refuses its 101st connection at once ("Too many connections"): a burst of runs (each
@@ -78,13 +80,20 @@ def connect(target: RedisTarget | str) -> Redis | RedisCluster:
 
 
 def _cluster(target: RedisTarget) -> RedisCluster:
-    """redis-py's cluster client. Its retry differs from the rule above in one way, its own: after a lost
-    connection it asks the cluster for its slots again and resends at once (RETRIES times), rather than after a
-    backoff. Each node has a pool of up to MAX_CONNECTIONS; a caller past them fails at once
-    (MaxConnectionsError) rather than waits."""
+    """redis-py's cluster client (with pipelines fit for the store: _redis_cluster.py). Its retry differs from
+    the rule above in one way, its own: after a lost connection it asks the cluster for its slots again and
+    resends at once (RETRIES times), rather than after a backoff. Each node has a pool of up to
+    MAX_CONNECTIONS; a caller past them fails at once (MaxConnectionsError) rather than waits. A MULTI/EXEC
+    goes to its slot's primary through a client of that node alone, with this module's rule."""
     options = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S, **target.options}
-    return RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes], retry=retry(),
-                        max_connections=MAX_CONNECTIONS, **options)
+    node_options = {k: v for k, v in options.items() if k != "ssl"}
+    if options.get("ssl"):
+        node_options["connection_class"] = SSLConnection
+    node_options.update(retry=retry(), max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT_S)
+    moved = retry(errors=(RedisConnectionError, MovedError, AskError, TryAgainError, ClusterDownError))
+    return _redis_cluster.Cluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
+                                  retry=retry(), max_connections=MAX_CONNECTIONS, node_options=node_options,
+                                  resend=moved, **options)
 
 
 class _SentinelPool(SentinelConnectionPool, BlockingConnectionPool):

@@ -1,7 +1,9 @@
 """Redis Cluster: every Lua script and MULTI/EXEC the orchestrator sends touches the keys of one hash slot (a
-run's keys share `{run id}`, a session's `{session id}`, a tenant's agents `{tenant}`: store/keys.py). The
-Redis here runs in cluster mode, one node serving every slot, so anything spanning slots fails with CROSSSLOT
-as it would on a real cluster."""
+run's keys share `{run id}`, a session's `{session id}`, a tenant's agents `{tenant}`: store/keys.py). Each test
+runs on a Redis in cluster mode with one node serving every slot (anything spanning slots fails with CROSSSLOT
+as on any cluster; a plain client works), and on a real cluster of three primaries with a replica each, reached
+as TRELLIS_REDIS_URL=redis+cluster://... names it (the keys of a run, a session, a tenant each on the node
+serving their slot)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ import socket
 import grpc
 import pytest
 import redis
-import redis.asyncio as aioredis
 from redis.crc import key_slot
 from trellis.canvas.v1 import agent_service_pb2 as agent_pb
 from trellis.canvas.v1 import agent_service_pb2_grpc as agent_grpc
@@ -23,7 +24,9 @@ from trellis.canvas.v1 import session_service_pb2_grpc as session_grpc
 
 from services.orchestrator.store import RunStore, keys
 from services.orchestrator.store.journal import JournalWriter, RunJournal, read_events
+from services.orchestrator.store.redis_client import connect
 from tests.support.orchestrator import orchestrator
+from tests.support.redis_cluster import RedisClusterServers
 from tests.support.redis_server import RedisServer
 
 
@@ -40,9 +43,12 @@ ASK = json.dumps({"components": {
 }})
 
 
-@pytest.fixture(scope="module")
-def cluster_redis(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("redis-cluster"), cluster=True)
+@pytest.fixture(scope="module", params=["one node", "three primaries"])
+def cluster_redis(tmp_path_factory, request):
+    if request.param == "one node":
+        server = RedisServer(tmp_path_factory.mktemp("redis-cluster"), cluster=True)
+    else:
+        server = RedisClusterServers(tmp_path_factory.mktemp("redis-cluster"))
     server.start()
     yield server
     server.stop()
@@ -77,7 +83,7 @@ def test_the_keys_of_a_run_and_of_a_session_each_share_a_slot():
     assert len({key_slot(keys.run("t1", f"r{i}").encode()) for i in range(50)}) > 40
 
 
-async def test_agents_sessions_and_runs_on_a_cluster_node(cluster_redis):
+async def test_agents_sessions_and_runs_on_a_cluster(cluster_redis):
     async with orchestrator(cluster_redis.url) as orch, grpc.aio.insecure_channel(orch.addr) as channel:
         agents = agent_grpc.AgentServiceStub(channel)
         sessions = session_grpc.SessionServiceStub(channel)
@@ -110,8 +116,8 @@ async def test_agents_sessions_and_runs_on_a_cluster_node(cluster_redis):
         await agents.DeleteAgent(agent_pb.DeleteAgentRequest(tenant_id="t1", agent_id=agent.id))
 
 
-async def test_leases_take_over_cancel_and_finish_on_a_cluster_node(cluster_redis):
-    redis = aioredis.from_url(cluster_redis.url)
+async def test_leases_take_over_cancel_and_finish_on_a_cluster(cluster_redis):
+    redis = connect(cluster_redis.url)
     try:
         mine, other = RunStore(redis, owner="a", lease_s=0.3), RunStore(redis, owner="b", lease_s=0.3)
         assert not await mine.start("t1", "run-a", "sess-a", "agent-1")
