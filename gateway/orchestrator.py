@@ -156,11 +156,13 @@ class Orchestrator:
         """Start the run, or with `last_event_id` (the Last-Event-ID header) rejoin the run it names after
         that event: the events missed, then the live tail. `merge=False` for a caller that answers once at the
         end: with nothing sent meanwhile there is nothing to merge, and no reader task to pay for."""
+        ready = None  # a turn says when its next event is here already: merged as it is taken, no reader task
         if last_event_id:
             run_id, seq = parse_event_id(last_event_id)
             events = self._rejoin(request.tenant_id, run_id, seq)
         else:
-            events = _call_events(self.turns.call(request, timeout=self.run_timeout_s, metadata=outbound_metadata()))
+            call = self.turns.call(request, timeout=self.run_timeout_s, metadata=outbound_metadata())
+            events, ready = _call_events(call), call.ready
         stream = RunStream(events)
         try:
             await stream.start()
@@ -168,7 +170,7 @@ class Orchestrator:
                 yield EventIds(stream)
                 return
             # What arrives while the previous event is being written to the client goes out as one event.
-            async with aclosing(coalesce(stream, merge_run_events)) as merged:
+            async with aclosing(coalesce(stream, merge_run_events, ready=ready)) as merged:
                 yield EventIds(merged)
         finally:
             # A no-op once the run ended. On a client disconnect aiohttp cancels the handler, and this

@@ -6,9 +6,11 @@ writes them (gateway.routes._runs.respond does it for every run route):
     async with orch.run(run_request) as events:
         return await sse.send(request, run.stream(events), events, media_type=run.dialect.media_type)
 
-Every `write` awaits the socket's drain, so a slow client slows the reading of the gRPC stream, and gRPC
-flow control slows the orchestrator: memory stays bounded by a few frames. A client that disconnects
-cancels the handler (handler_cancellation), which closes the frame generator and cancels the gRPC call.
+Every `write` awaits the socket's drain. What the run sends meanwhile waits in its turn (runs share the
+gateway's streams of turns, whose reader never waits for one caller: docs/transport.md) and goes out merged
+when the write is done (gateway/orchestrator.py, services/common/coalesce.py): a slow client holds back no
+other run, and its own run's output is buffered here at most. A client that disconnects cancels the handler
+(handler_cancellation), which closes the frame generator and cancels the run's turn.
 """
 
 from __future__ import annotations

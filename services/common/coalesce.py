@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from typing import AsyncIterator, Callable, TypeVar
+from typing import AsyncGenerator, AsyncIterator, Callable, TypeVar
 
 from services.common.speed_policies import StreamPacing
 
@@ -65,10 +65,19 @@ class Linger:
         return self.pacing.wait_s(self.streams)
 
 
-async def coalesce(
+def coalesce(
     source: AsyncIterator[T], merge: Callable[[T, T], T | None], *, max_pending: int = MAX_PENDING,
-    linger: Linger | None = None,
-) -> AsyncIterator[T]:
+    linger: Linger | None = None, ready: Callable[[], bool] | None = None,
+) -> AsyncGenerator[T, None]:
+    """`source`'s items, neighbours merged while the consumer sends (module docstring). `ready`: for a source
+    that buffers what arrives itself and says whether its next item is there already (`_merged_in_place`)."""
+    if ready is not None:
+        return _merged_in_place(source, merge, ready, max_pending)
+    return _with_reader(source, merge, max_pending, linger)
+
+
+async def _with_reader(source: AsyncIterator[T], merge: Callable[[T, T], T | None], max_pending: int,
+                       linger: Linger | None) -> AsyncGenerator[T, None]:
     # A list, not a deque: it holds a few items at most (MAX_PENDING), and a deque's first block is 0.7 KB per
     # stream held (services/common/inbox.py says why that counts).
     pending: list[T] = []
@@ -155,3 +164,51 @@ async def coalesce(
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise
+
+
+
+async def _merged_in_place(source: AsyncIterator[T], merge: Callable[[T, T], T | None], ready: Callable[[], bool],
+                           most: int) -> AsyncGenerator[T, None]:
+    """`coalesce` for a source that buffers what arrives itself and can say whether its next item is there
+    already (`ready()`: a turn's messages, services/common/turns/client.py): no reader task, no buffer of its
+    own. When the consumer asks for its next item, what the source holds by then is merged into it (at most `most`
+    items into one: a merge copies what it joins, so a client that read nothing for a long while gets its
+    backlog in several events rather than in one built by thousands of ever larger copies), as a reader would
+    have merged it meanwhile; an error comes after the items before it. A held stream so costs a task, its
+    coroutines and a buffer less (docs/speed-policies.md, "Many held streams")."""
+    ahead: list[T] = []  # taken while merging and not mergeable: the next item
+    error: BaseException | None = None
+    ended = False  # the source's end was met while merging: after the item, nothing more
+    try:
+        while True:
+            if ahead:
+                item = ahead.pop()
+            elif error is not None:
+                raise error
+            elif ended:
+                return
+            else:
+                try:
+                    item = await anext(source)
+                except StopAsyncIteration:
+                    return
+            merged_in = 1
+            while not ahead and error is None and not ended and merged_in < most and ready():
+                try:
+                    following = await anext(source)
+                except StopAsyncIteration:
+                    ended = True
+                    break
+                except Exception as exc:  # noqa: BLE001 (raised once the items before it are sent)
+                    error = exc
+                    break
+                merged = merge(item, following)
+                if merged is None:
+                    ahead.append(following)
+                else:
+                    item, merged_in = merged, merged_in + 1
+            yield item
+    finally:
+        close = getattr(source, "aclose", None)  # an async generator: its own clean-up runs now
+        if close is not None:
+            await close()

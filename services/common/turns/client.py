@@ -285,6 +285,10 @@ class TurnCall:
             self._finish(cancel=False)
             raise
 
+    def ready(self) -> bool:
+        """Whether `read()` answers at once: its next chunk, its end or its failure is here already."""
+        return self._outcome is not None or not self._queue.empty()
+
     def cancel(self) -> bool:  # False once it has ended
         if self._outcome is not None:
             return False

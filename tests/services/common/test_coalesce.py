@@ -278,3 +278,59 @@ def test_merged_tool_call_deltas_assemble_to_the_same_turn():
     assert len(merged) < len(deltas)
     assert assemble(merged) == assemble(deltas)
     assert merge_deltas(ChatDelta(tool_calls=(ToolCallDelta(0, "x", "f", "{}"),)), ChatDelta("text")) is None
+
+
+class Buffered:
+    """A source that buffers what arrives itself and says whether its next item is here (as a turn does)."""
+
+    def __init__(self) -> None:
+        self.items: list = []
+        self.arrived = asyncio.Event()
+        self.closed = False
+
+    def put(self, *items) -> None:
+        self.items.extend(items)
+        self.arrived.set()
+
+    def ready(self) -> bool:
+        return bool(self.items)
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        while not self.items:
+            self.arrived.clear()
+            await self.arrived.wait()
+        item = self.items.pop(0)
+        if item is StopAsyncIteration or isinstance(item, Exception):
+            raise item
+        return item
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_a_source_that_says_what_is_ready_is_merged_as_it_is_taken_without_a_task():
+    source = Buffered()
+    tasks_before = len(asyncio.all_tasks())
+    merged = coalesce(source, join_text, ready=source.ready)
+    source.put("a")
+    assert await anext(merged) == "a"  # alone: nothing else was there
+    assert len(asyncio.all_tasks()) == tasks_before  # no reader task
+    source.put("b", "c", 1, "d")  # arrived while "a" was being sent
+    assert [await anext(merged), await anext(merged), await anext(merged)] == ["bc", 1, "d"]
+    source.put("e", ValueError("broke"))
+    assert await anext(merged) == "e"  # the error after the items before it
+    with pytest.raises(ValueError, match="broke"):
+        await anext(merged)
+    await merged.aclose()
+    assert source.closed
+
+
+async def test_in_place_at_most_max_pending_items_merge_into_one_and_the_end_follows():
+    source = Buffered()
+    merged = coalesce(source, join_text, ready=source.ready, max_pending=4)
+    source.put(*"abcdefghij", StopAsyncIteration)
+    assert [item async for item in merged] == ["abcd", "efgh", "ij"]
+    assert source.closed
