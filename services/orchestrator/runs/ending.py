@@ -80,6 +80,7 @@ class RunEnding:
                     queue_notice(pipe, tenant, pump.run_id, turn.status)  # (triggers/webhooks_out.py)
                 replies = await pipe.execute(raise_on_error=False)
         except Exception:
+            await self.runs.reinstate(tenant, pump.run_id)  # (a cluster: the active set's node may have said yes)
             if with_journal:  # the journal's own retries store its batch; then the turn goes alone
                 log.warning("run %s: storing its end failed; retrying", pump.run_id, exc_info=True)
             else:
@@ -97,6 +98,8 @@ class RunEnding:
         elif saved == -1:
             log.info("run %s: its turn was not stored here: another replica took the run over, or stored it "
                      "already", pump.run_id)
+        if isinstance(replies[ended], Exception):
+            await self.runs.reinstate(tenant, pump.run_id)
         if replies[ended] == 0 or (journaled and replies[0] == 0):
             log.info("run %s: not ended here: another replica took it over (or it ended already)", pump.run_id)
         for reply in replies[1:] if journaled else replies:

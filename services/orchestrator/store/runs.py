@@ -357,8 +357,22 @@ class RunStore:
             place = self.queue_finish(pipe, tenant, run_id, session_id, status=status, error=error, epoch=epoch)
             if notify:
                 queue_notice(pipe, tenant, run_id, status)
-            replies = await pipe.execute()
+            try:
+                replies = await pipe.execute()
+            except Exception:
+                await self.reinstate(tenant, run_id)
+                raise
         return replies[place] == 1
+
+    async def reinstate(self, tenant: str, run_id: str) -> None:
+        """After an end that may not have been stored: the run back in the active set, due when its lease runs
+        out, so a replica takes it over (or, if it ended after all, drops it). On a Redis Cluster the end's round
+        trip spans nodes (its script on the run's, the active set on another's), and one may fail alone, taking
+        a run that still runs out of the set, where no reaper would find it."""
+        try:
+            await self.redis.zadd(keys.ACTIVE_RUNS, {f"{tenant}/{run_id}": time.time() + self.lease_s})
+        except Exception:
+            log.warning("run %s: could not keep it in the active set after its end failed", run_id, exc_info=True)
 
     async def append_log(self, tenant: str, run_id: str, kind: str, entries: list[dict]) -> None:
         """A run's trace of one `kind` (LOG_KINDS), kept as long as the run record. (A run's owner stores its
