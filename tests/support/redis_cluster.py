@@ -15,6 +15,7 @@ changes a cluster goes through while it serves, each done the way Redis does it:
 from __future__ import annotations
 
 import signal
+import subprocess
 from pathlib import Path
 
 import redis
@@ -52,6 +53,16 @@ class ClusterNodeServer(RedisServer):
 
     def role(self) -> str:
         return self.client.execute_command("ROLE")[0].decode()  # "master" or "slave"
+
+    def stop(self) -> None:
+        """Stopped for good: SIGTERM, then SIGKILL if Redis refuses to exit (it does while writing its first
+        AOF, as a replica that has just synced does)."""
+        if self.alive:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.kill()
 
     def kill(self) -> None:
         if self.alive:
@@ -166,16 +177,23 @@ class RedisClusterServers:
         source.client.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target.node_id)
         return source
 
+    @staticmethod
+    def move_keys(slot: int, source: ClusterNodeServer, target: ClusterNodeServer, names: list | None = None) -> int:
+        """MIGRATE the keys of a migrating slot that `source` has (of `names`, when given) to `target`."""
+        present = source.client.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+        if names is not None:
+            wanted = {n.encode() if isinstance(n, str) else n for n in names}
+            present = [n for n in present if n in wanted]
+        if present:
+            source.client.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *present)
+        return len(present)
+
     def finish_migration(self, slot: int, source: ClusterNodeServer, target: ClusterNodeServer) -> int:
         """Move the slot's keys (MIGRATE), then give the slot to `target` everywhere: clients meet MOVED.
         Returns how many keys moved."""
         moved = 0
-        while True:
-            names = source.client.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
-            if not names:
-                break
-            source.client.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *names)
-            moved += len(names)
+        while n := self.move_keys(slot, source, target):
+            moved += n
         target_id = target.node_id
         for node in [target, source, *(n for n in self.primaries() if n not in (target, source))]:
             node.client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
@@ -192,19 +210,28 @@ class RedisClusterServers:
         self.wait_settled()
 
     def kill_primary(self, primary: ClusterNodeServer) -> ClusterNodeServer:
+        """Kill -9 a primary once its replica has everything it acknowledged; returns the replica once it has
+        been elected in its place."""
+        replica = self.kill_synced(primary)
+        self.wait_elected(replica)
+        return replica
+
+    def kill_synced(self, primary: ClusterNodeServer) -> ClusterNodeServer:
         """Kill -9 a primary once its replica has everything it acknowledged (writes paused, the replica caught
         up: Redis replicates asynchronously, so without this a kill may lose the last writes, whoever made them);
-        returns the replica, once it has been elected in its place."""
+        returns that replica, which the cluster elects in its place after the node timeout."""
         replica = self.replica_of(primary)
         primary.client.execute_command("CLIENT", "PAUSE", 10_000, "WRITE")
         offset = primary.client.info("replication")["master_repl_offset"]
         eventually_sync(lambda: replica.client.info("replication").get("slave_repl_offset", -1) >= offset,
                         what=f"{replica} caught up with {primary}", timeout=30)
         primary.kill()
-        eventually_sync(lambda: replica.role() == "master", what=f"{replica} elected in place of {primary}",
-                        timeout=60, ignoring=(redis.ConnectionError,))
-        self.wait_settled()
         return replica
+
+    def wait_elected(self, replica: ClusterNodeServer) -> None:
+        eventually_sync(lambda: replica.role() == "master", what=f"{replica} elected primary", timeout=60,
+                        ignoring=(redis.ConnectionError,))
+        self.wait_settled()
 
     def restart(self, node: ClusterNodeServer) -> None:
         """A node that was killed comes back (as a replica of whoever took its slots)."""

@@ -11,6 +11,9 @@
   sent again after the retry rule's backoff, until the slot has moved.
 - EVALSHA in a pipeline: redis-py's cluster pipeline refuses it (a node may not have the script loaded); the
   journal, its one user, loads the script again when a node answers NOSCRIPT (store/journal.py).
+- Its table of commands is read once (`_redis_fast.KeptCommands`): redis-py reads it again from the first
+  primary with every refresh of its map of the slots, so while that primary is down (killed, before its replica
+  is elected) every command of the client failed, the healthy nodes' included.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from redis.asyncio.retry import Retry
 from redis.commands import AsyncCoreCommands
 from redis.exceptions import AskError, ClusterDownError, MovedError, RedisError, TryAgainError, WatchError
 
+from services.orchestrator.store import _redis_fast
+
 _REDIRECTED = (MovedError, AskError, TryAgainError, ClusterDownError)
 
 
@@ -33,6 +38,7 @@ class Cluster(RedisCluster):
 
     def __init__(self, *, node_options: dict[str, Any], resend: Retry, **options: Any) -> None:
         super().__init__(**options)
+        self.commands_parser = _redis_fast.KeptCommands()
         self._node_options = node_options
         self.resend = resend
         self._node_clients: dict[str, aioredis.Redis] = {}

@@ -5,8 +5,8 @@ exactly (pyproject.toml); tests/services/orchestrator/store/test_redis_internals
 when one of those it relies on (`INTERNALS`) moves.
 
 What the rest of the store calls: `fast_client` (redis_client.connect), `on_invalidation`, `unread` and
-`fileno` (agent_cache.py). Each redis-py class below keeps redis-py's behaviour for anything outside its fast
-path."""
+`fileno` (agent_cache.py), `KeptCommands` (_redis_cluster.py). Each redis-py class below keeps redis-py's
+behaviour for anything outside its fast path."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable
 import hiredis
 import redis
 import redis.asyncio as aioredis
-from redis._parsers import _AsyncHiredisParser
+from redis._parsers import AsyncCommandsParser, _AsyncHiredisParser
 from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.asyncio.client import EMPTY_RESPONSE, NEVER_DECODE
 from redis.asyncio.retry import Retry
@@ -409,6 +409,21 @@ def fileno(conn: aioredis.Connection) -> int:
     return conn._writer.get_extra_info("socket").fileno()
 
 
+# ---------------------------------------------------------------- what store/_redis_cluster.py needs of a cluster client
+class KeptCommands(AsyncCommandsParser):
+    """The cluster client's table of Redis's commands (where each command's keys are), read with COMMAND from
+    the cluster's first primary each time the client refreshes its map of the slots. When that primary is the
+    one that just died, the refresh fails, and with it every command of the client, whichever node it is for,
+    until a replica is elected in its place. A Redis's commands do not change with the cluster's shape: once
+    read, the table is kept (the client's `commands_parser`)."""
+
+    async def initialize(self, node: Any = None) -> None:
+        if node is not None:
+            self.node = node
+        if not self.commands:
+            await super().initialize()
+
+
 # ---------------------------------------------------------------- the internals this module relies on
 # (where, name, what it must be): checked by the test of this module's internals.
 _CALLABLE, _ATTRIBUTE, _VALUE = "callable", "attribute", "value"
@@ -418,6 +433,7 @@ INTERNALS: list[tuple[Any, str, str, tuple[str, ...]]] = [
     ("redis._parsers.hiredis", "NOT_ENOUGH_DATA", _VALUE, ()),
     ("redis.asyncio.client", "EMPTY_RESPONSE", _VALUE, ()),
     ("redis.asyncio.client", "NEVER_DECODE", _VALUE, ()),
+    ("redis._parsers", "AsyncCommandsParser", _CALLABLE, ()),
     # the parser: overridden, called, or read
     ("redis._parsers._AsyncHiredisParser", "__init__", _CALLABLE, ("self", "socket_read_size")),
     ("redis._parsers._AsyncHiredisParser", "read_from_socket", _CALLABLE, ("self",)),
@@ -455,6 +471,11 @@ INTERNALS: list[tuple[Any, str, str, tuple[str, ...]]] = [
     ("pipeline", "response_callbacks", _ATTRIBUTE, ()),
     ("redis.asyncio.Redis", "pipeline", _CALLABLE, ("self", "transaction", "shard_hint")),
     ("redis.asyncio.Redis", "aclose", _CALLABLE, ("self", "close_connection_pool")),
+    # the cluster client's table of commands (KeptCommands)
+    ("redis._parsers.AsyncCommandsParser", "initialize", _CALLABLE, ("self", "node")),
+    ("redis._parsers.AsyncCommandsParser", "commands", _ATTRIBUTE, ()),  # set by __init__: {} until read
+    ("redis._parsers.AsyncCommandsParser", "node", _ATTRIBUTE, ()),  # a slot: there before its first set
+    ("redis.asyncio.cluster.RedisCluster", "commands_parser", _ATTRIBUTE, ()),
     # the pool
     ("redis.asyncio.BlockingConnectionPool", "get_connection", _CALLABLE, ("self",)),
     ("redis.asyncio.BlockingConnectionPool", "ensure_connection", _CALLABLE, ("self", "connection")),
