@@ -11,6 +11,8 @@
   sent again after the retry rule's backoff, until the slot has moved.
 - EVALSHA in a pipeline: redis-py's cluster pipeline refuses it (a node may not have the script loaded); the
   journal, its one user, loads the script again when a node answers NOSCRIPT (store/journal.py).
+- Pub/sub: redis-py's subscriber picks its node from the client's map of the slots, an empty map if the client
+  has made none yet (KeyError), a stale one after a failover: the map is made, or made again, first.
 - Its table of commands is read once (`_redis_fast.KeptCommands`): redis-py reads it again from the first
   primary with every refresh of its map of the slots, so while that primary is down (killed, before its replica
   is elected) every command of the client failed, the healthy nodes' included.
@@ -21,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline, ClusterPubSub, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.commands import AsyncCoreCommands
 from redis.exceptions import AskError, ClusterDownError, MovedError, RedisError, TryAgainError, WatchError
@@ -48,6 +50,9 @@ class Cluster(RedisCluster):
             return SlotTransaction(self)
         return Pipeline(self)
 
+    def pubsub(self, **kwargs: Any) -> "PubSub":
+        return PubSub(self, **kwargs)
+
     def node_client(self, node: ClusterNode) -> aioredis.Redis:
         """A client of one node (its pool lives as long as this client)."""
         client = self._node_clients.get(node.name)
@@ -68,6 +73,15 @@ class Pipeline(ClusterPipeline):
 
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> "Pipeline":
         return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)
+
+
+class PubSub(ClusterPubSub):
+    """redis-py's cluster subscriber (PUBLISH reaches every node's subscribers), its node found in a map of the
+    slots made first (once, or again when the client last met a failure)."""
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        await self.cluster.initialize()
+        return await super().execute_command(*args, **kwargs)
 
 
 class SlotTransaction(AsyncCoreCommands):
