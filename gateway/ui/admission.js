@@ -31,9 +31,10 @@ export class Admission {
       const cell = el("dd", value === null || value === undefined ? "muted" : "", value ?? "n/a");
       if (value === null || value === undefined) cell.title = "not served by the orchestrator";
       rows.push(el("dt", "", label), cell);
-    }
-    for (const [limit, count] of Object.entries(data.refused_by_limit || {})) {
-      rows.push(el("dt", "sub", limit), el("dd", "", String(count)));
+      if (key !== "refused") continue;
+      for (const [limit, count] of Object.entries(data.refused_by_limit || {})) {
+        rows.push(el("dt", "sub", limit), el("dd", "", String(count)));
+      }
     }
     this.node.replaceChildren(...rows);
     this.node.dataset.tenant = data.tenant;

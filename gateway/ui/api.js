@@ -1,7 +1,13 @@
 // The gateway's public HTTP APIs as the viewer uses them: RAGFlow-style JSON ({code, message, data})
 // and the standard envelope stream (server-sent events over a POST, read with fetch).
 
-export class ApiError extends Error {}
+export class ApiError extends Error {
+  // `retryAfter`: seconds, when the gateway refused the request for a limit (HTTP 429)
+  constructor(message, retryAfter = undefined) {
+    super(message);
+    this.retryAfter = retryAfter;
+  }
+}
 
 // A listing's items: RAGFlow answers a bare list on some versions and {canvas | sessions | ...: [...], total}
 // on others.
@@ -107,13 +113,15 @@ export class Api {
     if (!resp.ok || !(resp.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
       // Refused before the stream: one error envelope in the body.
       let message = `HTTP ${resp.status}`;
+      let retryAfter;
       try {
         const env = await resp.json();
         message = env.data?.message || message;
         // Refused for a limit (HTTP 429): say when to try again (Retry-After, in the envelope too).
-        if (env.data?.retry_after !== undefined) message += ` (try again in ${env.data.retry_after} s)`;
+        retryAfter = env.data?.retry_after;
+        if (retryAfter !== undefined) message += ` (try again in ${retryAfter} s)`;
       } catch { /* not JSON: keep the status */ }
-      throw new ApiError(message);
+      throw new ApiError(message, retryAfter);
     }
     await readEvents(resp, (data) => onEnvelope(JSON.parse(data)));
   }

@@ -368,7 +368,7 @@ async function run(query, inputs = null) {
   } catch (err) {
     if (err.name !== "AbortError") {
       answer.append(el("p", "error", err.message));
-      status("failed", "bad");
+      status(err.retryAfter !== undefined ? "refused" : "failed", "bad");
     } else if (controller.byUser) {
       // Closing the stream cancels the run in the orchestrator (gateway/README.md, Streams).
       graph.settle();
