@@ -1,6 +1,7 @@
 """Streaming clients, as users of the HTTP gateway are: each sends a turn on its session (the envelope route,
-`on_disconnect: continue`), reads the stream to its `done`, and when the stream breaks or ends without the run's
-own end it rejoins with `Last-Event-ID`, for as long as `rejoin_budget_s`. What each client saw of each run is
+`on_disconnect: continue`), reads the stream to its `done`, and when the stream breaks, or ends with an error
+while the run's status (GET .../runs/<id>) says it goes on, it rejoins with `Last-Event-ID`, for as long as
+`rejoin_budget_s`. What each client saw of each run is
 kept (`RunSeen`) for chaos/invariants.py: the run's id, what the screen shows of each component (a component's
 text is dropped when it says it started again, as a UI does), and how the stream ended.
 
@@ -20,9 +21,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-# The stream's end that is the run's own: no `error` before `done`, or an `error` saying the run failed. Any
-# other error before `done` (the orchestrator unavailable, a timeout) says the stream ended, not the run.
-RUN_FAILED = "run_failed"
+TERMINAL = {"succeeded": "finished", "failed": "failed", "cancelled": "cancelled"}  # run status -> outcome
 
 
 @dataclass
@@ -142,6 +141,8 @@ class Load:
             headers = {**self._headers, **({"Last-Event-ID": last_id} if last_id else {})}
             try:
                 last_id, ended = await self._read(http, path, body, headers, seen, last_id, leave_after)
+                if ended is None:  # an error, then `done`: the run's own failure, or the stream's end only?
+                    ended = await self._ended(http, seen)
             except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
                 ended, seen.error = False, f"{type(exc).__name__}: {exc}"[:200]
             if ended or seen.left:
@@ -160,10 +161,21 @@ class Load:
             await asyncio.sleep(pause)
             pause = min(pause * 2, 4.0)
 
+    async def _ended(self, http: aiohttp.ClientSession, seen: RunSeen) -> bool:
+        """Whether the run ended (its status says so, as a client asks: GET .../runs/<id>); sets the outcome."""
+        url = f"{self.cfg.url}/api/v1/agents/{self.cfg.agent_id}/runs/{seen.run_id}"
+        async with http.get(url, headers=self._headers) as resp:
+            status = ((await resp.json()).get("data") or {}).get("status", "") if resp.status == 200 else ""
+        if status in TERMINAL:
+            seen.outcome = TERMINAL[status]
+            return True
+        return False
+
     async def _read(self, http: aiohttp.ClientSession, path: str, body: dict[str, Any], headers: dict[str, str],
-                    seen: RunSeen, last_id: str, leave_after: int | None) -> tuple[str, bool]:
-        """One request's stream: (the last event id seen, whether the run's own end came)."""
-        failure = ""
+                    seen: RunSeen, last_id: str, leave_after: int | None) -> tuple[str, bool | None]:
+        """One request's stream: (the last event id seen, whether the run's own end came: None when `done`
+        followed an error, which may be the run's or the stream's)."""
+        failed = False
         frames = 0
         async with http.post(path, json=body, headers=headers) as resp:
             if resp.status != 200:
@@ -192,12 +204,11 @@ class Load:
                     seen.left = True
                     return last_id, False
                 if env.get("type") == "error":
-                    failure = str((env.get("data") or {}).get("code", ""))
+                    failed = True
                     seen.error = str((env.get("data") or {}).get("message", ""))[:300]
                 elif env.get("type") == "done":
-                    if failure and failure != RUN_FAILED:
-                        return last_id, False  # the stream ended, not the run: rejoin
-                    done = env.get("data") or {}
-                    seen.outcome = "cancelled" if done.get("cancelled") else "failed" if failure else "finished"
+                    if failed:
+                        return last_id, None
+                    seen.outcome = "cancelled" if (env.get("data") or {}).get("cancelled") else "finished"
                     return last_id, True
         return last_id, False

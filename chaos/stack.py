@@ -31,6 +31,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from chaos.redis_nodes import SENTINEL_NAME, RedisNodes
 from tests.support.tcp_proxy import TcpProxy
+from services.common.open_files import raise_soft_limit
 from trellis_cli.up import Child, RestartPolicy, Stack
 
 API_KEY = "chaos-key"
@@ -101,7 +102,7 @@ class ChaosStack:
     async def __aenter__(self) -> "ChaosStack":
         await asyncio.to_thread(self.redis.start)
         self._environment()
-        stack = Stack()
+        stack = Stack(raise_soft_limit())  # as trellis up: every part inherits the raised limit
         upstream = ("127.0.0.1", self.redis.primary().port)
         if self.proxied:
             self.suite_link = RedisLink("suite", TcpProxy(*upstream))

@@ -17,7 +17,7 @@ from chaos.model_server import reply_text
 # component id -> (tokens, ms between tokens) of its model's answer
 LLM_SHAPES = {"LLM:a": (8, 20), "LLM:b": (40, 40)}
 CODE_RESULT = "sandboxed"
-CODE = f"import time\n\ndef main():\n    time.sleep(0.3)\n    return {{'result': '{CODE_RESULT}'}}\n"
+CODE = f"import time\n\ndef main():\n    time.sleep(0.3)\n    return '{CODE_RESULT}'\n"  # main's value is the output
 
 
 def _cpn(name: str, down: list[str], up: list[str], params: dict[str, Any]) -> dict[str, Any]:
