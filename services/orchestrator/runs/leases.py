@@ -48,7 +48,8 @@ class Leases:
             log.warning("could not renew run leases", exc_info=True)
             return
         for pump, ok in zip(pumps, held):
-            if not ok and not pump.finishing and not pump.task.done():  # (finishing: its own end freed it)
+            # (finishing: its own end freed the lease; abandoned: a refused write stopped it already)
+            if not ok and not pump.finishing and not pump.abandoned and not pump.task.done():
                 log.warning("run %s: its lease renewal was refused: another replica took it over; stopping here",
                             pump.run_id)
                 pump.abandon()

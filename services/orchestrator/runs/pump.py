@@ -125,6 +125,11 @@ class Pump:
         if self.engine is not None:
             self.engine.cancel()
 
+    @property
+    def abandoned(self) -> bool:
+        """Whether this replica stopped driving the run (another one owns it now)."""
+        return self._abandoned
+
     def abandon(self) -> None:
         """Another replica owns the run now: stop here without writing its end or its journal. An attached
         caller is not told an error: once what it was given here is read, it gets the run's stored stream after
