@@ -51,7 +51,7 @@ def test_a_changed_file_is_read_again_and_a_bad_one_keeps_the_limits_in_force(tm
     assert not source.check() and "is gone" in caplog.text and source.table.tenant("acme").concurrent_runs == 2
 
 
-def test_a_replica_does_not_start_on_a_bad_file(tmp_path, redis_server):
+async def test_a_replica_does_not_start_on_a_bad_file(tmp_path, redis_server):
     from services.orchestrator.app import build
 
     path = tmp_path / "limits.yaml"
