@@ -243,9 +243,14 @@ class TrellisRequestHandler(RequestHandler):
     async def _replay(self, caller: Caller, task_id: str, run_id: str) -> RunView:
         view = RunView(task_id)
         req = canvas_pb.RunRequest(tenant_id=caller.tenant)
-        async with caller.orch.run(req, last_event_id=f"{run_id}:0", merge=False) as events:
-            async for ev in events:
-                view.outcome.feed(ev)
+        try:
+            async with caller.orch.run(req, last_event_id=f"{run_id}:0", merge=False) as events:
+                async for ev in events:
+                    view.outcome.feed(ev)
+        except GatewayError as err:
+            if err.refusal is None:
+                raise
+            raise refused(caller.state, err) from None  # the tenant's held streams at their limit (WatchRun)
         return view
 
     async def _form(self, caller: Caller, run_id: str) -> dict[str, Any]:
