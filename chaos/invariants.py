@@ -4,7 +4,7 @@
 - `no_rerun`: no finished component runs again: the model answer recorded in a component's checkpoint is the
   last request the model server got for it (chaos/model_server.py numbers them), and a component has one record.
 - `final_output`: a client that had the run's end (rejoining as often as it took) shows each component's final
-  output: the answer built from the last request of each LLM component (chaos/workload.py).
+  output: the answer built from each LLM component's recorded answer (chaos/workload.py).
 - `claim_released`: no session stays claimed longer than a lease after its owner died (chaos/claims.py).
 - `single_writer`: a stale owner cannot write after another took over: in the journal no component finishes
   twice or has events in two owners' stretches of the stream (`StoredRun.spanning`), and the run's stored
@@ -135,20 +135,21 @@ async def check_runs(redis: aioredis.Redis, tenant: str, seen: list[RunSeen], mo
             continue
         run = await read_run(redis, tenant, s.run_id)
         checks["terminal"].count(run.status in TERMINAL, f"{s.run_id} ({s.nonce}): status {run.status or 'missing'!r}")
-        numbers = {c: model.last_number(s.nonce, c) for c in LLM_SHAPES}
+        requests = {c: model.last_number(s.nonce, c) for c in LLM_SHAPES}
+        final = dict(requests)  # each LLM component's final output: the answer recorded for it
         for component in LLM_SHAPES:
             mine = [r for r in run.records if json.loads(r).get("n") == component]
-            if not mine:
-                continue  # never finished: nothing to check
-            recorded = tag_number(mine[0], s.nonce, component)
+            if not mine or "_ERROR" in json.loads(mine[0]).get("o", {}):
+                continue  # never finished, or failed (and its run with it): nothing to check
+            recorded = final[component] = tag_number(mine[0], s.nonce, component) or 0
             checks["no_rerun"].count(
-                len(mine) == 1 and recorded == numbers[component],
+                len(mine) == 1 and recorded == requests[component],
                 f"{s.run_id} {component}: {len(mine)} record(s), recorded answer #{recorded}, "
-                f"{numbers[component]} request(s)")
+                f"{requests[component]} request(s)")
         if s.outcome == "finished":
-            want = expected_answer(s.nonce, numbers)
-            checks["final_output"].count(s.shown() == want, f"{s.run_id}: shown {s.shown()[-80:]!r}, "
-                                                            f"want {want[-80:]!r} (rejoins {s.rejoins})")
+            want = expected_answer(s.nonce, final)
+            checks["final_output"].count(s.shown() == want, f"{s.run_id}: shown {s.shown()[-40:]!r}, "
+                                                            f"want {want[-40:]!r}; saw {' | '.join(s.trace)}")
         twice, spanning = run.finished_twice(), run.spanning()
         checks["single_writer"].count(not twice and not spanning and _ended_as_stored(run),
                                       f"{s.run_id}: finished twice {twice}, under two owners {spanning}, status "

@@ -41,12 +41,26 @@ class RunSeen:
     restarted: list[str] = field(default_factory=list)
     rejoins: int = 0
     left: bool = False  # the client left mid-stream on purpose (soak churn)
+    trace: list[str] = field(default_factory=list)  # what came, compactly (a violation's example shows it)
 
     def shown(self) -> str:
         return "".join(self.screen.values())
 
+    def note(self, what: str) -> None:
+        if self.trace and self.trace[-1].split(" x")[0] == what:  # "content LLM:b x12"
+            count = int(self.trace[-1].split(" x")[1]) if " x" in self.trace[-1] else 1
+            self.trace[-1] = f"{what} x{count + 1}"
+        elif len(self.trace) < 60:
+            self.trace.append(what)
+
     def show(self, env: dict[str, Any]) -> None:
         kind, node, data = env.get("type"), env.get("node_name") or "", env.get("data") or {}
+        if kind == "error":
+            self.note(f"error {str(data.get('message', ''))[:60]}")
+        elif kind == "done" and data.get("elapsed_time") is None:
+            self.note("done (the stream ended without the run's end)")
+        else:
+            self.note(f"{kind} {data.get('status', '')} {node}".replace("  ", " ").strip())
         self.run_id = env.get("run_id") or self.run_id
         self.thread_id = env.get("thread_id") or self.thread_id
         if kind == "content":
@@ -145,6 +159,7 @@ class Load:
                     ended = await self._ended(http, seen)
             except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
                 ended, seen.error = False, f"{type(exc).__name__}: {exc}"[:200]
+                seen.note(f"BROKE {type(exc).__name__}")
             if ended or seen.left:
                 if seen.left:
                     seen.outcome = "left"
@@ -158,6 +173,7 @@ class Load:
                 seen.outcome = "gave_up"
                 return
             seen.rejoins += 1
+            seen.note(f"REJOIN after {last_id.rsplit(':', 1)[-1]}")
             await asyncio.sleep(pause)
             pause = min(pause * 2, 4.0)
 
@@ -166,6 +182,7 @@ class Load:
         url = f"{self.cfg.url}/api/v1/agents/{self.cfg.agent_id}/runs/{seen.run_id}"
         async with http.get(url, headers=self._headers) as resp:
             status = ((await resp.json()).get("data") or {}).get("status", "") if resp.status == 200 else ""
+        seen.note(f"STATUS {status}")
         if status in TERMINAL:
             seen.outcome = TERMINAL[status]
             return True

@@ -49,6 +49,7 @@ def totals(seen: list[RunSeen], stored: dict[str, StoredRun]) -> dict[str, Any]:
             "taken_over": sum(stored[s.run_id].attempts > 1 for s in runs),
             "client_outcomes": dict(collections.Counter(s.outcome for s in seen)),
             "clients_rejoined": sum(s.rejoins > 0 for s in runs),
+            "refused": dict(collections.Counter(s.error[:90] for s in seen if s.outcome == "refused").most_common(4)),
             "components_restarted_on_screen": sum(len(s.restarted) for s in runs)}
 
 
@@ -73,6 +74,8 @@ def render(report: dict[str, Any]) -> str:
     if report["claims"]["max_s"] is not None:
         lines.append(f"session claims after their owner died: {report['claims']['count']}, at most "
                      f"{report['claims']['max_s']:.1f} s")
+    if t["refused"]:
+        lines.append("  turns refused before a run started: " + "; ".join(f"{n}x {e}" for e, n in t["refused"].items()))
     for r in report["faults"]:
         if r["errors"]:
             lines.append(f"  {r['fault']}: " + "; ".join(f"{n}x {e}" for e, n in r["errors"].items()))
