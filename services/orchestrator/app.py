@@ -25,9 +25,11 @@ from services.orchestrator.egress.http import EgressPolicy, OutboundHttp
 from services.orchestrator.egress.mcp import McpAccess
 from services.orchestrator.engine.settings import Services
 from services.orchestrator.limits import LimitsFileError, LimitsSource, TenantGate
+from services.orchestrator.limits.gate import FIGURES_TTL_S
 from services.orchestrator.runs.children import ManagedChildRuns
 from services.orchestrator.runs.manager import RunManager
 from services.orchestrator.store import AgentStore, RunStore, SessionStore, layout, redis_client
+from services.orchestrator.store.admission import AdmissionFigureStore
 from services.orchestrator.store.attachments import AttachmentStore
 from services.orchestrator.store.limits import LimitStore
 from services.orchestrator.store.mcp_servers import McpServerStore
@@ -58,7 +60,8 @@ def build(cfg: OrchestratorConfig) -> Service:
     except LimitsFileError as exc:  # a typo must not run a tenant unlimited: name it and stop
         raise SystemExit(f"configuration error: {exc}") from None
     # Limits per tenant: this replica leases slots for as long as it leases its runs (a dead one's expire alike).
-    limits = TenantGate(limits_source, LimitStore(redis, target, owner=owner, lease_ttl_s=cfg.run_lease_s))
+    limits = TenantGate(limits_source, LimitStore(redis, target, owner=owner, lease_ttl_s=cfg.run_lease_s),
+                        AdmissionFigureStore(redis, owner=owner, ttl_s=FIGURES_TTL_S))
     manager = RunManager(agents, sessions, runs, services, codec=ProtoEventCodec(), limits=limits,
                          max_attempts=cfg.run_max_attempts, journal=journal_policy(cfg.journal_policy))
     services.children = ManagedChildRuns(manager)  # AgentCall: the tenant's other agents as child runs

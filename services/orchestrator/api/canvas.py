@@ -1,4 +1,4 @@
-"""CanvasService: runs (start, cancel, rejoin, status, logs) and canvas validation, over the run manager. The
+"""CanvasService: runs (start, cancel, rejoin, status, logs), canvas validation and a tenant's admission figures, over the run manager. The
 gateway starts its runs as turns of the internal RunTurnService instead (api/run_turns.py), each served as a Run."""
 
 from __future__ import annotations
@@ -69,6 +69,18 @@ class CanvasServicer(canvas_grpc.CanvasServiceServicer):
         return canvas_pb.ListInterruptsResponse(interrupts=[canvas_pb.Interrupt(
             id=i["id"], run_id=i["run_id"], component=i["component"], form_json=dumps(i["form"]), tips=i["tips"],
             expires_at=i["expires_at"], status=i["status"], on_timeout=i["on_timeout"]) for i in found])
+
+    async def GetTenantAdmission(self, request, context):
+        found = await self.runs.limits.admission(_tenant(request))
+        limits = found.limits
+        return canvas_pb.GetTenantAdmissionResponse(
+            admitted=found.admitted, refused=sum(found.refused_by_limit.values()),
+            refused_by_limit=found.refused_by_limit, waiting=found.waiting, running=found.running,
+            llm_tokens_last_minute=found.tokens_last_minute, llm_tokens=found.tokens, replicas=found.replicas,
+            limits=canvas_pb.TenantLimits(
+                concurrent_runs=limits.concurrent_runs, runs_per_second=limits.runs_per_second, burst=limits.burst,
+                tokens_per_minute=limits.tokens_per_minute, held_streams=limits.held_streams,
+                weight=found.share.weight, priority=found.share.priority))
 
     async def GetRunLog(self, request, context):
         if not request.run_id:

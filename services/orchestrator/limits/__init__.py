@@ -8,9 +8,10 @@
 | `slots.py` | runs at once, held streams: slots leased from Redis per replica, admitted locally |
 | `windows.py` | runs started per second, LLM tokens per minute: moving windows leased in chunks |
 | `fair_queue.py` | this replica's run capacity shared fairly between tenants when saturated |
+| `tally.py` | this replica's admission figures per tenant (admitted, refused, tokens), for GetTenantAdmission |
 | `refusal.py` | what a refused request is told (RESOURCE_EXHAUSTED, RetryInfo, QuotaFailure, RateLimit fields) |
 
-Their Redis side is store/limits.py.
+Their Redis side is store/limits.py (and store/admission.py for the figures).
 """
 
 from services.orchestrator.limits.gate import RunTicket, StreamTicket, TenantGate

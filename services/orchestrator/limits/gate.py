@@ -6,13 +6,19 @@ A run is admitted in this order, each step only when the limit is set, and a ref
 it (locally: nothing is written for the run): the tenant's LLM tokens this minute (slots.py, windows.py), its
 runs at once, its runs started per second, then a slot of this replica's capacity from the fair queue
 (fair_queue.py), which may wait up to its bound. The ticket it gets holds what it took until the run ends.
+
+What it admitted, refused and charged is counted per tenant (metrics.py, and tally.py for GetTenantAdmission);
+a background pass writes the tally to Redis about once a second (store/admission.py), so `admission(tenant)`
+sums every replica's figures without a round trip on any run's path.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Iterable
 
 from services.orchestrator import metrics
@@ -22,12 +28,16 @@ from services.orchestrator.limits.policy import (
     HELD_STREAMS,
     RUNS_PER_SECOND,
     TOKENS_PER_MINUTE,
+    Limits,
     LimitsTable,
     Scope,
+    Share,
 )
 from services.orchestrator.limits.refusal import LimitExceeded, Overloaded
 from services.orchestrator.limits.slots import SlotLeases
 from services.orchestrator.limits.source import LimitsSource
+from services.orchestrator.limits.tally import TenantTally
+from services.orchestrator.store.admission import AdmissionFigureStore
 from services.orchestrator.limits.windows import StartLeases, TokenBudgets
 from services.orchestrator.store.limits import LimitStore
 
@@ -37,6 +47,25 @@ log = logging.getLogger(__name__)
 TOKENS_PER_COST_UNIT = 1000
 # A refusal at a concurrency limit: retry once the replicas have reconciled their leases (or a run ended).
 CONCURRENCY_RETRY_S = 1.0
+# Each replica writes its admission figures this often, live for FIGURES_TTL_S (a dead replica's drop out of the
+# sums within that), and writes a tenant's again unchanged every third of it.
+FIGURES_EVERY_S = 1.0
+FIGURES_TTL_S = 5.0
+
+
+@dataclass(frozen=True)
+class TenantAdmission:
+    """A tenant's figures summed over the live replicas (GetTenantAdmission), and its limits in force."""
+
+    admitted: int
+    refused_by_limit: dict[str, int]
+    running: int
+    waiting: int
+    tokens: int
+    tokens_last_minute: int
+    replicas: int  # how many replicas' figures are in the sums
+    limits: Limits
+    share: Share
 
 
 class RunTicket:
@@ -79,9 +108,12 @@ class StreamTicket:
 
 
 class TenantGate:
-    def __init__(self, source: LimitsSource, store: LimitStore) -> None:
+    def __init__(self, source: LimitsSource, store: LimitStore, figures: AdmissionFigureStore | None = None) -> None:
         self.source = source
         self.store = store
+        self.figures = figures  # None: `admission()` answers with this replica's figures alone
+        self.tally = TenantTally()
+        self._written: dict[str, tuple[dict[str, int], float]] = {}  # tenant -> (figures, when) last written
         self.reconcile_s = store.lease_ttl_s / 3  # leases are renewed three times per TTL
         self.runs = SlotLeases(store, "runs", CONCURRENT_RUNS)
         self.streams = SlotLeases(store, "streams", HELD_STREAMS)
@@ -92,6 +124,7 @@ class TenantGate:
         self._running: Counter[str] = Counter()
         self._streams_held: Counter[str] = Counter()
         self._loop: asyncio.Task | None = None
+        self._figures_loop: asyncio.Task | None = None
         self.apply(source.table)
         source.on_change = self.apply
         metrics.watch_tenants(self)
@@ -111,12 +144,15 @@ class TenantGate:
     def start(self) -> None:
         self.source.start()
         self._loop = asyncio.create_task(self._reconcile_loop(), name="limits-reconcile")
+        if self.figures is not None:
+            self._figures_loop = asyncio.create_task(self._write_figures_loop(), name="limits-figures")
 
     async def stop(self) -> None:
         await self.source.stop()
-        if self._loop is not None:
-            self._loop.cancel()
-            await asyncio.gather(self._loop, return_exceptions=True)
+        for task in (self._loop, self._figures_loop):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     async def _reconcile_loop(self) -> None:
         while True:
@@ -167,6 +203,7 @@ class TenantGate:
                 self.starts.give_back(scope)
             raise
         metrics.tenant_admitted(tenant)
+        self.tally.admit(tenant)
         return self._ticket(tenant, run_id, scopes, slots, queue_slot)
 
     async def _queue_slot(self, tenant: str, table: LimitsTable) -> Slot | None:
@@ -178,6 +215,7 @@ class TenantGate:
             return await queue.admit(tenant, weight=share.weight, priority=share.priority)
         except QueueFull as full:
             metrics.tenant_refused(tenant, "capacity")
+            self.tally.refuse(tenant, "capacity")
             raise Overloaded(tenant, full.message, full.retry_after_s, queue.capacity) from None
 
     def admit_exempt(self, tenant: str, run_id: str, *, api_key_id: str = "", agent_id: str = "",
@@ -222,6 +260,7 @@ class TenantGate:
         if tokens <= 0:
             return
         metrics.tenant_tokens(tenant, tokens)
+        self.tally.use_tokens(tenant, tokens)
         ticket = self._tickets.get(run_id)
         if ticket is not None:
             ticket.tokens += tokens
@@ -260,5 +299,53 @@ class TenantGate:
     def _refuse(self, scope: Scope, limit: str, quota: float | None, retry_after_s: float, *,
                 window_s: int | None = None, window_quota: int | None = None, detail: str = "") -> None:
         metrics.tenant_refused(scope.tenant, limit)
+        self.tally.refuse(scope.tenant, limit)
         raise LimitExceeded(scope, limit, quota or 0, retry_after_s, window_s=window_s, window_quota=window_quota,
                             detail=detail)
+
+    # ---- what GetTenantAdmission reads ----------------------------------------------------------------
+    def local_figures(self) -> dict[str, dict[str, int]]:
+        """This replica's figures of every tenant it has seen: the tally's, and what runs and waits here now."""
+        found = {tenant: self.tally.figures(tenant) for tenant in self.tally.tenants()}
+        for tenant, running, waiting, _streams in self.tenant_counts():
+            counts = found.setdefault(tenant, self.tally.figures(tenant))
+            counts["running"], counts["waiting"] = running, waiting
+        return found
+
+    async def write_figures(self) -> None:
+        """Write the figures that changed since they were last written, and renew the others before they expire
+        (a tenant idle here keeps its totals in the sums while this replica lives)."""
+        if self.figures is None:
+            return
+        now = time.monotonic()
+        due = {tenant: counts for tenant, counts in self.local_figures().items()
+               if (last := self._written.get(tenant)) is None or last[0] != counts
+               or now - last[1] >= self.figures.ttl_s / 3}
+        if due:
+            await self.figures.write(due)
+            self._written.update((tenant, (counts, now)) for tenant, counts in due.items())
+
+    async def _write_figures_loop(self) -> None:
+        while True:
+            await asyncio.sleep(FIGURES_EVERY_S)
+            try:
+                await self.write_figures()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("limits: could not write this replica's admission figures", exc_info=True)
+
+    async def admission(self, tenant: str) -> TenantAdmission:
+        """The tenant's figures over every live replica (as each wrote them, at most FIGURES_EVERY_S ago), and
+        its limits in force here (every replica reads the same file)."""
+        if self.figures is None:
+            counts, replicas = self.local_figures().get(tenant, {}), 1
+        else:
+            counts, replicas = await self.figures.read(tenant)
+        refused = {name.removeprefix("refused."): n for name, n in counts.items() if name.startswith("refused.")}
+        table = self.source.table
+        return TenantAdmission(
+            admitted=counts.get("admitted", 0), refused_by_limit=refused, running=counts.get("running", 0),
+            waiting=counts.get("waiting", 0), tokens=counts.get("tokens", 0),
+            tokens_last_minute=counts.get("tokens_last_minute", 0), replicas=replicas,
+            limits=table.tenant(tenant), share=table.share(tenant))

@@ -198,3 +198,9 @@ def limit_window(tenant: str, what: str, scope: str) -> str:
     """The identifier of a scope's moving window (`what` starts or tokens) in the `limits` package, which keeps
     it under its own prefix; its key keeps the tenant's tag."""
     return f"{_tenant(tenant)}:limits:{_id(what, 'limit kind')}:{_id(scope, 'limit scope')}"
+
+
+def tenant_admission(tenant: str) -> str:
+    """The tenant's admission figures as each replica last wrote them (store/admission.py): a hash, replica ->
+    "<expiry ms>|<figures JSON>", tagged with the tenant."""
+    return f"{_tenant(tenant)}:limits:admission"
