@@ -3,8 +3,9 @@
 1. Engine, 100-node chain: µs per node without checkpoints and with them (a NodeRecord per component, as the
    run manager asks for), side by side in one process.
 2. 1,000 runs of a 5-node canvas (no model) through a real orchestrator servicer (gRPC on port 0) and a
-   private redis-server, 20 at a time: runs/s, p50/p99, and the bytes each run leaves in Redis (event
-   stream + checkpoint) read back with MEMORY USAGE.
+   private redis-server, 20 at a time: runs/s, p50/p99, the CPU each run costs this process (the orchestrator
+   and its gRPC client) and redis-server, and the bytes each run leaves in Redis (event stream + checkpoint)
+   read back with MEMORY USAGE.
 3. The journal policies side by side (services/common/speed_policies.py): the same runs, 100 at a time, under
    `at_once` and `batched` in alternating rounds; runs/s and p99 of each (the median round), and at_once's
    runs/s as a fraction of batched's (docs/speed-policies.md: at_once stays the default while that is at
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import grpc  # noqa: E402
+import psutil  # noqa: E402
 import redis  # noqa: E402
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb  # noqa: E402
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc  # noqa: E402
@@ -75,7 +77,8 @@ async def engine_per_node(checkpoints: bool, nodes: int = 100, repeats: int = 20
     return statistics.median(times) / nodes * 1e6
 
 
-async def full_runs(url: str, count: int = 1000, concurrency: int = 20, journal_policy: str = "at_once") -> dict:
+async def full_runs(url: str, count: int = 1000, concurrency: int = 20, journal_policy: str = "at_once",
+                    redis_pid: int | None = None) -> dict:
     orch = build(OrchestratorConfig(
         server=ServerConfig("orchestrator", "127.0.0.1", 0, 0, 1.0, 0.0), engine=EngineSettings(),
         redis_url=url, llm_gateway_addr="127.0.0.1:9", retrieval_addr="127.0.0.1:9", sandbox_addr="127.0.0.1:9",
@@ -97,9 +100,13 @@ async def full_runs(url: str, count: int = 1000, concurrency: int = 20, journal_
             latencies.append(time.perf_counter() - t0)
             run_ids.append(events[0].run_id)
 
+    me, redis_proc = psutil.Process(), psutil.Process(redis_pid) if redis_pid else None
+    cpu0, redis0 = sum(me.cpu_times()[:2]), sum(redis_proc.cpu_times()[:2]) if redis_proc else 0.0
     t0 = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(concurrency)))
     wall = time.perf_counter() - t0
+    cpu_us = 1e6 * (sum(me.cpu_times()[:2]) - cpu0) / count
+    redis_cpu_us = 1e6 * (sum(redis_proc.cpu_times()[:2]) - redis0) / count if redis_proc else None
     await channel.close()
     await server.stop(None)
     for hook in orch.on_shutdown:
@@ -112,6 +119,7 @@ async def full_runs(url: str, count: int = 1000, concurrency: int = 20, journal_
     return {"runs": count, "concurrency": concurrency, "runs_per_s": round(count / wall, 1),
             "p50_ms": round(latencies[len(latencies) // 2] * 1000, 2),
             "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 2),
+            "cpu_us_per_run": round(cpu_us), **({"redis_cpu_us_per_run": round(redis_cpu_us)} if redis_proc else {}),
             "journal_bytes_per_run": int(statistics.median(sizes))}
 
 
@@ -147,7 +155,7 @@ async def main() -> None:
                 except redis.ConnectionError:
                     time.sleep(0.02)
             url = f"redis://127.0.0.1:{port}/0"
-            runs = await full_runs(url)
+            runs = await full_runs(url, redis_pid=proc.pid)
             policies = await journal_policies(url)
         finally:
             proc.terminate()
