@@ -9,10 +9,13 @@ key's name to every tracking replica, which drops the entries filed under it. On
 (their own prefix): the sessions, runs and indexes every run writes reach no replica.
 
 Why a cached answer is never stale:
-- A connection to each node of the Redis (the one Redis; each primary and replica of a Redis Cluster, `_nodes`)
-  enables tracking and receives the invalidations of the keys changed there (RESP3 push messages): a write by
-  a client, or, on a replica, the write it replicates, so a replica promoted in a failover was tracked before
-  it took writes, and a key MIGRATE moves to another node is invalidated as it leaves. If a tracking
+- A connection to each node of the Redis (the one Redis; each primary and replica of a Redis Cluster; the
+  primary and replicas the Sentinels name: `_nodes`) enables tracking and receives the invalidations of the
+  keys changed there (RESP3 push messages): a write by a client, or, on a replica, the write it replicates.
+  So a replica promoted in a failover was tracked before it took its first write (a write on a node is
+  invalidated before that node answers it: tracking only the primary, its replica's invalidations would come
+  after the write was answered, once replicated, or never if that replica had just been promoted), and a key
+  MIGRATE moves to another node is invalidated as it leaves. If a tracking
   connection dies, the cache is emptied; a connection that goes silent is found by a PING after `_QUIET_S`
   without traffic.
 - A hit is trusted only when nothing is waiting on any tracking connection: an invalidation that reached this
@@ -33,6 +36,8 @@ from typing import Any, Callable, Hashable
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import SSLConnection
+from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.exceptions import ResponseError
 
 from services.orchestrator.store import _redis_fast
@@ -59,14 +64,15 @@ class ResolvedAgents:
         self._task: asyncio.Task | None = None
         self._settled = asyncio.Event()  # tracking, or refused: start() waits for either
         self._refused = False
+        self._known: set[str] = set()  # the nodes found by the last look (`_nodes`)
 
     @property
     def tracking(self) -> bool:
         """Whether every node the client reads from is tracked (answers read now may be kept)."""
         if self._refused or not self._conns:
             return False
-        nodes = _node_names(self.redis)
-        return nodes is not None and nodes <= self._conns.keys()
+        nodes = _node_names(self.redis) or self._known
+        return bool(nodes) and nodes <= self._conns.keys()
 
     @property
     def connections(self) -> list[Any]:
@@ -152,6 +158,8 @@ class ResolvedAgents:
             except Exception as exc:  # noqa: BLE001 (a cluster that cannot be asked yet: asked again)
                 log.warning("agent cache: cannot list the Redis nodes to track (%s)", exc)
                 nodes = {}
+            if nodes:
+                self._known = set(nodes)
             for name in self._trackers.keys() - nodes.keys():  # gone from the cluster (failed over, removed)
                 self._trackers.pop(name).cancel()
             for name, make in nodes.items():
@@ -214,20 +222,28 @@ class ResolvedAgents:
 
 
 async def _nodes(client: aioredis.Redis | RedisCluster) -> dict[str, Callable[[], Any]]:
-    """Each node the client reads from, by name, with how to open a RESP3 connection to it: every node of a
-    cluster (primaries and replicas, as the client knows them now); else the one Redis (Sentinel's pool
-    connects to the primary the Sentinels name)."""
+    """Each node the client reads from or may after a failover, by name, with how to open a RESP3 connection to
+    it: every node of a cluster (primaries and replicas, as the client knows them now); the primary and the
+    replicas the Sentinels name; else the one Redis."""
     if isinstance(client, RedisCluster):
         await client.initialize()  # the client's map of the cluster (nothing once it has one)
         return {node.name: _opener(node.connection_class, node.connection_kwargs) for node in client.get_nodes()}
     pool = client.connection_pool
+    if isinstance(pool, SentinelConnectionPool):
+        sentinels = pool.sentinel_manager
+        addresses = [await sentinels.discover_master(pool.service_name),
+                     *await sentinels.discover_slaves(pool.service_name)]
+        plain = SSLConnection if issubclass(pool.connection_class, SSLConnection) else aioredis.Connection
+        kwargs = {k: v for k, v in pool.connection_kwargs.items() if k != "connection_pool"}
+        return {f"{host}:{port}": _opener(plain, {**kwargs, "host": host, "port": port}) for host, port in addresses}
     return {"": _opener(pool.connection_class, pool.connection_kwargs)}
 
 
 def _node_names(client: aioredis.Redis | RedisCluster) -> set[str] | None:
+    """The nodes the client knows now, if it keeps a map of them (a cluster's); else None (the last look's)."""
     if isinstance(client, RedisCluster):
         return {node.name for node in client.get_nodes()} or None
-    return {""}
+    return None if isinstance(client.connection_pool, SentinelConnectionPool) else {""}
 
 
 def _opener(connection_class: type, kwargs: dict[str, Any]) -> Callable[[], Any]:

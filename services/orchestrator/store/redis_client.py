@@ -26,7 +26,7 @@ from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster, Sentinel
 from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.connection import SSLConnection
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import SentinelConnectionPool
+from redis.asyncio.sentinel import SentinelConnectionPool, SentinelManagedConnection
 from redis.backoff import ConstantBackoff, EqualJitterBackoff
 from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -96,6 +96,21 @@ def _cluster(target: RedisTarget) -> RedisCluster:
                                   resend=moved, **options)
 
 
+class _SentinelConnection(SentinelManagedConnection):
+    """A connection to the primary the Sentinels name. redis-py asks them when it opens one, but a command's
+    retry reopens a lost connection where it was: after a failover, at the old primary (now a replica: each
+    attempt refused with READONLY, then the command failed). Here every opening asks them."""
+
+    async def connect_check_health(self, check_health: bool = True, retry_socket_connect: bool = True) -> None:
+        if not self.is_connected and self.connection_pool.is_master:
+            self.host, self.port = await self.connection_pool.get_master_address()
+        await super().connect_check_health(check_health=check_health, retry_socket_connect=retry_socket_connect)
+
+
+class _SentinelSSLConnection(_SentinelConnection, SSLConnection):
+    pass
+
+
 class _SentinelPool(SentinelConnectionPool, BlockingConnectionPool):
     """Sentinel's pool (connections go to the primary the Sentinels name now) that, past MAX_CONNECTIONS, makes
     a caller wait for a free connection, as the single Redis's pool does."""
@@ -112,9 +127,11 @@ class _SentinelClient(Redis):
 def _sentinel(target: RedisTarget) -> Redis:
     timeouts = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S}
     sentinels = Sentinel(list(target.nodes), sentinel_kwargs={**timeouts, **target.sentinel_options})
+    options = {**timeouts, **target.options}
+    connection = _SentinelSSLConnection if options.pop("ssl", False) else _SentinelConnection
     return sentinels.master_for(target.service, redis_class=_SentinelClient, connection_pool_class=_SentinelPool,
-                                retry=retry(), max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT_S,
-                                **{**timeouts, **target.options})
+                                connection_class=connection, retry=retry(), max_connections=MAX_CONNECTIONS,
+                                timeout=POOL_TIMEOUT_S, **options)
 
 
 def limits_storage(target: RedisTarget | str, key_prefix: str) -> Storage:
