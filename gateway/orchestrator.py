@@ -206,6 +206,11 @@ class Orchestrator:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0, self.run_lease_s / 4)
 
+    async def tenant_admission(self, tenant: str) -> canvas_pb.GetTenantAdmissionResponse:
+        """The tenant's admission figures over every orchestrator replica, and its limits (GetTenantAdmission:
+        any replica answers for all of them)."""
+        return await self.unary(self.canvas.GetTenantAdmission, canvas_pb.GetTenantAdmissionRequest(tenant_id=tenant))
+
     async def aclose(self) -> None:
         """Ends the runs still running on shared streams (before the channel closes)."""
         await self.turns.close()

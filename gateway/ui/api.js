@@ -48,7 +48,8 @@ export class Api {
     return payload.data;
   }
 
-  // The tenant's admission figures: {tenant, admitted, waiting, refused, refused_by_limit, tokens}.
+  // The tenant's admission figures: {tenant, source, admitted, refused, refused_by_limit, running, waiting,
+  // tokens, tokens_last_minute, limits, replicas} (routes/ui.py's AdmissionOut).
   admission() {
     return this.call("GET", "/api/v1/tenant/admission");
   }

@@ -2,7 +2,8 @@
 allows tenant A one run at a time, and a real llm_gateway with a slow scripted model. While A's one run holds
 its slot, A's next run is refused at once in all three dialects (HTTP 429, Retry-After, RateLimit headers, the
 dialect's shape; the official OpenAI client raises RateLimitError), leaving no session behind, while tenant
-B is admitted; once A's run ends, A is admitted again."""
+B is admitted; once A's run ends, A is admitted again. The run viewer's admission route shows each tenant the
+orchestrator's figures of its own runs."""
 
 from __future__ import annotations
 
@@ -113,3 +114,50 @@ async def test_a_tenant_over_its_limit_is_refused_in_every_dialect_while_another
         return resp.status == 200 and (await resp.json())["code"] == 0
 
     await eventually(a_admitted, what="A admitted once its run ended", timeout=30)
+
+
+async def test_the_viewers_admission_route_shows_the_orchestrators_figures_of_the_keys_tenant_only(stack):
+    """GET /api/v1/tenant/admission through the real orchestrator (GetTenantAdmission): A's run admitted and
+    running, its refusals by limit, its limits; B's figures are B's alone."""
+    client, auth_a, auth_b, _, tenant_a = stack
+    held_a, echo_a, echo_b = await _agent(client, auth_a, HELD), await _agent(client, auth_a, ECHO), \
+        await _agent(client, auth_b, ECHO)
+
+    async def figures(auth: dict) -> dict:
+        body = await (await client.get("/api/v1/tenant/admission", headers=auth)).json()
+        assert body["code"] == 0, body
+        return body["data"]
+
+    holder = await client.post("/api/v1/agents/chat/completions", headers=auth_a,
+                               json={"agent_id": held_a, "query": "talk", "stream": True})
+    await holder.content.readuntil(b'"event": "message"')
+    for _ in range(2):
+        refused = await client.post(f"/api/v1/agents/{echo_a}/stream", headers=auth_a, json={"query": "hi"})
+        assert refused.status == 429
+    admitted_b = await client.post("/api/v1/agents/chat/completions", headers=auth_b,
+                                   json={"agent_id": echo_b, "query": "hi"})
+    assert (await admitted_b.json())["code"] == 0
+
+    async def a_counted() -> dict | None:
+        found = await figures(auth_a)
+        return found if (found["admitted"], found["running"]) == (1, 1) and found["refused"] == 2 else None
+
+    a = await eventually(a_counted, what="A's figures from the orchestrator")
+    assert (a["tenant"], a["source"], a["replicas"]) == (tenant_a, "orchestrator", 1)
+    assert a["refused_by_limit"] == {"concurrent_runs": 2} and a["waiting"] == 0
+    assert a["tokens"] == 0 and a["tokens_last_minute"] == 0  # the held model call has not ended
+    assert a["limits"]["concurrent_runs"] == 1 and a["limits"]["tokens_per_minute"] is None
+
+    async def b_counted() -> dict | None:
+        found = await figures(auth_b)
+        return found if found["admitted"] == 1 and found["running"] == 0 else None
+
+    b = await eventually(b_counted, what="B's figures from the orchestrator")
+    assert (b["refused"], b["refused_by_limit"], b["limits"]["concurrent_runs"]) == (0, {}, None)
+    holder.close()  # A's run is cancelled: no longer running, still admitted
+
+    async def a_ended() -> bool:
+        found = await figures(auth_a)
+        return (found["admitted"], found["running"]) == (1, 0)
+
+    await eventually(a_ended, what="A's run's end in its figures")
