@@ -139,6 +139,8 @@ class Load:
             self.seen.append(seen)
             leave_after = self._rng.randint(1, 20) if self._rng.random() < self.cfg.leave_probability else None
             await self.turn(http, seen, thread, leave_after)
+            if seen.outcome == "refused":
+                await asyncio.sleep(1.0)  # as a client backs off before it tries again
             if seen.outcome not in ("finished", "failed"):
                 return  # left, refused, gave up: the session may still be busy
             thread = seen.thread_id

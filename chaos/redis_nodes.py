@@ -44,12 +44,12 @@ def _wait(check, what: str, timeout: float = 30.0) -> None:
 class RedisNode:
     """One redis-server process on a fixed port, killed and started again on that port."""
 
-    def __init__(self, workdir: Path, name: str, *args: str, sentinel: bool = False) -> None:
+    def __init__(self, workdir: Path, name: str, *config: str, sentinel: bool = False) -> None:
         self.workdir = workdir / name
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.port = _free_port()
-        self.args = args
+        self.args = config  # more lines of its configuration file
         self.sentinel = sentinel
         self.proc: subprocess.Popen | None = None
 
@@ -61,14 +61,14 @@ class RedisNode:
         return redis.Redis(port=self.port, socket_timeout=5, socket_connect_timeout=2)
 
     def start(self) -> None:
-        if self.sentinel:
-            conf = self.workdir / "sentinel.conf"
-            if not conf.exists():  # Sentinel rewrites its file with what it learns: written once
-                conf.write_text(f"port {self.port}\nbind 127.0.0.1\ndir {self.workdir}\n" + "\n".join(self.args) + "\n")
-            argv = [redis_binary(), str(conf), "--sentinel"]
-        else:
-            argv = [redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
-                    "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", *self.args]
+        # From a file, written once: Sentinel rewrites it when it changes the node's role (a promoted replica
+        # loses its `replicaof`, a failed primary that comes back gains one), so a restart keeps the role.
+        conf = self.workdir / ("sentinel.conf" if self.sentinel else "redis.conf")
+        if not conf.exists():
+            common = [f"port {self.port}", "bind 127.0.0.1", f"dir {self.workdir}"]
+            data = [] if self.sentinel else ["appendonly yes", "appendfsync everysec", 'save ""']
+            conf.write_text("\n".join(common + data + list(self.args)) + "\n")
+        argv = [redis_binary(), str(conf), *(["--sentinel"] if self.sentinel else [])]
         log = open(self.workdir / "redis.log", "ab")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
@@ -95,7 +95,7 @@ class RedisNodes:
         self.nodes = [RedisNode(workdir, "redis-a")]
         self.sentinel: RedisNode | None = None
         if replicated:
-            self.nodes.append(RedisNode(workdir, "redis-b", "--replicaof", "127.0.0.1", str(self.nodes[0].port)))
+            self.nodes.append(RedisNode(workdir, "redis-b", f"replicaof 127.0.0.1 {self.nodes[0].port}"))
             self.sentinel = RedisNode(workdir, "sentinel", f"sentinel monitor {SENTINEL_NAME} 127.0.0.1 "
                                       f"{self.nodes[0].port} 1",
                                       f"sentinel down-after-milliseconds {SENTINEL_NAME} {DOWN_AFTER_MS}",
