@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from chaos.invariants import Check
 from services.orchestrator.store import keys
@@ -66,8 +67,12 @@ class ClaimWatch:
             now = time.monotonic()
             still = []
             for claim in pending:
-                holder = await self.redis.get(claim.session_key)
-                owner = await self.redis.get(keys.run_lease(holder.decode())) if holder else None
+                try:
+                    holder = await self.redis.get(claim.session_key)
+                    owner = await self.redis.get(keys.run_lease(holder.decode())) if holder else None
+                except RedisError:  # Redis restarting under another fault: asked again next poll
+                    still.append(claim)
+                    continue
                 if holder is None or (owner is not None and owner.decode() != claim.owner):
                     self._released(claim, now - died_at, bound, fault)
                 else:
@@ -82,4 +87,4 @@ class ClaimWatch:
     def _released(self, claim: Claim, after: float, bound: float, fault: str) -> None:
         self.seconds.append(after)
         self.check.count(after <= bound, f"{fault}: session {claim.session_key} (run {claim.run_id}) claimed "
-                                         f"{after:.1f} s after its owner died (lease {self.lease_s:g} s)")
+                                         f"{after:.1f} s after its owner died (lease {self.lease_s:g} s)", claim.run_id)

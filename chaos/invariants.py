@@ -41,11 +41,14 @@ class Check:
     checked: int = 0
     violations: int = 0
     examples: list[str] = field(default_factory=list)
+    runs: set[str] = field(default_factory=set)  # the runs that broke it
 
-    def count(self, ok: bool, example: str = "") -> None:
+    def count(self, ok: bool, example: str = "", run_id: str = "") -> None:
         self.checked += 1
         if not ok:
             self.violations += 1
+            if run_id:
+                self.runs.add(run_id)
             if len(self.examples) < _EXAMPLES:
                 self.examples.append(example)
 
@@ -134,7 +137,8 @@ async def check_runs(redis: aioredis.Redis, tenant: str, seen: list[RunSeen], mo
         if not s.run_id:
             continue
         run = await read_run(redis, tenant, s.run_id)
-        checks["terminal"].count(run.status in TERMINAL, f"{s.run_id} ({s.nonce}): status {run.status or 'missing'!r}")
+        checks["terminal"].count(run.status in TERMINAL, f"{s.run_id} ({s.nonce}): status {run.status or 'missing'!r}",
+                                 s.run_id)
         requests = {c: model.last_number(s.nonce, c) for c in LLM_SHAPES}
         final = dict(requests)  # each LLM component's final output: the answer recorded for it
         for component in LLM_SHAPES:
@@ -145,16 +149,17 @@ async def check_runs(redis: aioredis.Redis, tenant: str, seen: list[RunSeen], mo
             checks["no_rerun"].count(
                 len(mine) == 1 and recorded == requests[component],
                 f"{s.run_id} {component}: {len(mine)} record(s), recorded answer #{recorded}, "
-                f"{requests[component]} request(s)")
+                f"{requests[component]} request(s)", s.run_id)
         if s.outcome == "finished":
             want = expected_answer(s.nonce, final)
             checks["final_output"].count(s.shown() == want, f"{s.run_id}: shown {s.shown()[-40:]!r}, "
-                                                            f"want {want[-40:]!r}; saw {' | '.join(s.trace)}")
+                                                            f"want {want[-40:]!r}; saw {' | '.join(s.trace)}",
+                                          s.run_id)
         twice, spanning = run.finished_twice(), run.spanning()
         checks["single_writer"].count(not twice and not spanning and _ended_as_stored(run),
                                       f"{s.run_id}: finished twice {twice}, under two owners {spanning}, status "
                                       f"{run.status!r}, stream ends "
-                                      f"{run.last_event.WhichOneof('kind') if run.last_event else None}")
+                                      f"{run.last_event.WhichOneof('kind') if run.last_event else None}", s.run_id)
     return checks
 
 

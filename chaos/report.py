@@ -16,18 +16,20 @@ from chaos.load import RunSeen
 
 
 def _hit(struck: Struck, seen: list[RunSeen]) -> list[RunSeen]:
-    """The runs in flight when the fault struck."""
-    return [s for s in seen if s.run_id and s.started_at <= struck.at <= (s.ended_at or float("inf"))]
+    """The runs in flight while the fault lasted (from its strike until the stack was whole again)."""
+    return [s for s in seen if s.run_id and s.started_at <= struck.until and (s.ended_at or float("inf")) >= struck.at]
 
 
 def _short(error: str) -> str:
     return error.split(": ", 1)[-1][:70] if error else ""
 
 
-def fault_rows(struck: list[Struck], seen: list[RunSeen], stored: dict[str, StoredRun], t0: float) -> list[dict]:
+def fault_rows(struck: list[Struck], seen: list[RunSeen], stored: dict[str, StoredRun], checks: list[Check],
+               t0: float) -> list[dict]:
     rows = []
     for f in struck:
         hit = _hit(f, seen)
+        broke = {c.name: n for c in checks if (n := sum(s.run_id in c.runs for s in hit))}
         statuses = collections.Counter(stored[s.run_id].status for s in hit)
         errors = collections.Counter(_short(stored[s.run_id].error) for s in hit if stored[s.run_id].error)
         rows.append({
@@ -37,7 +39,7 @@ def fault_rows(struck: list[Struck], seen: list[RunSeen], stored: dict[str, Stor
             "not_terminal": len(hit) - statuses["succeeded"] - statuses["failed"] - statuses["cancelled"],
             "taken_over": sum(stored[s.run_id].attempts > 1 for s in hit),
             "clients_rejoined": sum(s.rejoins > 0 for s in hit),
-            "errors": dict(errors.most_common(3)),
+            "errors": dict(errors.most_common(3)), "violations": broke,
         })
     return rows
 
@@ -56,6 +58,7 @@ def totals(seen: list[RunSeen], stored: dict[str, StoredRun]) -> dict[str, Any]:
 def render(report: dict[str, Any]) -> str:
     faults = [[r["fault"], r["target"], r["at_s"], r["recovered_after_s"], r["runs_hit"], r["succeeded"], r["failed"],
                r["cancelled"], r["not_terminal"], r["taken_over"], r["clients_rejoined"],
+               ", ".join(f"{k}={v}" for k, v in r["violations"].items()) or "-",
                ", ".join(f"{k}={v}" for k, v in r["found"].items())] for r in report["faults"]]
     checks = [[c["name"], c["checked"], c["violations"], c["what"]] for c in report["invariants"]]
     t = report["totals"]
@@ -64,7 +67,7 @@ def render(report: dict[str, Any]) -> str:
         f"{report['config']['replicas']} orchestrator replicas, lease {report['config']['lease_s']:g} s, "
         f"{report['duration_s']:.0f} s",
         tabulate(faults, headers=["fault", "target", "at s", "back s", "hit", "ok", "failed", "cancelled",
-                                  "open", "taken over", "rejoined", "found"]),
+                                  "open", "taken over", "rejoined", "broke", "found"]),
         "",
         tabulate(checks, headers=["invariant", "checked", "violations", "what"]),
         "",
@@ -89,7 +92,7 @@ def build(*, seed: int, config: dict[str, Any], duration_s: float, struck: list[
           stored: dict[str, StoredRun], checks: list[Check], claim_seconds: list[float], t0: float,
           extra: dict[str, Any]) -> dict[str, Any]:
     return {"seed": seed, "config": config, "duration_s": round(duration_s, 1),
-            "faults": fault_rows(struck, seen, stored, t0), "invariants": [c.as_dict() for c in checks],
+            "faults": fault_rows(struck, seen, stored, checks, t0), "invariants": [c.as_dict() for c in checks],
             "totals": totals(seen, stored),
             "claims": {"count": len(claim_seconds), "max_s": round(max(claim_seconds), 2) if claim_seconds else None},
             "violations": sum(c.violations for c in checks), **extra}
