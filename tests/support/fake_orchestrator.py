@@ -73,6 +73,8 @@ class FakeOrchestrator:
     active: dict[str, asyncio.Event] = field(default_factory=dict)  # session id -> stop signal of a running run
     flood_sent: int = 0
     refused: dict[str, float] = field(default_factory=dict)  # tenant -> the retry delay its refusals carry
+    # tenant -> what GetTenantAdmission answers; a tenant not here: UNIMPLEMENTED (the gateway falls back)
+    admission: dict[str, canvas_pb.GetTenantAdmissionResponse] = field(default_factory=dict)
 
     def bindings(self) -> list[Binding]:
         canvas = FakeCanvas(self)
@@ -333,6 +335,12 @@ class FakeCanvas(canvas_grpc.CanvasServiceServicer):
     async def Validate(self, request, context):
         _check_dsl(request.dsl_json)
         return canvas_pb.ValidateResponse(valid=True)
+
+    async def GetTenantAdmission(self, request, context):
+        found = self.s.admission.get(request.tenant_id)
+        if found is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "no admission figures scripted for this tenant")
+        return found
 
 
 class FakeRunTurns(turn_grpc.RunTurnServiceServicer):
