@@ -25,6 +25,7 @@ from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from services.common.status_details import refusal
 from services.common.turns import ClientTurnTypes, TurnClient
 from services.orchestrator.components.base import Component, register
+from services.orchestrator.limits import gate
 from services.orchestrator.runs import interrupts
 from services.orchestrator.store import agent_cache, keys
 from services.orchestrator.store._redis_fast import Connection as FastConnection
@@ -279,6 +280,7 @@ async def test_round_trips_per_run_are_the_same_with_limits_on(redis_server, tmp
     # The replica's own periodic work is quiet meanwhile: only the runs' round trips are counted.
     monkeypatch.setattr(interrupts, "EXPIRY_POLL_S", 3600.0)
     monkeypatch.setattr(agent_cache, "_QUIET_S", 3600.0)
+    monkeypatch.setattr(gate, "FIGURES_EVERY_S", 3600.0)  # the admission figures' background write
     quiet = TriggerSettings(scheduler_poll_s=3600.0, webhook_poll_s=3600.0)
     path = tmp_path / "limits.yaml"
     write_limits(path, {"defaults": {"concurrent_runs": 1000, "runs_per_second": 1000, "burst": 1000,

@@ -10,6 +10,7 @@ import grpc
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 
+from services.orchestrator.limits import gate
 from services.orchestrator.runs import interrupts
 from services.orchestrator.store import agent_cache
 from services.orchestrator.store import journal as journal_module
@@ -43,6 +44,7 @@ async def test_a_run_is_its_start_and_its_end_besides_its_journal_s_writes(redis
     # The replica's own periodic work is quiet meanwhile: only the runs' round trips are counted.
     monkeypatch.setattr(interrupts, "EXPIRY_POLL_S", 3600.0)
     monkeypatch.setattr(agent_cache, "_QUIET_S", 3600.0)
+    monkeypatch.setattr(gate, "FIGURES_EVERY_S", 3600.0)  # the admission figures' background write
     quiet = TriggerSettings(scheduler_poll_s=3600.0, webhook_poll_s=3600.0)
     async with orchestrator(redis_server.url, run_lease_s=120.0, triggers=quiet) as orch:
         async with grpc.aio.insecure_channel(orch.addr) as channel:
