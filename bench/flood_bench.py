@@ -206,6 +206,40 @@ def wait_for_quiet(limit: float, patience_s: float) -> list[float]:
     return list(os.getloadavg())
 
 
+async def queue_floor(capacity: int, max_wait_s: float, waiting: int = 400, n: int = 20000) -> dict[str, Any]:
+    """The fair queue's own part, in this process: microseconds for a refusal with `waiting` runs of the
+    flooding tenant queued, and for a release that admits the next waiter (two tenants waiting)."""
+    from services.orchestrator.limits.fair_queue import FairQueue, QueueFull
+
+    queue = FairQueue(capacity, 3600.0)
+    held = [await queue.admit("a") for _ in range(capacity)]
+    for slot in held:  # a measured service rate
+        slot.release(1.0)
+    held = [await queue.admit("a") for _ in range(capacity)]
+    waiters = [asyncio.create_task(queue.admit(t)) for t in ["a"] * waiting + ["b"] * 4]
+    while queue.waiting < len(waiters):
+        await asyncio.sleep(0)
+    queue.max_wait_s = 1e-9  # every new run of either tenant is over the bound now
+    refusals = []
+    for _ in range(n):
+        start = perf()
+        try:
+            queue.admit("a").send(None)
+        except QueueFull:
+            refusals.append(perf() - start)
+    releases = []
+    for slot in held:
+        start = perf()
+        slot.release(1.0)
+        releases.append(perf() - start)
+    for task in waiters:
+        task.cancel()
+    await asyncio.gather(*waiters, return_exceptions=True)
+    return {"waiting": waiting + 4, "refusal_p50_us": pb.pct(refusals, 50) * 1e6,
+            "refusal_p99_us": pb.pct(refusals, 99) * 1e6, "release_admitting_next_p50_us": pb.pct(releases, 50) * 1e6,
+            "refusals_timed": len(refusals)}
+
+
 def limits_file(path: Path, capacity: int, max_wait_s: float) -> None:
     """The replica's capacity and bounded wait; no limit for either tenant (the fair queue alone is measured)."""
     path.write_text(f"capacity:\n  runs: {capacity}\n  max_wait_s: {max_wait_s}\n")
@@ -226,6 +260,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "settings": {"capacity_runs": args.capacity, "max_wait_s": args.max_wait_s, "b_clients": B_CLIENTS,
                      "saturating_a_clients": args.flood_clients // 10, "flood_a_clients": args.flood_clients,
                      "warm_up_s": warm_up_s, "seconds": seconds, "limits_file": limits.read_text()}}
+    results["queue_floor"] = await queue_floor(args.capacity, args.max_wait_s)
     try:
         pb.wait_port(model_port)
         results["machine"]["load_average_before_start"] = wait_for_quiet(QUIET_LOAD, args.patience_s)
@@ -277,6 +312,7 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
         "measured": {k: round(v, 3) if isinstance(v, float) else v for k, v in measured.items()},
         "targets": {k: f"{op} {v}" for k, (op, v) in targets.items()},
         "met": met,
+        "queue_floor_refusal_p99_us": round(r["queue_floor"]["refusal_p99_us"], 1),
         "load_average": [r["machine"]["load_average_before_start"][0], flood["load_average_at_end"][0]],
     }
 
