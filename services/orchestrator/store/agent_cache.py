@@ -68,10 +68,11 @@ class ResolvedAgents:
 
     @property
     def tracking(self) -> bool:
-        """Whether every node the client reads from is tracked (answers read now may be kept)."""
+        """Whether every node the client reads from, or may after a failover, is tracked (answers read now may be
+        kept)."""
         if self._refused or not self._conns:
             return False
-        nodes = _node_names(self.redis) or self._known
+        nodes = (_node_names(self.redis) or set()) | self._known
         return bool(nodes) and nodes <= self._conns.keys()
 
     @property
@@ -155,11 +156,11 @@ class ResolvedAgents:
         while not self._refused:
             try:
                 nodes = await _nodes(self.redis)
-            except Exception as exc:  # noqa: BLE001 (a cluster that cannot be asked yet: asked again)
+            except Exception as exc:  # noqa: BLE001 (a cluster that cannot be asked now: asked again)
                 log.warning("agent cache: cannot list the Redis nodes to track (%s)", exc)
-                nodes = {}
-            if nodes:
-                self._known = set(nodes)
+                await asyncio.sleep(_QUIET_S)
+                continue
+            self._known = set(nodes)
             for name in self._trackers.keys() - nodes.keys():  # gone from the cluster (failed over, removed)
                 self._trackers.pop(name).cancel()
             for name, make in nodes.items():
@@ -227,7 +228,16 @@ async def _nodes(client: aioredis.Redis | RedisCluster) -> dict[str, Callable[[]
     replicas the Sentinels name; else the one Redis."""
     if isinstance(client, RedisCluster):
         await client.initialize()  # the client's map of the cluster (nothing once it has one)
-        return {node.name: _opener(node.connection_class, node.connection_kwargs) for node in client.get_nodes()}
+        nodes = {node.name: _opener(node.connection_class, node.connection_kwargs) for node in client.get_nodes()}
+        # and every node the cluster knows: its map leaves out replicas CLUSTER SLOTS does not list (Redis 7
+        # lists a replica only once it has replicated something), and nodes it has not been sent to yet
+        template = client.get_nodes()[0]
+        for address, node in (await client.cluster_nodes()).items():
+            host, _, port = address.rpartition(":")
+            if host and address not in nodes and not {"fail", "handshake", "noaddr"} & set(node["flags"].split(",")):
+                nodes[address] = _opener(template.connection_class,
+                                         {**template.connection_kwargs, "host": host, "port": int(port)})
+        return nodes
     pool = client.connection_pool
     if isinstance(pool, SentinelConnectionPool):
         sentinels = pool.sentinel_manager
@@ -240,10 +250,11 @@ async def _nodes(client: aioredis.Redis | RedisCluster) -> dict[str, Callable[[]
 
 
 def _node_names(client: aioredis.Redis | RedisCluster) -> set[str] | None:
-    """The nodes the client knows now, if it keeps a map of them (a cluster's); else None (the last look's)."""
+    """The nodes the client knows now, if it keeps a map of them (a cluster's: it may have learnt of one since the
+    last look); else None (the last look's are all there is)."""
     if isinstance(client, RedisCluster):
-        return {node.name for node in client.get_nodes()} or None
-    return None if isinstance(client.connection_pool, SentinelConnectionPool) else {""}
+        return {node.name for node in client.get_nodes()}
+    return None
 
 
 def _opener(connection_class: type, kwargs: dict[str, Any]) -> Callable[[], Any]:
