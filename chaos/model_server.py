@@ -101,8 +101,8 @@ class ModelServer:
                                       "usage": {"prompt_tokens": 5, "completion_tokens": tokens,
                                                 "total_tokens": tokens + 5}})
         self.in_flight += 1
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         try:
-            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
             await resp.prepare(request)
             await resp.write(_chunk(""))
             for piece in [TOKEN] * tokens + [answer[len(TOKEN) * tokens:]]:
@@ -113,6 +113,8 @@ class ModelServer:
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
             self.completed[key] += 1
-            return resp
+        except ConnectionResetError:  # the caller went away (its process killed, its run abandoned): counted still
+            pass
         finally:
             self.in_flight -= 1
+        return resp
