@@ -5,6 +5,7 @@ replica answers, and another tenant's never appear in them; a replica that stops
 from __future__ import annotations
 
 import asyncio
+import uuid
 from contextlib import AsyncExitStack
 
 import grpc
@@ -18,11 +19,16 @@ from tests.services.orchestrator.limits.test_tenant_limits import (
     Holding,
     refused,
     run_all,
-    tenants,  # noqa: F401  (fixture)
     write_limits,
 )
 from tests.support.orchestrator import orchestrator
 from tests.support.waiting import eventually
+
+
+@pytest.fixture
+def tenants() -> tuple[str, str]:
+    run = uuid.uuid4().hex[:8]
+    return f"acme-{run}", f"other-{run}"
 
 
 async def figures(stub, tenant: str) -> canvas_pb.GetTenantAdmissionResponse:
