@@ -10,13 +10,13 @@ first read after it expired, and the whole hash expires once no replica writes i
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter
 
 import redis.asyncio as aioredis
 
 from services.orchestrator.store import keys
+from services.orchestrator.store._records import queue_script
 
 # KEYS[1]: the tenant's hash. ARGV: owner, ttl ms, figures JSON.
 _WRITE = """
@@ -50,16 +50,19 @@ class AdmissionFigureStore:
     def __init__(self, redis: aioredis.Redis, *, owner: str, ttl_s: float) -> None:
         self.owner = owner
         self.ttl_s = ttl_s
+        self._redis = redis
         self._write = redis.register_script(_WRITE)
         self._read = redis.register_script(_READ)
 
     async def write(self, figures: dict[str, dict[str, int]]) -> None:
-        """This replica's figures of each tenant given (tenant -> name -> count), live for `ttl_s`: one script
-        per tenant (each tenant is its own slot), sent at once."""
+        """This replica's figures of each tenant given (tenant -> name -> count), live for `ttl_s`: a script per
+        tenant (each tenant is its own slot), in one pipeline (on a cluster, one round trip per node)."""
         ttl_ms = max(1, round(self.ttl_s * 1000))
-        await asyncio.gather(*(self._write(keys=[keys.tenant_admission(tenant)],
-                                           args=[self.owner, ttl_ms, json.dumps(counts, separators=(",", ":"))])
-                               for tenant, counts in figures.items()))
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for tenant, counts in figures.items():
+                queue_script(pipe, self._write, [keys.tenant_admission(tenant)],
+                             [self.owner, ttl_ms, json.dumps(counts, separators=(",", ":"))])
+            await pipe.execute()
 
     async def read(self, tenant: str) -> tuple[dict[str, int], int]:
         """The tenant's figures summed over every replica whose field is live, and how many replicas those are."""
