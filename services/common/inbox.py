@@ -25,7 +25,7 @@ class Inbox:
 
     def __init__(self, maxsize: int = 0) -> None:
         self._items: list[Any] = []
-        self._head = 0  # items before it were taken; the list is emptied whenever the consumer catches up
+        self._head = 0  # items before it were taken (None): dropped when the consumer catches up or is past half
         self._maxsize = maxsize
         self._getter: asyncio.Future[None] | None = None  # the consumer, waiting for an item
         self._putter: asyncio.Future[None] | None = None  # the producer, waiting for room
@@ -66,11 +66,14 @@ class Inbox:
         if head == len(items):
             raise asyncio.QueueEmpty
         item, items[head] = items[head], None
-        if head + 1 == len(items):
+        head += 1
+        if head == len(items):
             items.clear()
-            self._head = 0
-        else:
-            self._head = head + 1
+            head = 0
+        elif head >= 64 and head * 2 >= len(items):  # a consumer that never quite catches up: drop what it read
+            del items[:head]
+            head = 0
+        self._head = head
         putter = self._putter
         if putter is not None:
             self._putter = None

@@ -39,6 +39,15 @@ async def test_a_long_backlog_is_read_in_order_and_let_go_once_drained():
     assert inbox.empty() and inbox._items == []  # drained: nothing kept
 
 
+async def test_a_consumer_that_never_catches_up_keeps_no_more_than_it_has_to_read():
+    inbox = Inbox()
+    inbox.put_nowait(0)
+    for i in range(1, 10_000):
+        inbox.put_nowait(i)
+        assert inbox.get_nowait() == i - 1  # always one behind
+    assert inbox.qsize() == 1 and len(inbox._items) <= 129
+
+
 async def test_a_full_inbox_holds_its_producer_until_the_consumer_takes_one():
     inbox = Inbox(2)
     await inbox.put("a")
