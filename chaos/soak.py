@@ -175,10 +175,19 @@ class Soak:
                 gates.p99_gate(first, last)]
 
 
+def _kib_per_run(soak: Soak) -> float | None:
+    """What Redis keeps per run (everything a run writes lives 7 days): its memory's growth over the runs."""
+    quiet = [q[3] for q in soak.quiet]
+    if len(quiet) < 2 or not soak.load.seen:
+        return None
+    return round((quiet[-1].used_memory_mib - quiet[0].used_memory_mib) * 1024 / len(soak.load.seen), 2)
+
+
 def render(result: dict[str, Any]) -> str:
     lines = [f"soak: {result['minutes']:g} min at {result['offered_runs_per_s']:.2f} runs/s offered "
              f"({result['config']['load']:.0%} of {result['capacity_runs_per_s']:.2f}), {result['runs']} runs, "
-             f"kills {len(result['kills'])}, quiet windows {len(result['quiet_windows'])}",
+             f"kills {len(result['kills'])}, quiet windows {len(result['quiet_windows'])}, Redis keeps "
+             f"{result['redis_kib_per_run']} KiB per run (7 days)",
              tabulate([[r["clients"], r["runs_per_s"], r["p99_s"], r["not_finished"]] for r in result["capacity"]],
                       headers=["capacity: clients", "runs/s", "p99 s", "not finished"]), ""]
     for gate in result["gates"]:
@@ -217,6 +226,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "passed": all(g.passed for g in verdict),
         "redis_memory_mib": [[round((r.t - soak.t0) / 60, 1), r.used_memory_mib, r.keys]
                              for r in soak.redis_samples[::6]],
+        "redis_kib_per_run": _kib_per_run(soak),
     }
 
 
