@@ -178,9 +178,10 @@ class Soak:
 def _kib_per_run(soak: Soak) -> float | None:
     """What Redis keeps per run (everything a run writes lives 7 days): its memory's growth over the runs."""
     quiet = [q[3] for q in soak.quiet]
-    if len(quiet) < 2 or not soak.load.seen:
+    runs = [s for s in soak.load.seen if s.run_id and quiet and quiet[0].t <= s.started_at <= quiet[-1].t]
+    if len(quiet) < 2 or not runs:
         return None
-    return round((quiet[-1].used_memory_mib - quiet[0].used_memory_mib) * 1024 / len(soak.load.seen), 2)
+    return round((quiet[-1].used_memory_mib - quiet[0].used_memory_mib) * 1024 / len(runs), 2)
 
 
 def render(result: dict[str, Any]) -> str:
