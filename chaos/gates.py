@@ -5,7 +5,8 @@ do is keep growing).
   a new process), grows at most `RSS_MIB_PER_HOUR` (least-squares slope of its samples); a process sampled
   over too short a span to tell is reported, not gated, and so is Redis (its memory is the data it keeps).
 - `fds`, `tasks`: in every quiet window (no load, its last runs ended) each process's open files and asyncio
-  tasks are back within `SLACK` of what that process had in its first quiet window.
+  tasks are back within `SLACK` of what that process had in its first quiet window past its own first minutes
+  (pools and carriers open lazily, with the first load).
 - `redis`: in every quiet window no run is active, no session claimed, and the keys without a TTL are back
   to their first quiet window's count (everything a run writes expires).
 - `p99`: the run time's p99 in the last window is within `P99_RATIO` of the first window's (runs that a kill or
@@ -68,14 +69,18 @@ def rss_gate(samples: list[ProcessSample], since: float, until: float) -> Gate:
     return gate
 
 
-def baseline_gate(name: str, quiet: list[list[ProcessSample]]) -> Gate:
-    """`name` is "fds" or "tasks"; `quiet` the process samples of each quiet window, in order."""
+def baseline_gate(name: str, quiet: list[list[ProcessSample]], samples: list[ProcessSample]) -> Gate:
+    """`name` is "fds" or "tasks"; `quiet` the process samples of each quiet window, in order; a process's
+    windows in its own first minutes (`samples` say when it was first seen) are not its baseline yet."""
     gate = Gate(name)
+    first_seen: dict[int, float] = {}
+    for s in samples:
+        first_seen.setdefault(s.pid, s.t)
     values: dict[int, tuple[str, list[int]]] = {}
     for window in quiet:
         for s in window:
             value = getattr(s, name)
-            if value is not None:
+            if value is not None and s.t >= first_seen.get(s.pid, s.t) + PROCESS_WARM_UP_S:
                 values.setdefault(s.pid, (s.part, []))[1].append(value)
     for pid, (part, seen) in sorted(values.items(), key=lambda kv: kv[1][0]):
         later = seen[1:]

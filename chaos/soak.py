@@ -169,8 +169,8 @@ class Soak:
         last = [d for t, d in times if self.end - window <= t < self.end]
         quiet = [q for q in self.quiet if q[0] >= self.warm]
         return [gates.rss_gate(self.samples, self.warm, self.end),
-                gates.baseline_gate("fds", [q[2] for q in quiet]),
-                gates.baseline_gate("tasks", [q[2] for q in quiet]),
+                gates.baseline_gate("fds", [q[2] for q in quiet], self.samples),
+                gates.baseline_gate("tasks", [q[2] for q in quiet], self.samples),
                 gates.redis_gate([q[3] for q in quiet]),
                 gates.p99_gate(first, last)]
 
