@@ -198,8 +198,12 @@ class Load:
         frames = 0
         async with http.post(path, json=body, headers=headers) as resp:
             if resp.status != 200:
-                text = (await resp.read())[:300].decode(errors="replace")
-                seen.error = f"HTTP {resp.status}: {text}"
+                raw = await resp.read()
+                try:  # the envelope's error: its message
+                    text = str((orjson.loads(raw).get("data") or {}).get("message", ""))
+                except (orjson.JSONDecodeError, AttributeError):
+                    text = raw[:200].decode(errors="replace")
+                seen.error = f"HTTP {resp.status}: {text[:160]}"
                 return last_id, False
             block: dict[str, str] = {}
             async for raw in resp.content:
