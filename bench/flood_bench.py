@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import psutil
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -176,15 +177,33 @@ class Flood:
         return json.loads(out.strip().splitlines()[-1])
 
 
-async def phase(url: str, agents: dict[str, str], a_clients: int, warm_up_s: float, seconds: float) -> dict[str, Any]:
-    """B's 4 clients, beside A's `a_clients` (none: B alone), over the same window."""
+def cpu_seconds(stack: pb.Stack, clients: dict[str, psutil.Process]) -> dict[str, float]:
+    out = stack.cpu_s()
+    for name, proc in clients.items():
+        times = proc.cpu_times()
+        out[name] = times.user + times.system
+    return out
+
+
+async def phase(stack: pb.Stack, agents: dict[str, str], a_clients: int, warm_up_s: float,
+                seconds: float) -> dict[str, Any]:
+    """B's 4 clients, beside A's `a_clients` (none: B alone), over the same window; and the cores each process
+    used in that window (the stack's, B's clients: this process, A's clients)."""
+    url = stack.url + "/v1/chat/completions"
     flood = Flood(url, agents["A"], a_clients, warm_up_s, seconds) if a_clients else None
+    clients = {"clients_b": psutil.Process(), **({"clients_a": psutil.Process(flood.proc.pid)} if flood else {})}
     load_at_start = os.getloadavg()
-    b = await closed_loop(url, KEYS["B"], agents["B"], B_CLIENTS, warm_up_s, seconds)
+    b_loop = asyncio.create_task(closed_loop(url, KEYS["B"], agents["B"], B_CLIENTS, warm_up_s, seconds))
+    await asyncio.sleep(warm_up_s)
+    cpu0, t0 = cpu_seconds(stack, clients), perf()
+    await asyncio.sleep(seconds - 1)  # ends before the flood's process does
+    cpu1, t1 = cpu_seconds(stack, clients), perf()
+    b = await b_loop
     a = await flood.result() if flood else None
     goodput = b["runs_per_s"] + (a["runs_per_s"] if a else 0.0)
     return {"b": b, "a": a, "goodput_runs_per_s": goodput, "load_average_at_start": load_at_start,
-            "load_average_at_end": os.getloadavg()}
+            "load_average_at_end": os.getloadavg(),
+            "cores": {name: round((cpu1[name] - cpu0.get(name, 0.0)) / (t1 - t0), 3) for name in cpu1}}
 
 
 async def create_agent(url: str, key: str, dsl: dict[str, Any]) -> str:
@@ -266,15 +285,15 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         results["machine"]["load_average_before_start"] = wait_for_quiet(QUIET_LOAD, args.patience_s)
         stack.start()
         results["machine"]["processes"] = sorted(stack.children())
-        url = stack.url + "/v1/chat/completions"
         agents = {t: await create_agent(stack.url, KEYS[t], pb.NO_MODEL) for t in ("A", "B")}
-        await closed_loop(url, KEYS["B"], agents["B"], B_CLIENTS, 0.0, 2.0)  # warm: connections, plans, caches
+        # warm: connections, plans, caches
+        await closed_loop(stack.url + "/v1/chat/completions", KEYS["B"], agents["B"], B_CLIENTS, 0.0, 2.0)
         print("1. tenant B alone", flush=True)
-        results["b_alone"] = await phase(url, agents, 0, warm_up_s, seconds)
+        results["b_alone"] = await phase(stack, agents, 0, warm_up_s, seconds)
         print(f"2. the machine's goodput: A with {args.flood_clients // 10} clients beside B", flush=True)
-        results["saturated"] = await phase(url, agents, args.flood_clients // 10, warm_up_s, seconds)
+        results["saturated"] = await phase(stack, agents, args.flood_clients // 10, warm_up_s, seconds)
         print(f"3. the flood: A with {args.flood_clients} clients beside B", flush=True)
-        results["flood"] = await phase(url, agents, args.flood_clients, warm_up_s, seconds)
+        results["flood"] = await phase(stack, agents, args.flood_clients, warm_up_s, seconds)
         results["machine"]["rss_mb_after"] = stack.rss_mb()
     finally:
         stack.stop()
@@ -312,6 +331,7 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
         "measured": {k: round(v, 3) if isinstance(v, float) else v for k, v in measured.items()},
         "targets": {k: f"{op} {v}" for k, (op, v) in targets.items()},
         "met": met,
+        "cores": {"b_alone": r["b_alone"]["cores"], "saturated": saturated["cores"], "flood": flood["cores"]},
         "queue_floor_refusal_p99_us": round(r["queue_floor"]["refusal_p99_us"], 1),
         "load_average": [r["machine"]["load_average_before_start"][0], flood["load_average_at_end"][0]],
     }
