@@ -25,11 +25,17 @@ lower one (within a class, tenants share as above; a tenant has one virtual time
 The wait is bounded. A run that would wait has its wait estimated, its position (the runs admitted before
 it: every run of a higher class, its tenant's own waiting runs, and the others' by their weight against its
 tenant's) over the service rate (slots released per second over the last few seconds). Over `max_wait_s` it
-is refused at once, before waiting, with `QueueFull` (RESOURCE_EXHAUSTED) carrying `retry_after_s`, the time
-until such a request would fit at the current rate, and at least `max_wait_s`. So a flooding tenant is refused while another tenant's
-run, whose position is short, still waits its turn. Runs already admitted are not touched. A waiter whose
-caller goes away (its task cancelled) leaves the queue; if its slot was granted in that instant, the slot is
-handed on and its charge refunded.
+is refused at once, before waiting, with `QueueFull` (RESOURCE_EXHAUSTED) carrying `retry_after_s`. So a
+flooding tenant is refused while another tenant's run, whose position is short, still waits its turn.
+
+A refusal costs the machine almost what a short run does (a request crosses the gateway and reaches the
+orchestrator either way), so `retry_after_s` spreads a flood's retries: it is at least `max_wait_s` and the time
+until such a run would fit at the current rate, and a tenant that keeps being refused is told to wait longer.
+Each of its refusals multiplies its retry delay by RETRY_GROWTH, each of its admitted runs divides it by
+RETRY_GROWTH ** REFUSALS_PER_ADMISSION (up to RETRY_AFTER_MAX_S: the OpenAI SDK ignores a longer one), so
+clients that honour it settle at about REFUSALS_PER_ADMISSION refusals per admitted run, however many they
+are. Runs already admitted are not touched. A waiter whose caller goes away (its task cancelled) leaves the
+queue; if its slot was granted in that instant, the slot is handed on and its charge refunded.
 
 API (one instance per replica, used from one event loop; no Redis: the limits shared across replicas live
 elsewhere in services/orchestrator/limits/):
@@ -60,7 +66,13 @@ from services.common.errors import ResourceExhausted
 RATE_WINDOW_S = 5.0  # the service rate is measured over the releases of the last few seconds...
 RATE_SAMPLES = 4096  # ...at most this many (a busier replica measures over a shorter window)
 COST_SMOOTHING = 0.25  # weight of a run's cost in its tenant's moving-average estimate
+RETRY_GROWTH = 1.02  # a tenant's retry delay, times this per refusal...
+REFUSALS_PER_ADMISSION = 0.1  # ...and divided by RETRY_GROWTH ** this per admitted run
+RETRY_AFTER_MAX_S = 60.0
 RESERVED_SHARE = 0.5  # a waiting tenant holding less than this part of its weighted share of the slots goes first
+
+
+_RETRY_SHRINK = RETRY_GROWTH ** REFUSALS_PER_ADMISSION
 
 
 class QueueFull(ResourceExhausted):
@@ -85,7 +97,7 @@ class TenantCounts:
 
 
 class _Tenant:
-    __slots__ = ("name", "vtime", "estimate", "running", "waiting")
+    __slots__ = ("name", "vtime", "estimate", "running", "waiting", "retry_after")
 
     def __init__(self, name: str, estimate: float) -> None:
         self.name = name
@@ -93,6 +105,7 @@ class _Tenant:
         self.estimate = estimate  # what its next run is charged when admitted
         self.running = 0
         self.waiting = 0
+        self.retry_after = 0.0  # what its refusals have been telling it (0: nothing lately)
 
 
 class _Waiter:
@@ -224,11 +237,10 @@ class FairQueue:
             return self._start(state, weight, priority)
         wait = self._estimated_wait(state, weight, priority)
         if wait > self._max_wait_s:
+            retry_after = self._refused(state, wait)
             self._forget_if_idle(state)
-            # When its place would be within the bound, at the current rate; but not before the runs waiting
-            # now have been admitted (they are replaced as fast by the same flood: an earlier retry is refused).
-            raise QueueFull(tenant, estimated_wait_s=wait, max_wait_s=self._max_wait_s,
-                            retry_after_s=max(wait - self._max_wait_s, self._max_wait_s), capacity=self._capacity)
+            raise QueueFull(tenant, estimated_wait_s=wait, max_wait_s=self._max_wait_s, retry_after_s=retry_after,
+                            capacity=self._capacity)
         self._seq += 1
         waiter = _Waiter(state, weight, priority, self._seq, asyncio.get_running_loop().create_future())
         self._classes.setdefault(priority, {}).setdefault(tenant, collections.deque()).append(waiter)
@@ -248,6 +260,8 @@ class FairQueue:
         start = max(self._vnow, state.vtime)
         self._vnow = start
         charged = state.estimate
+        if state.retry_after:  # admitted: what its refusals say shrinks (module docstring)
+            state.retry_after /= _RETRY_SHRINK
         state.vtime = start + charged / weight
         state.running += 1
         self._running += 1
@@ -304,6 +318,13 @@ class FairQueue:
         # For each of its own runs the others are served others_weight / weight runs (as many as they have).
         position = ahead + own + 1 + min(others, (own + 1) * others_weight / weight)
         return position / self._rate()
+
+    def _refused(self, state: _Tenant, wait: float) -> float:
+        """A refusal's retry_after_s: not before its place would be within the bound at the current rate, nor
+        before the runs waiting now are admitted (the same flood replaces them as fast), and longer the more the
+        tenant is refused against what it is admitted."""
+        state.retry_after = min(RETRY_AFTER_MAX_S, max(state.retry_after, self._max_wait_s) * RETRY_GROWTH)
+        return min(RETRY_AFTER_MAX_S, max(wait - self._max_wait_s, state.retry_after))
 
     def _rate(self) -> float:
         """Slots released per second over the last RATE_WINDOW_S; before any is measured, `capacity` every

@@ -209,6 +209,28 @@ async def test_retry_after_grows_with_the_backlog(runs):
     assert refused_at_once(queue, "flood").retry_after_s > short
 
 
+async def test_a_tenant_refused_again_and_again_is_told_to_wait_longer_until_it_is_admitted_again(runs):
+    clock = Clock()
+    queue = FairQueue(1, 100.0, clock=clock)
+    warm_rate(queue, clock, per_s=10)
+    r = runs(queue)
+    slot = await queue.admit("flood")
+    await r.wait_for("flood", 12)
+    queue.max_wait_s = 0.5
+    delays = [refused_at_once(queue, "flood").retry_after_s for _ in range(60)]
+    assert delays == sorted(delays) and delays[-1] > 2 * delays[0]
+    queue.max_wait_s = 100.0
+    await r.wait_for("flood", 20)
+    for _ in range(20):  # twenty runs admitted outweigh the refusal below
+        clock.now += 0.1
+        slot.release(1.0)
+        slot = await r.next()
+    queue.max_wait_s = 0.5
+    assert refused_at_once(queue, "flood").retry_after_s < delays[-1]
+    # At most a minute, the longest the OpenAI SDK honours.
+    assert max(refused_at_once(queue, "flood").retry_after_s for _ in range(1000)) == 60.0
+
+
 async def test_a_waiter_whose_caller_leaves_leaves_the_queue(runs):
     queue = FairQueue(1, math.inf)
     r = runs(queue)
