@@ -317,6 +317,13 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
     targets = {"b_p99_ratio": ("<=", 1.5), "b_throughput_ratio": (">=", 0.9), "a_refusal_p99_ms": ("<=", 5.0),
                "server_errors_5xx": ("<=", 0), "goodput_ratio": (">=", 0.95)}
     met = {k: (measured[k] <= v if op == "<=" else measured[k] >= v) for k, (op, v) in targets.items()}
+    # What a refusal costs the stack: its cores under the flood less what the runs served cost without it.
+    stack_cores = {name: sum(v for k, v in p["cores"].items() if not k.startswith("clients"))
+                   for name, p in (("saturated", saturated), ("flood", flood))}
+    cpu_ms_per_run = 1000 * stack_cores["saturated"] / saturated["goodput_runs_per_s"]
+    refusals_per_s = a["refused"] / a["seconds"]
+    cpu_ms_per_refusal = ((1000 * stack_cores["flood"] - cpu_ms_per_run * flood["goodput_runs_per_s"]) / refusals_per_s
+                          if refusals_per_s else float("nan"))
     return {
         "b_alone": {"p50_ms": round(alone["p50_ms"], 1), "p99_ms": round(alone["p99_ms"], 1),
                     "runs_per_s": round(alone["runs_per_s"], 1)},
@@ -332,6 +339,7 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
         "targets": {k: f"{op} {v}" for k, (op, v) in targets.items()},
         "met": met,
         "cores": {"b_alone": r["b_alone"]["cores"], "saturated": saturated["cores"], "flood": flood["cores"]},
+        "stack_cpu_ms": {"per_run_saturated": round(cpu_ms_per_run, 3), "per_refusal_flood": round(cpu_ms_per_refusal, 3)},
         "queue_floor_refusal_p99_us": round(r["queue_floor"]["refusal_p99_us"], 1),
         "load_average": [r["machine"]["load_average_before_start"][0], flood["load_average_at_end"][0]],
     }
