@@ -172,10 +172,11 @@ class RedisRestart(Fault):
     name = "redis_restart"
 
     async def strike(self, ctx: FaultContext) -> Struck:
-        node = ctx.stack.redis.primary()
-        node.kill()
-        struck = Struck(self.name, node.name, time.monotonic())
-        await asyncio.to_thread(node.start)
+        redis = ctx.stack.redis
+        node = redis.primary()
+        redis.kill(node)
+        struck = Struck(self.name, redis.name(node), time.monotonic())
+        await asyncio.to_thread(redis.start_again, node)
         struck.until = time.monotonic()
         struck.notes["down_s"] = round(struck.until - struck.at, 2)
         return struck
@@ -189,14 +190,13 @@ class RedisFailover(Fault):
         old, new = redis.primary(), redis.replica()
         if new is None:
             raise RuntimeError("chaos: redis_failover needs the replicated Redis (the runner starts it when asked)")
-        info = await asyncio.to_thread(lambda: old.client().info("replication"))
-        lag = info["master_repl_offset"] - int(info.get("slave0", {}).get("offset", 0))
-        old.kill()
-        struck = Struck(self.name, f"{old.name} -> {new.name}", time.monotonic(), notes={"unreplicated_bytes": lag})
-        await asyncio.to_thread(redis.wait_primary_is, new)
+        lag = await asyncio.to_thread(redis.unreplicated_bytes)
+        redis.kill(old)  # no pause, no sync first: a primary that dies
+        struck = Struck(self.name, f"{redis.name(old)} -> {redis.name(new)}", time.monotonic(),
+                        notes={"unreplicated_bytes": lag})
+        await asyncio.to_thread(redis.wait_promoted, new)
         struck.notes["promoted_after_s"] = round(time.monotonic() - struck.at, 1)
-        await asyncio.to_thread(old.start)  # Sentinel makes it a replica of the new primary
-        await asyncio.to_thread(redis.wait_replicating, old)
+        await asyncio.to_thread(redis.rejoin, old)  # the Sentinels make it a replica of the new primary
         struck.until = time.monotonic()
         return struck
 

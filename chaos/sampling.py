@@ -68,11 +68,9 @@ async def sample_processes(stack: ChaosStack, http: aiohttp.ClientSession) -> li
             continue
         out.append(ProcessSample(now, child.proc.name, pid, round(rss, 2), fds,
                                  await _tasks(http, _metrics_url(stack, child.proc.name))))
-    for node in stack.redis.nodes:
-        if node.pid is not None:
-            proc = psutil.Process(node.pid)
-            out.append(ProcessSample(now, node.name, node.pid, round(proc.memory_info().rss / 2**20, 2),
-                                     proc.num_fds(), None))
+    for name, pid in stack.redis.processes():
+        proc = psutil.Process(pid)
+        out.append(ProcessSample(now, name, pid, round(proc.memory_info().rss / 2**20, 2), proc.num_fds(), None))
     return out
 
 

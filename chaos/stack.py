@@ -1,11 +1,11 @@
 """The stack under chaos: the processes `trellis up` starts (trellis_cli/up.py's `Stack`, supervised the same way:
 a part that dies is started again with backoff), here with several orchestrator replicas, on a Redis of the
-suite's own (chaos/redis_nodes.py). Each orchestrator reaches Redis through a TCP proxy of its own
-(tests/support/tcp_proxy.py), so one replica can be cut off from Redis while the others are not; a proxy's
-upstream follows the primary, as a managed Redis's endpoint follows its failovers. With the replicated Redis
-(a replica and a Sentinel, for the failover fault) every replica but the last is Sentinel's client instead
-(`redis+sentinel://`) and follows a failover itself; the last keeps its proxy. The model behind the LLM gateway
-is the suite's counting server (chaos/model_server.py).
+suite's own (chaos/redis_nodes.py, from the tests' fixtures). Each orchestrator reaches Redis through a TCP
+proxy of its own (tests/support/tcp_proxy.py), so one replica can be cut off from Redis while the others are
+not; a proxy's upstream follows the primary, as a managed Redis's endpoint follows its failovers. With the
+replicated Redis (a replica and three Sentinels, for the failover fault) every replica but the last is
+Sentinel's client instead (`redis+sentinel://`) and follows a failover itself; the last keeps its proxy. The
+model behind the LLM gateway is the suite's counting server (chaos/model_server.py).
 
     async with ChaosStack(workdir, replicas=3, replicated=True, model_url=...) as stack:
         stack.url, stack.key; stack.part("orchestrator-1").pid; stack.links["orchestrator-1"].proxy
@@ -29,7 +29,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeout
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from chaos.redis_nodes import SENTINEL_NAME, RedisNodes
+from chaos.redis_nodes import RedisNodes
 from tests.support.tcp_proxy import TcpProxy
 from services.common.open_files import raise_soft_limit
 from trellis_cli.up import Child, RestartPolicy, Stack
@@ -110,11 +110,10 @@ class ChaosStack:
         orchestrators = [p.name for p in stack.procs if p.name.startswith(ORCHESTRATOR)]
         procs = []
         for proc in stack.procs:
-            if proc.name in orchestrators and self.redis.sentinel is not None and proc.name != orchestrators[-1]:
-                # Sentinel's clients: they ask the Sentinel for the primary and follow a failover themselves
+            if proc.name in orchestrators and self.redis.replicated and proc.name != orchestrators[-1]:
+                # Sentinel's clients: they ask the Sentinels for the primary and follow a failover themselves
                 # (one replica stays behind a proxy, for the network faults)
-                url = f"redis+sentinel://127.0.0.1:{self.redis.sentinel.port}/{SENTINEL_NAME}"
-                proc = replace(proc, env={**proc.env, "TRELLIS_REDIS_URL": url})
+                proc = replace(proc, env={**proc.env, "TRELLIS_REDIS_URL": self.redis.sentinel_url})
             elif proc.name in orchestrators and self.proxied:
                 proxy = TcpProxy(*upstream)
                 await proxy.start()
@@ -158,7 +157,7 @@ class ChaosStack:
             for child in self.stack.running:
                 self.restarts[child.proc.name] = child.restarts
             now = primary
-            if self.redis.sentinel is not None:
+            if self.redis.replicated:
                 try:
                     now = await asyncio.to_thread(lambda: self.redis.primary().port)
                 except Exception:  # noqa: BLE001 (Sentinel busy failing over: asked again next pass)
