@@ -1,6 +1,6 @@
 """`make bench` (g), a flood: does one busy tenant slow the others, and is its excess answered, not queued?
 
-    .venv/bin/python bench/flood_bench.py [--quick] [--capacity N] [--max-wait-s S] [--flood-clients N]
+    .venv/bin/python bench/flood_bench.py [--quick] [--capacities 4,8] [--max-wait-s S] [--flood-clients N]
 
 The stack as bench/pipeline_bench.py starts it (`trellis up` with its embedded defaults), with two API keys of
 two tenants and a limits file (`TRELLIS_LIMITS_FILE`) that gives the orchestrator's replica its capacity and
@@ -11,12 +11,15 @@ model over the OpenAI route, in closed loops (a client sends its next request wh
 2. the machine's goodput without a flood: tenant A with a tenth of the flood's clients beside B's 4;
 3. the flood: tenant A with ten times as many clients (600) beside B's 4.
 
+With `--capacities 4,8,16` the three phases run once per capacity, the limits file rewritten between them (the
+orchestrator reads it again without a restart): the trade between B's latency and the machine's goodput.
+
 Every client honours a 429 as the OpenAI SDK does (`retry-after-ms`, else `Retry-After` when within 60 s, else
 its exponential backoff) and tries again; a B request's latency counts its retries, as its caller sees it.
 Tenant A's clients run in a process of their own (this file, `flood-client`), so B's timings are not taken
 on a loop busy with 600 clients. Reported against issue 31's targets: B's p99 under the flood at most 1.5x its
 p99 alone, its throughput at least 0.9x; A's refusals answered within 5 ms p99 (timed by A's clients: their
-loop's own delay included); no 5xx; total goodput at least 0.95 of phase 2's. Writes bench/results/flood.json
+loop's own delay included); no 5xx; total goodput at least 0.95 of phase 2's; also the CPU a refusal costs the stack. Writes bench/results/flood.json
 (bench/results/flood_quick.json with --quick), with the load average the machine had.
 """
 
@@ -50,6 +53,8 @@ perf = time.perf_counter
 KEYS = {"A": "flood-key-a", "B": "flood-key-b"}
 TENANTS = {"A": "flood-tenant-a", "B": "flood-tenant-b"}
 B_CLIENTS = 4
+RELOAD_S = 3.0  # the orchestrator looks at the limits file about once a second
+SETTLE_S = 3.0
 QUIET_LOAD = 3.0  # the bench waits (a while) for the 1-minute load average to fall below this
 
 
@@ -192,6 +197,7 @@ async def phase(stack: pb.Stack, agents: dict[str, str], a_clients: int, warm_up
     url = stack.url + "/v1/chat/completions"
     flood = Flood(url, agents["A"], a_clients, warm_up_s, seconds) if a_clients else None
     clients = {"clients_b": psutil.Process(), **({"clients_a": psutil.Process(flood.proc.pid)} if flood else {})}
+    await asyncio.sleep(SETTLE_S)  # what the last phase left (runs, refused clients' connections) is gone
     load_at_start = os.getloadavg()
     b_loop = asyncio.create_task(closed_loop(url, KEYS["B"], agents["B"], B_CLIENTS, warm_up_s, seconds))
     await asyncio.sleep(warm_up_s)
@@ -268,7 +274,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     seconds, warm_up_s = (8.0, 3.0) if args.quick else (20.0, 5.0)
     tmp = Path(tempfile.mkdtemp(prefix="trellis-flood-"))
     limits = tmp / "limits.yaml"
-    limits_file(limits, args.capacity, args.max_wait_s)
+    limits_file(limits, args.capacities[0], args.max_wait_s)
     model_port = pb.free_port()
     model = subprocess.Popen([pb.PY, str(HERE / "model_server.py"), "--port", str(model_port)])
     stack = pb.Stack(f"http://127.0.0.1:{model_port}", tmp / "data")
@@ -276,10 +282,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     stack.env["TRELLIS_LIMITS_FILE"] = str(limits)
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-        "settings": {"capacity_runs": args.capacity, "max_wait_s": args.max_wait_s, "b_clients": B_CLIENTS,
+        "settings": {"capacities": args.capacities, "max_wait_s": args.max_wait_s, "b_clients": B_CLIENTS,
                      "saturating_a_clients": args.flood_clients // 10, "flood_a_clients": args.flood_clients,
-                     "warm_up_s": warm_up_s, "seconds": seconds, "limits_file": limits.read_text()}}
-    results["queue_floor"] = await queue_floor(args.capacity, args.max_wait_s)
+                     "warm_up_s": warm_up_s, "seconds": seconds},
+        "by_capacity": {}}
+    results["queue_floor"] = await queue_floor(args.capacities[0], args.max_wait_s)
     try:
         pb.wait_port(model_port)
         results["machine"]["load_average_before_start"] = wait_for_quiet(QUIET_LOAD, args.patience_s)
@@ -288,12 +295,18 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         agents = {t: await create_agent(stack.url, KEYS[t], pb.NO_MODEL) for t in ("A", "B")}
         # warm: connections, plans, caches
         await closed_loop(stack.url + "/v1/chat/completions", KEYS["B"], agents["B"], B_CLIENTS, 0.0, 2.0)
-        print("1. tenant B alone", flush=True)
-        results["b_alone"] = await phase(stack, agents, 0, warm_up_s, seconds)
-        print(f"2. the machine's goodput: A with {args.flood_clients // 10} clients beside B", flush=True)
-        results["saturated"] = await phase(stack, agents, args.flood_clients // 10, warm_up_s, seconds)
-        print(f"3. the flood: A with {args.flood_clients} clients beside B", flush=True)
-        results["flood"] = await phase(stack, agents, args.flood_clients, warm_up_s, seconds)
+        for capacity in args.capacities:
+            # The limits file is read again when it changes, without a restart (services/orchestrator/limits/).
+            limits_file(limits, capacity, args.max_wait_s)
+            await asyncio.sleep(RELOAD_S)
+            print(f"capacity {capacity}: 1. tenant B alone", flush=True)
+            phases = {"limits_file": limits.read_text(), "b_alone": await phase(stack, agents, 0, warm_up_s, seconds)}
+            print(f"capacity {capacity}: 2. the machine's goodput: A with {args.flood_clients // 10} clients beside B",
+                  flush=True)
+            phases["saturated"] = await phase(stack, agents, args.flood_clients // 10, warm_up_s, seconds)
+            print(f"capacity {capacity}: 3. the flood: A with {args.flood_clients} clients beside B", flush=True)
+            phases["flood"] = await phase(stack, agents, args.flood_clients, warm_up_s, seconds)
+            results["by_capacity"][str(capacity)] = phases
         results["machine"]["rss_mb_after"] = stack.rss_mb()
     finally:
         stack.stop()
@@ -302,7 +315,12 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def summarize(r: dict[str, Any]) -> dict[str, Any]:
+def summarize(results: dict[str, Any]) -> dict[str, Any]:
+    return {f"capacity_{capacity}": summarize_phases(r, results["queue_floor"])
+            for capacity, r in results["by_capacity"].items()}
+
+
+def summarize_phases(r: dict[str, Any], queue: dict[str, Any]) -> dict[str, Any]:
     alone, saturated, flood = r["b_alone"]["b"], r["saturated"], r["flood"]
     b, a = flood["b"], flood["a"]
     fives = sum(p[side]["server_errors_5xx"] for p in (r["b_alone"], saturated, flood)
@@ -340,8 +358,8 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
         "met": met,
         "cores": {"b_alone": r["b_alone"]["cores"], "saturated": saturated["cores"], "flood": flood["cores"]},
         "stack_cpu_ms": {"per_run_saturated": round(cpu_ms_per_run, 3), "per_refusal_flood": round(cpu_ms_per_refusal, 3)},
-        "queue_floor_refusal_p99_us": round(r["queue_floor"]["refusal_p99_us"], 1),
-        "load_average": [r["machine"]["load_average_before_start"][0], flood["load_average_at_end"][0]],
+        "queue_floor_refusal_p99_us": round(queue["refusal_p99_us"], 1),
+        "load_average": [r["b_alone"]["load_average_at_start"][0], flood["load_average_at_end"][0]],
     }
 
 
@@ -356,7 +374,8 @@ def main() -> int:
     client.add_argument("--warm-up-s", type=float, required=True)
     client.add_argument("--seconds", type=float, required=True)
     parser.add_argument("--quick", action="store_true", help="shorter phases, for a try while developing")
-    parser.add_argument("--capacity", type=int, default=8, help="the replica's runs at once (limits file)")
+    parser.add_argument("--capacities", type=lambda v: [int(c) for c in v.split(",")], default=[8],
+                        help="the replica's runs at once (limits file), one set of phases each: 4,8,16")
     parser.add_argument("--max-wait-s", type=float, default=0.5, help="the bounded wait (limits file)")
     parser.add_argument("--flood-clients", type=int, default=600, help="tenant A's clients in the flood")
     parser.add_argument("--patience-s", type=float, default=600, help=f"how long to wait for a load below {QUIET_LOAD}")
