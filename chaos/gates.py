@@ -34,14 +34,17 @@ MIN_SPAN_FRACTION = 1 / 3  # of the soak's measured span: shorter is reported, n
 @dataclass
 class Gate:
     name: str
-    passed: bool = True
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, ok: bool | None, **row: Any) -> None:
         row["ok"] = ok  # None: measured, not gated
         self.rows.append(row)
-        if ok is False:
-            self.passed = False
+
+    @property
+    def passed(self) -> bool | None:
+        """False when a row failed; None when no row could be gated (a soak too short to tell)."""
+        gated = [r["ok"] for r in self.rows if r["ok"] is not None]
+        return all(gated) if gated else None
 
 
 def slope_per_hour(points: list[tuple[float, float]]) -> float:

@@ -11,7 +11,7 @@ slopes and on returns to baseline (chaos/gates.py), not on levels.
 3. Every `--sample-s` each process's RSS, open files and asyncio tasks, and Redis's memory, are sampled; after
    the warm-up, and then regularly, a quiet window (no new users, the last runs ended) samples the baselines.
 
-The exit status is 1 when a gate failed, 0 otherwise.
+The exit status is 0 when every gate passed, 1 when one failed or could not be measured (a soak too short).
 """
 
 from __future__ import annotations
@@ -192,7 +192,8 @@ def render(result: dict[str, Any]) -> str:
              tabulate([[r["clients"], r["runs_per_s"], r["p99_s"], r["not_finished"]] for r in result["capacity"]],
                       headers=["capacity: clients", "runs/s", "p99 s", "not finished"]), ""]
     for gate in result["gates"]:
-        lines.append(f"gate {gate['name']}: {'PASS' if gate['passed'] else 'FAIL'}")
+        verdict = {True: "PASS", False: "FAIL", None: "not measured (too short to tell)"}[gate["passed"]]
+        lines.append(f"gate {gate['name']}: {verdict}")
         if gate["rows"]:
             lines.append(tabulate([list(r.values()) for r in gate["rows"]], headers=list(gate["rows"][0].keys())))
         lines.append("")
@@ -224,7 +225,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "kills": [{k: v for k, v in kill.items() if k != "at"} for kill in soak.kills],
         "quiet_windows": [{"at_min": round((q[0] - soak.t0) / 60, 1), "redis": q[3].as_dict()} for q in soak.quiet],
         "gates": [{"name": g.name, "passed": g.passed, "rows": g.rows} for g in verdict],
-        "passed": all(g.passed for g in verdict),
+        "passed": all(g.passed is True for g in verdict),
         "redis_memory_mib": [[round((r.t - soak.t0) / 60, 1), r.used_memory_mib, r.keys]
                              for r in soak.redis_samples[::6]],
         "redis_kib_per_run": _kib_per_run(soak),
