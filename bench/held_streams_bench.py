@@ -128,11 +128,18 @@ def rss(procs: dict[str, psutil.Process]) -> dict[str, int]:
 
 async def open_streams(url: str, headers: dict[str, str], body: dict[str, Any], streams: int, clients: int,
                        ramp_s: float, tokens: int, watched: dict[str, psutil.Process], tmp: Path,
-                       probe: Callable[[str], Awaitable[None]] | None = None) -> dict[str, Any]:
+                       probe: Callable[[str], Awaitable[None]] | None = None,
+                       cpu_of: dict[str, psutil.Process] | None = None, profile_s: float = 0) -> dict[str, Any]:
     """`streams` streams from `clients` processes, opened evenly over `ramp_s` (0: all at once); the RSS of
     `watched` idle, once every stream had its first token (all held), and after the streams ended. `probe(label)`
-    is awaited after each of the first two readings ("idle", "held")."""
+    is awaited after each of the first two readings ("idle", "held"). CPU seconds of `watched` and `cpu_of` (the
+    model servers) from the first stream's start to the last one's end."""
+    cpu_procs = {**watched, **(cpu_of or {})}
+    idle = rss(watched)
+    if probe is not None:
+        await probe("idle")
     start_at = clock() + 3.0  # every client is up and connected to nothing yet
+    cpu_before = pb.cpu_seconds(cpu_procs)
     gap = ramp_s / streams
     procs = []
     outs = []
@@ -144,9 +151,6 @@ async def open_streams(url: str, headers: dict[str, str], body: dict[str, Any], 
             PY, str(Path(__file__)), "client", "--url", url, "--headers", json.dumps(headers), "--body", json.dumps(body),
             "--count", str(count), "--clients", str(clients), "--index", str(index), "--start-at", repr(start_at),
             "--gap", repr(gap), "--tokens", str(tokens), "--out", str(out), stdout=asyncio.subprocess.PIPE))
-    idle = rss(watched)
-    if probe is not None:
-        await probe("idle")
     held_at = [0.0]
 
     async def until(proc: asyncio.subprocess.Process, word: bytes) -> None:
@@ -160,7 +164,12 @@ async def open_streams(url: str, headers: dict[str, str], body: dict[str, Any], 
     sampled_at = clock()
     if probe is not None:
         await probe("held")
+    profiles = None
+    if profile_s:  # py-spy of each Python process of `watched` while the streams are held
+        pythons = {k: v for k, v in watched.items() if k not in ("redis", "retrieval", "sandbox")}
+        profiles = await asyncio.to_thread(pb.profile, pythons, profile_s, tmp)
     await asyncio.gather(*(until(p, b"done") for p in procs))
+    cpu_after = pb.cpu_seconds(cpu_procs)
     for p in procs:
         await p.wait()
     await asyncio.sleep(2.0)
@@ -182,7 +191,9 @@ async def open_streams(url: str, headers: dict[str, str], body: dict[str, Any], 
             "first_token_p50_ms": round(pb.pct(firsts, 50), 1), "first_token_p99_ms": round(pb.pct(firsts, 99), 1),
             "first_token_max_ms": round(max(firsts, default=float("nan")), 1),
             "stream_p50_s": round(pb.pct(ends, 50), 2), "stream_p99_s": round(pb.pct(ends, 99), 2),
-            "streams_held_at_sample": held_now,
+            **({"profiles": profiles} if profiles else {}),
+            "streams_held_at_sample": held_now, "wall_s": round(clock() - start_at, 1),
+            "cpu_s": {name: round(cpu_after[name] - cpu_before[name], 1) for name in cpu_after},
             "rss_mib": {"idle": _mib(idle), "held": _mib(held), "after": _mib(after)},
             "kib_per_held_stream": {name: round((held[name] - idle[name]) / 1024 / max(held_now, 1), 1) for name in held},
             "kib_per_held_stream_total": round(sum(held[n] - idle[n] for n in held) / 1024 / max(held_now, 1), 1)}
@@ -235,7 +246,7 @@ class HeapProbe:
                 stats = sorted(loaded.compare_to(idle, key), key=lambda s: -s.size_diff)[:top]
                 return [{"bytes_per_stream": round(s.size_diff / held), "blocks_per_stream": round(s.count_diff / held, 2),
                          "where": [f"{f.filename.rsplit('site-packages/', 1)[-1].replace(str(ROOT) + '/', '')}:{f.lineno}"
-                                   for f in s.traceback][:6 if key == "traceback" else 1]} for s in stats]
+                                   for f in reversed(s.traceback)]} for s in stats]  # the allocation first
 
             types_idle = json.loads((self.dir / f"{pid}-idle.types.json").read_text())
             types_held = json.loads((self.dir / f"{pid}-held.types.json").read_text())
@@ -266,7 +277,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     probe = HeapProbe(tmp / "heap", args.heap_probe) if args.heap_probe else None
     model_port = pb.free_port()
     model_url = f"http://127.0.0.1:{model_port}"
-    models = [start([str(HERE / "model_server.py"), "--port", str(model_port), "--reuse-port"])
+    models = [start([str(HERE / "model_server.py"), "--port", str(model_port), "--reuse-port", "--uvloop"])
               for _ in range(args.model_servers)]
     helpers: list[subprocess.Popen] = list(models)
     body = {"model": shape, "stream": True, "messages": [{"role": "user", "content": "go"}]}
@@ -281,7 +292,15 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             results["direct"] = await open_streams(model_url + "/v1/chat/completions", {}, body, streams,
                                                    args.clients, args.ramp_s, tokens, model_procs, tmp)
 
+        if args.code_root:  # the stack from another checkout (a before/after pair): its code is imported first
+            pb.ROOT = Path(args.code_root).resolve()
+            os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # and nothing is written into it
+            results["workload"]["code_root"] = str(pb.ROOT)
         stack = pb.Stack(model_url, tmp / "data")
+        for setting in args.stack_env:  # e.g. TRELLIS_LLM_STREAM_PACING=immediate, to compare presets
+            name, _, value = setting.partition("=")
+            stack.env[name] = value
+        results["workload"]["stack_env"] = args.stack_env
         try:
             stack.start()
             agent = await pb.create_agent(stack.url, pb.streaming_canvas(shape))
@@ -294,7 +313,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 probe.watch(watched)
             print(f"(h) pipeline: {streams} streams through {', '.join(sorted(watched))}", flush=True)
             results["pipeline"] = await open_streams(piped_url, pb.AUTH, {**body, "model": agent}, streams,
-                                                     args.clients, args.ramp_s, tokens, watched, tmp, probe)
+                                                     args.clients, args.ramp_s, tokens, watched, tmp, probe,
+                                                     cpu_of=model_procs, profile_s=args.profile_s)
             if probe is not None:
                 results["heap"] = probe.report(results["pipeline"]["streams_held_at_sample"] or 1)
         finally:
@@ -382,6 +402,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="2,000 streams, for a try while developing")
     parser.add_argument("--no-floors", action="store_true", help="skip the bare pipeline's floor")
     parser.add_argument("--no-direct", action="store_true", help="skip the model called directly")
+    parser.add_argument("--stack-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for the stack's processes (a speed policy's preset, ...); repeatable")
+    parser.add_argument("--profile-s", type=float, default=0, help="py-spy the stack this long while held")
+    parser.add_argument("--code-root", default="", help="start the stack from this checkout (a before/after pair)")
+    parser.add_argument("--out", default="", help="results file name under bench/results/ (default by mode)")
     parser.add_argument("--heap-probe", type=int, default=0, metavar="FRAMES",
                         help="trace the stack's allocations with this many frames each (no floors)")
     args = parser.parse_args()
@@ -390,7 +415,7 @@ def main() -> int:
     results = asyncio.run(measure(args))
     results["summary"] = summarize(results)
     name = "held_streams_probe" if args.heap_probe else "held_streams_quick" if args.quick else "held_streams"
-    out = HERE / "results" / f"{name}.json"
+    out = HERE / "results" / (args.out or f"{name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
     print(json.dumps(results["summary"], indent=2))

@@ -1,6 +1,6 @@
 """A scripted OpenAI-compatible model server for the pipeline benchmark: one token per SSE chunk.
 
-    python bench/model_server.py --port 8099 [--reuse-port]
+    python bench/model_server.py --port 8099 [--reuse-port] [--uvloop]
 
 The model name says what to send: `bench-<tokens>-<ms per token>` (`bench-200-10`: 200 tokens, one every
 10 ms; `bench-4000-0`: 4,000 tokens as fast as the socket takes them). Each token is `qz ` so a client can
@@ -60,12 +60,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--reuse-port", action="store_true", help="several processes share the port (SO_REUSEPORT)")
+    parser.add_argument("--uvloop", action="store_true", help="on uvloop, as the services run (thousands of streams)")
     args = parser.parse_args()
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
     # A backlog for thousands of clients connecting at once (bench/held_streams_bench.py), as the gateway's.
+    loop = None
+    if args.uvloop:
+        import uvloop
+
+        loop = uvloop.new_event_loop()
     web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None, backlog=4096,
-                reuse_port=args.reuse_port or None)
+                reuse_port=args.reuse_port or None, loop=loop)
 
 
 if __name__ == "__main__":

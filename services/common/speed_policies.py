@@ -99,7 +99,7 @@ class StreamPacing:
 
 
 STREAM_PACINGS = {
-    "linger_under_load": StreamPacing("linger_under_load", busy_streams=16, linger_s=0.04, longest_s=0.25),
+    "linger_under_load": StreamPacing("linger_under_load", busy_streams=16, linger_s=0.04, longest_s=4.0),
     "immediate": StreamPacing("immediate"),
 }
 DEFAULT_STREAM_PACING = "linger_under_load"
