@@ -95,8 +95,8 @@ class _ReplicaGone(Fault):
         name = ctx.rng.choice(sorted(ctx.stack.links) if self.network else ctx.stack.orchestrators())
         pid = ctx.stack.pid(name)
         assert pid is not None
-        owned = await until(lambda: runs_owned(ctx, pid), f"{name} owning a run")
-        claims = await ctx.claims.owned_by(pid)
+        claims = await until(lambda: ctx.claims.owned_by(pid), f"{name} owning a run on a session")
+        owned = await runs_owned(ctx, pid)
         await self.take_away(ctx, name)
         struck = Struck(self.name, name, time.monotonic(), notes={"runs_owned": owned, "sessions_claimed": len(claims)})
         ctx.watches.append(asyncio.create_task(ctx.claims.watch(claims, struck.at, self.name)))
