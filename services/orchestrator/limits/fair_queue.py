@@ -71,7 +71,6 @@ REFUSALS_PER_ADMISSION = 0.1  # ...and divided by RETRY_GROWTH ** this per admit
 RETRY_AFTER_MAX_S = 60.0
 RESERVED_SHARE = 0.5  # a waiting tenant holding less than this part of its weighted share of the slots goes first
 
-
 _RETRY_SHRINK = RETRY_GROWTH ** REFUSALS_PER_ADMISSION
 
 
@@ -105,7 +104,7 @@ class _Tenant:
         self.estimate = estimate  # what its next run is charged when admitted
         self.running = 0
         self.waiting = 0
-        self.retry_after = 0.0  # what its refusals have been telling it (0: nothing lately)
+        self.retry_after = 0.0  # the delay its refusals tell it (0: never refused since it was last forgotten)
 
 
 class _Waiter:
