@@ -53,7 +53,12 @@ def _attach_history(req: canvas_pb.RunRequest, history: list[ChatMessageIn]) -> 
 
 
 async def run_chat(request: web.Request, agent_id: str, body: OpenAIChatBody) -> web.StreamResponse:
-    """One chat completion against `agent_id`; also serves RAGFlow's `openai-compatible` mode."""
+    """One chat completion against `agent_id` (empty: the body's `model`); also serves RAGFlow's
+    `openai-compatible` mode. The body is let go of once the run's request is built: a stream holds what its
+    handler's frames hold for as long as it lasts (docs/speed-policies.md, "Many held streams")."""
+    agent_id = agent_id or body.model
+    if not agent_id:
+        raise GatewayError("invalid request body: field `model` is required (the agent id)", param="model")
     orch, tenant = request.app[ORCHESTRATOR], request[TENANT]
     query, history = split_messages(body.messages)
     user_id = body.user or tenant
@@ -73,7 +78,9 @@ async def run_chat(request: web.Request, agent_id: str, body: OpenAIChatBody) ->
     completion_webhook(req, body.completion_webhook)
     if body.background:
         return await start_in_background(request, req, functools.partial(started, agent_id))
-    return await respond(request, req, run, stream=bool(body.stream))
+    stream = bool(body.stream)
+    del body, history  # (copied into `req`)
+    return await respond(request, req, run, stream=stream)
 
 
 def started(agent_id: str, run_id: str, session_id: str) -> web.Response:
@@ -86,16 +93,12 @@ def started(agent_id: str, run_id: str, session_id: str) -> web.Response:
 
 @endpoint(Dialect.OPENAI, contract=_CHAT)
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    body = await read_body(request, OpenAIChatBody)
-    if not body.model:
-        raise GatewayError("invalid request body: field `model` is required (the agent id)", param="model")
-    return await run_chat(request, body.model, body)
+    return await run_chat(request, "", await read_body(request, OpenAIChatBody))  # no reference kept here
 
 
 @endpoint(Dialect.OPENAI, contract=_CHAT)
 async def agent_chat_completions(request: web.Request) -> web.StreamResponse:
-    body = await read_body(request, OpenAIChatBody)
-    return await run_chat(request, request.match_info["agent_id"], body)
+    return await run_chat(request, request.match_info["agent_id"], await read_body(request, OpenAIChatBody))
 
 
 def _model(a: agent_pb.Agent) -> dict:
