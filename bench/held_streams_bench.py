@@ -394,11 +394,13 @@ def main() -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=10_000)
-    parser.add_argument("--tokens", type=int, default=60, help="tokens per stream")
+    parser.add_argument("--tokens", type=int, default=180, help="tokens per stream (longer than the ramp: all held)")
     parser.add_argument("--pace-ms", type=int, default=500, help="the model's milliseconds between tokens")
-    parser.add_argument("--ramp-s", type=float, default=10.0, help="streams are opened evenly over this (0: at once)")
+    parser.add_argument("--ramp-s", type=float, default=60.0,
+                        help="streams are opened evenly over this (0: at once); 10,000 over 60 s is 167 a second")
     parser.add_argument("--clients", type=int, default=4, help="client processes")
-    parser.add_argument("--model-servers", type=int, default=1, help="model server processes sharing its port")
+    parser.add_argument("--model-servers", type=int, default=2,
+                        help="model server processes sharing its port (10,000 streams' tokens are a core's work)")
     parser.add_argument("--quick", action="store_true", help="2,000 streams, for a try while developing")
     parser.add_argument("--no-floors", action="store_true", help="skip the bare pipeline's floor")
     parser.add_argument("--no-direct", action="store_true", help="skip the model called directly")
@@ -411,7 +413,7 @@ def main() -> int:
                         help="trace the stack's allocations with this many frames each (no floors)")
     args = parser.parse_args()
     if args.quick:
-        args.streams = min(args.streams, 2000)
+        args.streams, args.ramp_s, args.tokens = min(args.streams, 2000), 10.0, 60
     results = asyncio.run(measure(args))
     results["summary"] = summarize(results)
     name = "held_streams_probe" if args.heap_probe else "held_streams_quick" if args.quick else "held_streams"
