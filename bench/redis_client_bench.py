@@ -49,6 +49,7 @@ from services.orchestrator.config import OrchestratorConfig  # noqa: E402
 from services.orchestrator.engine.settings import EngineSettings  # noqa: E402
 from services.orchestrator.store import redis_client  # noqa: E402
 from services.orchestrator.store.journal import JournalWriter, RunJournal  # noqa: E402
+from services.orchestrator.store.redis_target import RedisTarget  # noqa: E402
 from trellis_cli.stack import redis_binary  # noqa: E402
 
 CLIENTS = ("fast", "redis-py")
@@ -64,8 +65,9 @@ NO_MODEL = {"components": {
 FAST_CONNECT = redis_client.connect
 
 
-def plain_connect(url: str) -> redis.asyncio.Redis:
-    """redis-py through its public API, with the options and retry rule of redis_client.connect."""
+def plain_connect(target: RedisTarget | str) -> redis.asyncio.Redis:
+    """redis-py through its public API, with the options and retry rule of redis_client.connect (one Redis)."""
+    url = target.url if isinstance(target, RedisTarget) else target
     pool = redis.asyncio.BlockingConnectionPool.from_url(
         url, retry=redis_client.retry(), max_connections=redis_client.MAX_CONNECTIONS,
         timeout=redis_client.POOL_TIMEOUT_S, socket_timeout=redis_client.SOCKET_TIMEOUT_S,

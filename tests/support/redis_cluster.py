@@ -31,10 +31,10 @@ SLOTS = 16384
 class ClusterNodeServer(RedisServer):
     """One node of the cluster: cluster mode on, its slots and role given by `RedisClusterServers`."""
 
-    def __init__(self, workdir: Path, node_timeout_ms: int) -> None:
+    def __init__(self, workdir: Path, node_timeout_ms: int, args: tuple[str, ...] = ()) -> None:
         super().__init__(workdir, args=(
             "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-            "--cluster-node-timeout", str(node_timeout_ms)))
+            "--cluster-node-timeout", str(node_timeout_ms), *args))
 
     def _free_port(self) -> int:
         return free_port(with_offset=10000)  # its bus listens on port + 10000
@@ -74,8 +74,10 @@ class ClusterNodeServer(RedisServer):
 
 
 class RedisClusterServers:
-    def __init__(self, root: Path, *, primaries: int = 3, replicas_each: int = 1, node_timeout_ms: int = 1000) -> None:
-        self.nodes = [ClusterNodeServer(root / f"node-{i}", node_timeout_ms)
+    def __init__(self, root: Path, *, primaries: int = 3, replicas_each: int = 1, node_timeout_ms: int = 1000,
+                 args: tuple[str, ...] = ()) -> None:
+        """`args`: more redis-server options for every node."""
+        self.nodes = [ClusterNodeServer(root / f"node-{i}", node_timeout_ms, args)
                       for i in range(primaries * (1 + replicas_each))]
         for node in self.nodes:
             node.workdir.mkdir(parents=True, exist_ok=True)

@@ -4,8 +4,9 @@ against redis-py through its public API: docs/speed-policies.md ("The Redis clie
 exactly (pyproject.toml); tests/services/orchestrator/store/test_redis_internals.py fails, naming the internal,
 when one of those it relies on (`INTERNALS`) moves.
 
-What the rest of the store calls: `fast_client` (redis_client.connect), `on_invalidation`, `unread` and
-`fileno` (agent_cache.py), `KeptCommands` (_redis_cluster.py). Each redis-py class below keeps redis-py's
+What the rest of the store calls: `fast_client` (redis_client.connect), `Fast` (redis_client's Sentinel
+connection), `on_invalidation`, `unread` and `fileno` (agent_cache.py), `fast_cluster` and `KeptCommands`
+(_redis_cluster.py). Each redis-py class below keeps redis-py's
 behaviour for anything outside its fast path."""
 
 from __future__ import annotations
@@ -55,14 +56,17 @@ class _Parser(_AsyncHiredisParser):
             raise RedisTimeout(f"Timeout reading from the socket ({self.read_timeout} s)") from None
 
 
-class Connection(aioredis.Connection):
-    """redis-py's asyncio TCP connection without three costs every command pays (a run reads about eighteen
-    replies):
+class Fast:
+    """What this module's connections change in redis-py's asyncio connection, whatever it connects over (TCP,
+    TLS, to the primary Sentinel names). Three costs every command pays (a run reads about eighteen replies),
+    and a lost cancellation:
 
     - its arguments are packed by hiredis, as redis-py's sync client packs them;
-    - a write that fits in the socket's buffer is just written. redis-py bounds every write with
-      `asyncio.wait_for`, which on Python 3.11 runs it in a task of its own; such a write cannot block, so
-      only one that has to wait for the buffer to drain goes that way, still bounded by `socket_timeout`;
+    - a write is just written; only one that fills the socket's buffer waits for it to drain, bounded by
+      `socket_timeout`. redis-py bounds every write with `asyncio.wait_for`, which on Python 3.11 runs it in a
+      task of its own, and, when its caller is cancelled just as that write completes, returns as if nothing
+      happened: the cancellation is lost (a task that was told to stop goes on; one that waits for it waits
+      for ever). `asyncio.timeout` loses none;
     - redis-py arms a timer around every reply it reads; here `socket_timeout` bounds each wait for the socket
       instead (as the sync client's socket timeout does), so a reply already received costs none.
     """
@@ -80,15 +84,30 @@ class Connection(aioredis.Connection):
             return super().pack_command(*args)
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        writer = self._writer
-        if writer is None or not self.is_connected or not isinstance(command, list):
-            return await super().send_packed_command(command, check_health)
-        transport = writer.transport
-        if transport.is_closing() or transport.get_write_buffer_size() >= transport.get_write_buffer_limits()[1]:
-            return await super().send_packed_command(command, check_health)  # waits for the drain, or fails
+        if isinstance(command, str):
+            command = command.encode()
+        if isinstance(command, bytes):
+            command = [command]
+        if not self.is_connected:
+            await self.connect_check_health(check_health=False)
         if check_health:
             await self.check_health()
-        writer.writelines(command)
+        writer = self._writer
+        transport = writer.transport
+        try:
+            writer.writelines(command)
+            if transport.is_closing() or transport.get_write_buffer_size() >= transport.get_write_buffer_limits()[1]:
+                async with asyncio.timeout(self.socket_timeout):
+                    await writer.drain()  # (a connection lost: it raises)
+        except TimeoutError:
+            await self.disconnect(nowait=True)
+            raise RedisTimeout("Timeout writing to socket") from None
+        except OSError as exc:
+            await self.disconnect(nowait=True)
+            raise RedisConnectionError(f"Error while writing to Redis: {exc or type(exc).__name__}") from exc
+        except BaseException:
+            await self.disconnect(nowait=True)
+            raise
 
     async def read_response(self, disable_decoding: bool = False, timeout: float | None = None, *,
                             disconnect_on_error: bool = True, push_request: bool | None = False) -> Any:
@@ -102,6 +121,24 @@ class Connection(aioredis.Connection):
                                                push_request=push_request)
         finally:
             parser.read_timeout = None
+
+
+class Connection(Fast, aioredis.Connection):
+    """redis-py's asyncio TCP connection, made faster and losing no cancellation (`Fast`)."""
+
+
+class SSLConnection(Fast, aioredis.SSLConnection):
+    """redis-py's asyncio TLS connection, made faster and losing no cancellation (`Fast`)."""
+
+
+def fast_connection_class(base: type) -> type:
+    """This module's connection class for redis-py's `base` (TCP or TLS); `base` subclassed with `Fast`
+    for another (Sentinel's)."""
+    if base is aioredis.Connection:
+        return Connection
+    if base is aioredis.SSLConnection:
+        return SSLConnection
+    return type(f"Fast{base.__name__}", (Fast, base), {"__doc__": f"{base.__name__} made faster (`Fast`)."})
 
 
 def closed_by_peer(conn: aioredis.Connection) -> bool:
@@ -378,12 +415,13 @@ class Pool(aioredis.BlockingConnectionPool):
 
 def fast_client(url: str, retry: Retry, **pool_options: Any) -> aioredis.Redis:
     """A client of `url` (lazy: nothing connects until it is first used), its pool's connections made with
-    `pool_options` and `retry`. Over TCP: this module's connection, pipelines and pool; TLS and unix sockets
-    keep redis-py's own classes."""
+    `pool_options` and `retry`: this module's connection and pool; over TCP its pipelines too (TLS and unix
+    sockets keep redis-py's)."""
     pool = Pool.from_url(url, retry=retry, **pool_options)
     client = Redis(connection_pool=pool)
-    if pool.connection_class is aioredis.Connection:
-        pool.connection_class = Connection
+    tcp = pool.connection_class is aioredis.Connection
+    pool.connection_class = fast_connection_class(pool.connection_class)
+    if tcp:
         client.shared = SharedConnection(pool, retry)
     return client
 
@@ -410,6 +448,15 @@ def fileno(conn: aioredis.Connection) -> int:
 
 
 # ---------------------------------------------------------------- what store/_redis_cluster.py needs of a cluster client
+def fast_cluster(client: Any) -> None:
+    """A cluster client's connections made with this module's connection class (TCP or TLS): redis-py's cluster
+    client takes none, it picks its own. Its connection options are shared with its map of the nodes, so every
+    node it finds later gets it too; the nodes it starts from were made already."""
+    kwargs = client.connection_kwargs
+    kwargs["connection_class"] = fast_connection_class(kwargs["connection_class"])
+    for node in client.nodes_manager.startup_nodes.values():
+        node.connection_class = kwargs["connection_class"]
+
 class KeptCommands(AsyncCommandsParser):
     """The cluster client's table of Redis's commands (where each command's keys are), read with COMMAND from
     the cluster's first primary each time the client refreshes its map of the slots. When that primary is the
@@ -445,6 +492,9 @@ INTERNALS: list[tuple[Any, str, str, tuple[str, ...]]] = [
     # the connection
     ("redis.asyncio.Connection", "pack_command", _CALLABLE, ("self", "args")),
     ("redis.asyncio.Connection", "send_packed_command", _CALLABLE, ("self", "command", "check_health")),
+    ("redis.asyncio.Connection", "connect_check_health", _CALLABLE, ("self", "check_health")),
+    ("redis.asyncio.Connection", "disconnect", _CALLABLE, ("self", "nowait")),
+    ("connection", "is_connected", _ATTRIBUTE, ()),
     ("redis.asyncio.Connection", "read_response", _CALLABLE,
      ("self", "disable_decoding", "timeout", "disconnect_on_error", "push_request")),
     ("redis.asyncio.Connection", "check_health", _CALLABLE, ("self",)),
@@ -476,6 +526,12 @@ INTERNALS: list[tuple[Any, str, str, tuple[str, ...]]] = [
     ("redis._parsers.AsyncCommandsParser", "commands", _ATTRIBUTE, ()),  # set by __init__: {} until read
     ("redis._parsers.AsyncCommandsParser", "node", _ATTRIBUTE, ()),  # a slot: there before its first set
     ("redis.asyncio.cluster.RedisCluster", "commands_parser", _ATTRIBUTE, ()),
+    # the cluster client's connection class (fast_cluster)
+    ("cluster", "connection_kwargs", _ATTRIBUTE, ()),  # the same dict as its nodes manager's (the test checks)
+    ("cluster", "nodes_manager", _ATTRIBUTE, ()),
+    ("cluster.nodes_manager", "startup_nodes", _ATTRIBUTE, ()),
+    ("cluster.nodes_manager", "connection_kwargs", _ATTRIBUTE, ()),
+    ("redis.asyncio.cluster.ClusterNode", "connection_class", _ATTRIBUTE, ()),
     # the pool
     ("redis.asyncio.BlockingConnectionPool", "get_connection", _CALLABLE, ("self",)),
     ("redis.asyncio.BlockingConnectionPool", "ensure_connection", _CALLABLE, ("self", "connection")),

@@ -554,3 +554,35 @@ async def test_readiness_returns_once_redis_answers(redis_server):
         await redis_client.wait_until_ready(client, redis_server.url)
     finally:
         await client.aclose()
+
+
+async def tasks_cancelled_while_writing(client, rounds: int = 5, tasks: int = 100) -> int:
+    """How many of `rounds` x `tasks` tasks, each writing to Redis in a loop, are still running after they were
+    all cancelled."""
+    async def writer(i: int) -> None:
+        while True:
+            await client.set(f"cancel-{i}", i)
+
+    running = 0
+    for _ in range(rounds):
+        started = [asyncio.create_task(writer(i)) for i in range(tasks)]
+        await asyncio.sleep(0.05)
+        for task in started:
+            task.cancel()
+        _, pending = await asyncio.wait(started, timeout=2)
+        running += len(pending)
+        for task in pending:  # (for ever, else: each writes again as soon as it is told to stop)
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=5)
+    return running
+
+
+async def test_a_task_cancelled_while_it_writes_is_cancelled(redis_server):
+    """redis-py bounds each write with asyncio.wait_for, which on Python 3.11 returns normally when its caller is
+    cancelled as the write completes: here about one task in seven went on writing after its cancel."""
+    client = connect(redis_server.url)
+    try:
+        assert await tasks_cancelled_while_writing(client) == 0
+    finally:
+        await client.aclose()

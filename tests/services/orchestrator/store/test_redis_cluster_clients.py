@@ -19,6 +19,7 @@ from services.orchestrator.store import AgentStore, SessionStore, keys
 from services.orchestrator.store.redis_client import connect, limits_storage
 from services.orchestrator.store.runs import CancelListener
 from services.orchestrator.store.sessions import message
+from tests.services.orchestrator.store.test_redis_client import tasks_cancelled_while_writing
 from tests.support.redis_cluster import RedisClusterServers
 from tests.support.waiting import eventually
 
@@ -136,3 +137,9 @@ async def test_the_limits_windows_on_a_cluster(redis_cluster, tenant):
     limiter = MovingWindowRateLimiter(limits_storage(redis_cluster.url, "trellis:test_limits"))
     item = RateLimitItemPerSecond(2, 60)
     assert [await limiter.hit(item, tenant) for _ in range(3)] == [True, True, False]
+
+
+async def test_a_task_cancelled_while_it_writes_to_the_cluster_is_cancelled(client):
+    """(redis-py's own cluster connection lost such cancellations: a shutdown waited for ever for a task that had
+    been told to stop: test_redis_client.py)"""
+    assert await tasks_cancelled_while_writing(client) == 0

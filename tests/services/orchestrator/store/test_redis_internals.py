@@ -10,6 +10,7 @@ from pathlib import Path
 
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from services.orchestrator.store import _redis_fast
 from services.orchestrator.store.redis_client import connect
@@ -18,11 +19,14 @@ ROOT = Path(__file__).resolve().parents[4]
 
 
 async def _live(client: aioredis.Redis) -> dict:
-    """A connected connection of `client`, its parser, a pipeline and the pool: what only instances have."""
+    """A connected connection of `client`, its parser, a pipeline and the pool, and a cluster client (not
+    connected): what only instances have."""
     pool = client.connection_pool
     conn = await pool.get_connection()
     await pool.release(conn)
-    return {"parser": conn._parser, "connection": conn, "pipeline": client.pipeline(), "pool": pool}
+    cluster = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", 1)])
+    return {"parser": conn._parser, "connection": conn, "pipeline": client.pipeline(), "pool": pool,
+            "cluster": cluster, "cluster.nodes_manager": cluster.nodes_manager}
 
 
 def test_redis_py_is_pinned_exactly_to_the_version_the_internals_were_read_from():
@@ -68,3 +72,12 @@ def test_no_other_module_names_a_private_redis_py_internal():
     found = [f"{path.relative_to(ROOT)}:{n}" for path in sources if uses_redis.search(path.read_text())
              for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
     assert not found, "private redis-py names outside _redis_fast.py:\n" + "\n".join(found)
+
+
+def test_a_cluster_client_shares_its_connection_options_with_its_nodes_manager():
+    """fast_cluster sets the connection class once, for every node the client finds later."""
+    cluster = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", 1)])
+    assert cluster.connection_kwargs is cluster.nodes_manager.connection_kwargs
+    _redis_fast.fast_cluster(cluster)
+    assert cluster.nodes_manager.connection_kwargs["connection_class"] is _redis_fast.Connection
+    assert [n.connection_class for n in cluster.nodes_manager.startup_nodes.values()] == [_redis_fast.Connection]
