@@ -283,7 +283,9 @@ async def test_round_trips_per_run_are_the_same_with_limits_on(redis_server, tmp
     monkeypatch.setattr(gate, "FIGURES_EVERY_S", 3600.0)  # the admission figures' background write
     quiet = TriggerSettings(scheduler_poll_s=3600.0, webhook_poll_s=3600.0)
     path = tmp_path / "limits.yaml"
-    write_limits(path, {"defaults": {"concurrent_runs": 1000, "runs_per_second": 1000, "burst": 1000,
+    # A burst of a minute's worth: the run starts' lease lasts its window (burst / rate), so the 20 runs are spent
+    # from one lease however slow the machine (with a 1 s window, a run after it leases again, inline).
+    write_limits(path, {"defaults": {"concurrent_runs": 1000, "runs_per_second": 1000, "burst": 60_000,
                                      "tokens_per_minute": 10_000_000, "held_streams": 1000}})
     counts = {}
     for name, limits_file in (("off", ""), ("on", str(path))):
