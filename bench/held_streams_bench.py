@@ -260,6 +260,23 @@ class HeapProbe:
         return out
 
 
+def gc_pauses(gc_dir: Path, names: dict[int, str]) -> dict[str, Any]:
+    """Per process: the collector's pauses of 5 ms or more during the run, by generation (count, total, longest;
+    wall time and the collecting thread's CPU time)."""
+    out: dict[str, Any] = {}
+    for path in gc_dir.glob("*-gc.txt"):
+        name = names.get(int(path.name.split("-")[0]), path.name)
+        by_gen: dict[str, list[tuple[float, float]]] = {}
+        for line in path.read_text().splitlines():
+            _, gen, ms, _, cpu_ms = line.split()
+            by_gen.setdefault(gen, []).append((float(ms), float(cpu_ms)))
+        out[name] = {f"gen{gen}": {"count": len(ms), "total_ms": round(sum(m for m, _ in ms)),
+                                   "total_cpu_ms": round(sum(c for _, c in ms)), "longest_ms": max(m for m, _ in ms),
+                                   "longest_cpu_ms": max(c for _, c in ms)}
+                     for gen, ms in sorted(by_gen.items())}
+    return out
+
+
 def start(argv: list[str]) -> subprocess.Popen:
     return subprocess.Popen([PY, *argv], cwd=ROOT)
 
@@ -275,6 +292,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                                             "clients": args.clients, "model_servers": args.model_servers}}
     tmp = Path(tempfile.mkdtemp(prefix="trellis-held-"))
     probe = HeapProbe(tmp / "heap", args.heap_probe) if args.heap_probe else None
+    gc_dir = tmp / "gc"
+    if args.gc_log:  # the stack's processes log their collector's pauses (bench/heap_probe/sitecustomize.py)
+        gc_dir.mkdir()
+        os.environ["BENCH_GC_LOG_DIR"] = str(gc_dir)
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE / "heap_probe"), os.environ.get("PYTHONPATH")]))
     model_port = pb.free_port()
     model_url = f"http://127.0.0.1:{model_port}"
     models = [start([str(HERE / "model_server.py"), "--port", str(model_port), "--reuse-port", "--uvloop"])
@@ -317,6 +339,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                                                      cpu_of=model_procs, profile_s=args.profile_s)
             if probe is not None:
                 results["heap"] = probe.report(results["pipeline"]["streams_held_at_sample"] or 1)
+            if args.gc_log:
+                results["gc_pauses"] = gc_pauses(gc_dir, {p.pid: name for name, p in watched.items()})
         finally:
             stack.stop()
 
@@ -404,6 +428,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="2,000 streams, for a try while developing")
     parser.add_argument("--no-floors", action="store_true", help="skip the bare pipeline's floor")
     parser.add_argument("--no-direct", action="store_true", help="skip the model called directly")
+    parser.add_argument("--gc-log", action="store_true", help="report the stack's garbage collector pauses")
     parser.add_argument("--stack-env", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for the stack's processes (a speed policy's preset, ...); repeatable")
     parser.add_argument("--profile-s", type=float, default=0, help="py-spy the stack this long while held")

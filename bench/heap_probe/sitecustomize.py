@@ -3,7 +3,10 @@ with BENCH_HEAP_PROBE_DIR set, every Trellis process (`-m gateway`, `-m services
 (tracemalloc, BENCH_HEAP_PROBE_FRAMES frames each) and, when the file `<dir>/take-<label>` appears, writes
 `<dir>/<pid>-<label>.snap` (a tracemalloc snapshot) and `<dir>/<pid>-<label>.types.json` (live objects the
 collector tracks, by type: count and bytes by sys.getsizeof), then `<dir>/<pid>-<label>.done`. A thread polls
-for the files, so a process busy or idle on any loop answers within a quarter second."""
+for the files, so a process busy or idle on any loop answers within a quarter second. With BENCH_GC_LOG_DIR set
+instead (or as well), each collection of the garbage collector that takes 5 ms or more is written to
+`<dir>/<pid>-gc.txt` as `<monotonic time> <generation> <ms> <objects collected> <CPU ms of the thread>`: a pause
+stops the loop (its wall time includes any wait for a core on a busy machine; the thread's CPU time does not)."""
 
 from __future__ import annotations
 
@@ -66,5 +69,26 @@ def _install(out_dir: str, frames: int) -> None:
     threading.Thread(target=poll, name="heap-probe", daemon=True).start()
 
 
+def _log_gc(out_dir: str) -> None:
+    import gc
+    import time
+
+    out = open(os.path.join(out_dir, f"{os.getpid()}-gc.txt"), "a", buffering=1)
+    started = [0.0, 0.0]
+
+    def callback(phase: str, info: dict) -> None:
+        if phase == "start":
+            started[:] = time.perf_counter(), time.thread_time()
+            return
+        took = time.perf_counter() - started[0]
+        if took >= 0.005:
+            cpu = time.thread_time() - started[1]
+            out.write(f"{time.monotonic():.3f} {info['generation']} {took * 1000:.1f} {info['collected']} {cpu * 1000:.1f}\n")
+
+    gc.callbacks.append(callback)
+
+
 if _DIR and _ours():
     _install(_DIR, int(os.environ.get("BENCH_HEAP_PROBE_FRAMES", "8")))
+if os.environ.get("BENCH_GC_LOG_DIR") and _ours():
+    _log_gc(os.environ["BENCH_GC_LOG_DIR"])
