@@ -205,12 +205,30 @@ def test_peer_addresses_name_services_that_exist() -> None:
     addrs = {k: v for k, v in env.items() if k.endswith("_ADDR")}
     assert set(addrs) == {f"TRELLIS_{n.upper().replace('-', '_')}_ADDR" for n in GRPC}
     targets = [tuple(v.rsplit(":", 1)) for v in addrs.values()]
-    for url in (env["TRELLIS_REDIS_URL"], env["TRELLIS_WEAVIATE_URL"]):
-        parsed = urlparse(url)
-        targets.append((parsed.hostname, str(parsed.port)))
+    parsed = urlparse(env["TRELLIS_WEAVIATE_URL"])
+    targets.append((parsed.hostname, str(parsed.port)))
     for host, port in targets:
         svc = _one(docs, "Service", host)
         assert int(port) in [p["port"] for p in svc["spec"]["ports"]], f"Service {host} has no port {port}"
+
+
+def test_dev_runs_its_own_redis_and_prod_reads_where_its_redis_is_from_a_secret() -> None:
+    """Redis is the overlay's: dev's one pod (components/dev-redis), prod's run for it (overlays/prod/redis.yaml,
+    docs/redis.md): no Redis workload in prod, TRELLIS_REDIS_URL from the Secret trellis-redis, and a CA for
+    its TLS mounted when the Secret trellis-redis-tls holds one."""
+    assert "TRELLIS_REDIS_URL" not in _env(_render("base"), _one(_render("base"), "Deployment", "orchestrator"))
+    dev = _render("overlays/dev")
+    url = urlparse(_env(dev, _one(dev, "Deployment", "orchestrator"))["TRELLIS_REDIS_URL"])
+    assert int(url.port) in [p["port"] for p in _one(dev, "Service", url.hostname)["spec"]["ports"]]
+    prod = _render("overlays/prod")
+    assert not _find(prod, "StatefulSet", "redis") and not _find(prod, "Service", "redis")
+    orchestrator = _one(prod, "Deployment", "orchestrator")
+    c = _container(orchestrator)
+    assert {"secretRef": {"name": "trellis-redis"}} in c["envFrom"]
+    assert "TRELLIS_REDIS_URL" not in _env(prod, orchestrator)  # not a ConfigMap's: a URL may hold a password
+    volumes = {v["name"]: v for v in orchestrator["spec"]["template"]["spec"]["volumes"]}
+    tls = next(m for m in c["volumeMounts"] if m["mountPath"] == "/etc/trellis/redis-tls")
+    assert tls["readOnly"] and volumes[tls["name"]]["secret"] == {"secretName": "trellis-redis-tls", "optional": True}
 
 
 def test_every_trellis_variable_set_is_one_the_code_reads() -> None:
@@ -271,8 +289,8 @@ def test_sandbox_runs_one_unsandboxed_run_at_a_time_and_holds_no_secret() -> Non
 # --- state ----------------------------------------------------------------------------------------------
 
 
-def test_redis_keeps_an_append_only_file_on_a_persistent_volume() -> None:
-    sts = _one(_render("base"), "StatefulSet", "redis")
+def test_dev_redis_keeps_an_append_only_file_on_a_persistent_volume() -> None:
+    sts = _one(_render("overlays/dev"), "StatefulSet", "redis")
     args = _container(sts)["args"]
     assert args[args.index("--appendonly") + 1] == "yes"
     data_dir = args[args.index("--dir") + 1]
@@ -324,12 +342,16 @@ PROMETHEUS = ("monitoring", {"trellis.dev/monitoring": "true"}, {"app": "prometh
 INGRESS = ("ingress-nginx", {}, {"app": "ingress-nginx"}, "10.1.0.6", [])
 INTERNET = ("", {}, {}, "93.184.216.34", [("TCP", 443), ("TCP", 80), ("TCP", 22), ("TCP", 6379)])
 METADATA = ("", {}, {}, "169.254.169.254", [("TCP", 80)])
+# Prod's Redis, run for Trellis by an operator in a namespace labelled for it (overlays/prod/redis.yaml)
+REDIS = ("redis", {"trellis.dev/redis": "true"}, {"app.kubernetes.io/name": "redis"}, "10.2.0.7",
+         [("TCP", 6379), ("TCP", 6380), ("TCP", 26379), ("TCP", 16379)])
 
 # Everything that may connect to what, and nothing more (docs/ARCHITECTURE.md's boxes + DNS + model providers).
 EXPECTED_FLOWS = {
     ("gateway", "orchestrator", 50051), ("gateway", "retrieval", 50053), ("gateway", "kube-dns", 53),
     ("orchestrator", "llm-gateway", 50052), ("orchestrator", "retrieval", 50053),
-    ("orchestrator", "sandbox", 50054), ("orchestrator", "redis", 6379), ("orchestrator", "kube-dns", 53),
+    ("orchestrator", "sandbox", 50054), ("orchestrator", "kube-dns", 53),
+    ("orchestrator", "redis", 6379), ("orchestrator", "redis", 6380), ("orchestrator", "redis", 26379),
     ("orchestrator", "internet", 443), ("orchestrator", "internet", 80),
     ("retrieval", "llm-gateway", 50052), ("retrieval", "weaviate", 8080), ("retrieval", "weaviate", 50051),
     ("retrieval", "kube-dns", 53),
@@ -384,7 +406,7 @@ def test_network_policies_allow_exactly_the_call_graph() -> None:
         ports = [(p.get("protocol", "TCP"), p["containerPort"]) for p in _container(w)["ports"]]
         pods[w["metadata"]["name"]] = (ns, ns_labels, w["spec"]["template"]["metadata"]["labels"], f"10.244.0.{i + 2}", ports)
     sources = {**pods, "prometheus": PROMETHEUS, "ingress": INGRESS, "internet": INTERNET}
-    destinations = {**pods, "kube-dns": KUBE_DNS, "internet": INTERNET, "metadata": METADATA}
+    destinations = {**pods, "kube-dns": KUBE_DNS, "internet": INTERNET, "metadata": METADATA, "redis": REDIS}
     flows = set()
     for src, s in sources.items():
         for dst, d in destinations.items():
