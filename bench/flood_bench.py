@@ -21,10 +21,10 @@ its exponential backoff) and tries again; a B request's latency counts its retri
 Tenant A's clients run in a process of their own (this file, `flood-client`), so B's timings are not taken
 on a loop busy with 600 clients. Reported against issue 31's targets: B's p99 under the flood at most 1.5x its
 p99 alone, its throughput at least 0.9x; A's refusals answered within 5 ms p99 (timed by A's clients: their
-loop's own delay included); no 5xx; total goodput at least 0.95 of phase 2's. Also B's throughput under the flood over its fair share
-(what it asks alone, up to half the machine's goodput: the throughput target holds only where B alone asks at
-most half), and the CPU a refusal costs the stack. Writes bench/results/flood.json
-(bench/results/flood_quick.json with --quick), with the load average the machine had.
+loop's own delay included); no 5xx; total goodput at least 0.95 of phase 2's. Also B's throughput under the
+flood over its fair share (what it asks alone, up to half the machine's goodput: the throughput target can
+hold only where B alone asks at most half), and the CPU a refusal costs the stack. Writes
+bench/results/flood.json (bench/results/flood_quick.json with --quick), with the load average the machine had.
 """
 
 from __future__ import annotations
