@@ -87,9 +87,8 @@ def _cluster(target: RedisTarget) -> RedisCluster:
     goes to its slot's primary through a client of that node alone, with this module's rule."""
     options = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S, **target.options}
     node_options = {k: v for k, v in options.items() if k != "ssl"}
-    if options.get("ssl"):
-        node_options["connection_class"] = SSLConnection
-    node_options.update(retry=retry(), max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT_S)
+    node_options.update(connection_class=_redis_fast.SSLConnection if options.get("ssl") else _redis_fast.Connection,
+                        retry=retry(), max_connections=MAX_CONNECTIONS, timeout=POOL_TIMEOUT_S)
     moved = retry(errors=(RedisConnectionError, MovedError, AskError, TryAgainError, ClusterDownError))
     return _redis_cluster.Cluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
                                   retry=retry(), max_connections=MAX_CONNECTIONS, node_options=node_options,
