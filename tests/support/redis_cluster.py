@@ -23,6 +23,7 @@ from redis.crc import key_slot
 
 from tests.support.net import free_port
 from tests.support.redis_server import RedisServer
+from tests.support.redis_tls import TLS_REDIS_SERVER, Certificates, tls_server_args
 from tests.support.waiting import eventually_sync
 
 SLOTS = 16384
@@ -75,10 +76,19 @@ class ClusterNodeServer(RedisServer):
 
 class RedisClusterServers:
     def __init__(self, root: Path, *, primaries: int = 3, replicas_each: int = 1, node_timeout_ms: int = 1000,
-                 args: tuple[str, ...] = ()) -> None:
-        """`args`: more redis-server options for every node."""
-        self.nodes = [ClusterNodeServer(root / f"node-{i}", node_timeout_ms, args)
+                 args: tuple[str, ...] = (), tls: Certificates | None = None) -> None:
+        """`args`: more redis-server options for every node. `tls`: the nodes serve TLS too, on a port of their
+        own (`tls_ports`), their bus and replication over TLS (Debian's redis-server: tests/support/redis_tls.py);
+        `url` is then the TLS one, and the fixture itself keeps the plain ports."""
+        self.tls = tls
+        # (with TLS on the bus, a node's bus listens at its TLS port + 10000)
+        self.tls_ports = [free_port(with_offset=10000) for _ in range(primaries * (1 + replicas_each))] if tls else []
+        self.nodes = [ClusterNodeServer(root / f"node-{i}", node_timeout_ms,
+                                        (*args, *(tls_server_args(tls, self.tls_ports[i]) if tls else ())))
                       for i in range(primaries * (1 + replicas_each))]
+        if tls:
+            for node in self.nodes:
+                node.binary = TLS_REDIS_SERVER
         for node in self.nodes:
             node.workdir.mkdir(parents=True, exist_ok=True)
         self.first_primaries = self.nodes[:primaries]
@@ -86,6 +96,8 @@ class RedisClusterServers:
 
     @property
     def url(self) -> str:
+        if self.tls:
+            return "rediss+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.tls_ports)
         return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
 
     # ------------------------------------------------------------------ building it
@@ -93,8 +105,8 @@ class RedisClusterServers:
         for node in self.nodes:
             node.start()
         first = self.nodes[0].client
-        for node in self.nodes[1:]:
-            first.execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
+        for i, node in enumerate(self.nodes[1:], 1):
+            first.execute_command("CLUSTER", "MEET", "127.0.0.1", self.tls_ports[i] if self.tls else node.port)
         eventually_sync(lambda: all(self._known(n) == len(self.nodes) for n in self.nodes),
                         what="every cluster node knowing every other", timeout=30)
         primaries = self.first_primaries

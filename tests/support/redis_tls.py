@@ -26,6 +26,15 @@ from tests.support.waiting import eventually_sync
 TLS_REDIS_SERVER = "/usr/bin/redis-server"  # Debian's (redis-server package), built with TLS
 
 
+def tls_server_args(files: "Certificates", tls_port: int, *, require_client_cert: bool = False) -> tuple[str, ...]:
+    """redis-server's options for TLS on `tls_port`, with these certificates (its cluster bus and replication
+    over TLS too)."""
+    return ("--tls-port", str(tls_port), "--tls-cert-file", str(files.server_cert),
+            "--tls-key-file", str(files.server_key), "--tls-ca-cert-file", str(files.ca),
+            "--tls-auth-clients", "yes" if require_client_cert else "no",
+            "--tls-cluster", "yes", "--tls-replication", "yes")
+
+
 @dataclass(frozen=True)
 class Certificates:
     ca: Path
@@ -51,7 +60,8 @@ def _write_cert(cert: x509.Certificate, path: Path) -> Path:
 
 
 def make_certificates(directory: Path) -> Certificates:
-    """A CA, and a server and a client certificate it signed, valid for a day, as PEM files in `directory`."""
+    """A CA, and a server and a client certificate it signed, valid for a day, as PEM files in `directory` (the
+    server's is a client's too: the nodes of a cluster present it to each other)."""
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (x509.CertificateBuilder().subject_name(_name("trellis test CA")).issuer_name(_name("trellis test CA"))
@@ -63,20 +73,20 @@ def make_certificates(directory: Path) -> Certificates:
                                        key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
           .sign(ca_key, hashes.SHA256()))
 
-    def signed(common_name: str, usage: x509.ObjectIdentifier, names: list[x509.GeneralName]) -> tuple:
+    def signed(common_name: str, usage: list[x509.ObjectIdentifier], names: list[x509.GeneralName]) -> tuple:
         key = ec.generate_private_key(ec.SECP256R1())
         builder = (x509.CertificateBuilder().subject_name(_name(common_name)).issuer_name(ca.subject)
                    .public_key(key.public_key()).serial_number(x509.random_serial_number())
                    .not_valid_before(now - datetime.timedelta(minutes=5))
                    .not_valid_after(now + datetime.timedelta(days=1))
-                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+                   .add_extension(x509.ExtendedKeyUsage(usage), critical=False))
         if names:
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         return builder.sign(ca_key, hashes.SHA256()), key
 
-    server, server_key = signed("127.0.0.1", x509.ExtendedKeyUsageOID.SERVER_AUTH,
+    server, server_key = signed("127.0.0.1", [x509.ExtendedKeyUsageOID.SERVER_AUTH, x509.ExtendedKeyUsageOID.CLIENT_AUTH],
                                 [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")])
-    client, client_key = signed("trellis orchestrator", x509.ExtendedKeyUsageOID.CLIENT_AUTH, [])
+    client, client_key = signed("trellis orchestrator", [x509.ExtendedKeyUsageOID.CLIENT_AUTH], [])
     return Certificates(
         ca=_write_cert(ca, directory / "ca.crt"),
         server_cert=_write_cert(server, directory / "server.crt"), server_key=_write_key(server_key, directory / "server.key"),
@@ -99,12 +109,10 @@ class TlsRedisServer:
         if not Path(TLS_REDIS_SERVER).exists():
             raise RuntimeError(f"{TLS_REDIS_SERVER} is missing: the TLS tests need Debian's redis-server "
                                "(scripts/install_system_deps.sh installs it)")
-        f = self.files
         self.proc = subprocess.Popen(
-            [TLS_REDIS_SERVER, "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
-             "--dir", str(self.workdir), "--save", "", "--logfile", str(self.workdir / "redis.log"),
-             "--tls-cert-file", str(f.server_cert), "--tls-key-file", str(f.server_key),
-             "--tls-ca-cert-file", str(f.ca), "--tls-auth-clients", "yes" if self.require_client_cert else "no"],
+            [TLS_REDIS_SERVER, "--port", "0", "--bind", "127.0.0.1", "--dir", str(self.workdir), "--save", "",
+             "--logfile", str(self.workdir / "redis.log"),
+             *tls_server_args(self.files, self.port, require_client_cert=self.require_client_cert)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         eventually_sync(self._listening, what=f"redis-server with TLS on {self.port} (see {self.workdir}/redis.log)",
                         timeout=30, ignoring=(FileNotFoundError,))

@@ -1,5 +1,6 @@
 """The orchestrator on a Redis that speaks TLS only (tests/support/redis_tls.py: Debian's redis-server, a CA made
-here), as TRELLIS_REDIS_URL=rediss://... with TRELLIS_REDIS_TLS_CA names it: runs, transactions, the agent cache's
+here), as TRELLIS_REDIS_URL=rediss://... with TRELLIS_REDIS_TLS_CA names it, and on a Redis Cluster over TLS
+(rediss+cluster://): runs, transactions, the agent cache's
 tracking connection and the limits windows all over TLS; mutual TLS with TRELLIS_REDIS_TLS_CERT and _KEY; and the
 clear refusals: a server certificate no trusted CA signed, a client certificate missing, TLS files beside a URL
 that is not TLS."""
@@ -22,7 +23,8 @@ from services.orchestrator.store.redis_client import connect, limits_storage, wa
 from services.orchestrator.store.redis_target import TlsFiles, parse
 from services.orchestrator.store.sessions import message
 from tests.support.orchestrator import orchestrator
-from tests.support.redis_tls import TlsRedisServer
+from tests.support.redis_cluster import RedisClusterServers
+from tests.support.redis_tls import TlsRedisServer, make_certificates
 
 ECHO = json.dumps({"components": {
     "begin": {"obj": {"component_name": "Begin", "params": {}}, "downstream": ["Message:Out"], "upstream": []},
@@ -121,3 +123,37 @@ def test_the_tls_files_come_from_the_environment_and_a_bad_setting_stops_start_u
     monkeypatch.setenv("TRELLIS_REDIS_TLS_CERT", str(tls_redis.files.client_cert))
     with pytest.raises(SystemExit, match="TRELLIS_REDIS_TLS_CERT and TRELLIS_REDIS_TLS_KEY go together"):
         OrchestratorConfig.from_env()
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("redis-tls-cluster")
+    cluster = RedisClusterServers(root, replicas_each=0, tls=make_certificates(root))
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+async def test_runs_and_the_agent_cache_on_a_redis_cluster_over_tls(tls_cluster):
+    tls = TlsFiles(ca=str(tls_cluster.tls.ca))
+    async with orchestrator(tls_cluster.url, redis_tls=tls) as orch, grpc.aio.insecure_channel(orch.addr) as channel:
+        stub = canvas_grpc.CanvasServiceStub(channel)
+        events = [e async for e in stub.Run(canvas_pb.RunRequest(tenant_id="t1", dsl_json=ECHO, query="cluster"),
+                                            timeout=30)]
+        assert events[-1].run_finished.error == ""
+        stored = [e async for e in stub.WatchRun(canvas_pb.WatchRunRequest(tenant_id="t1", run_id=events[0].run_id),
+                                                 timeout=30)]
+        assert [e.seq for e in stored] == [e.seq for e in events]
+    client = connect(parse(tls_cluster.url, tls))
+    agents = AgentStore(client)
+    try:
+        await agents.resolved_cache.start()
+        assert agents.resolved_cache.tracking and len(agents.resolved_cache.connections) == len(tls_cluster.nodes)
+        a = await agents.create("t1", title="tls cluster", dsl_json='{"v": 1}')
+        await agents.update("t1", a.id, dsl_json='{"v": 2}')  # MULTI/EXEC on its primary, over TLS
+        assert (await agents.resolve_dsl("t1", a.id, draft=True))[0] == '{"v": 2}'
+        limiter = MovingWindowRateLimiter(limits_storage(parse(tls_cluster.url, tls), "trellis:test_limits"))
+        assert await limiter.hit(RateLimitItemPerSecond(1, 60), a.id)
+    finally:
+        await agents.resolved_cache.aclose()
+        await client.aclose()
