@@ -268,6 +268,8 @@ def gc_pauses(gc_dir: Path, names: dict[int, str]) -> dict[str, Any]:
         name = names.get(int(path.name.split("-")[0]), path.name)
         by_gen: dict[str, list[tuple[float, float]]] = {}
         for line in path.read_text().splitlines():
+            if line.startswith("#"):  # what a young collection after a slow one walked
+                continue
             _, gen, ms, _, cpu_ms = line.split()
             by_gen.setdefault(gen, []).append((float(ms), float(cpu_ms)))
         out[name] = {f"gen{gen}": {"count": len(ms), "total_ms": round(sum(m for m, _ in ms)),

@@ -70,19 +70,30 @@ def _install(out_dir: str, frames: int) -> None:
 
 
 def _log_gc(out_dir: str) -> None:
+    import collections
     import gc
     import time
 
     out = open(os.path.join(out_dir, f"{os.getpid()}-gc.txt"), "a", buffering=1)
     started = [0.0, 0.0]
 
+    slow_young = [0]  # young collections that took 20 ms of CPU or more: the next one says what it walks
+
     def callback(phase: str, info: dict) -> None:
         if phase == "start":
+            if info["generation"] == 0 and slow_young[0]:
+                slow_young[0] = 0
+                young = gc.get_objects(0)
+                kinds = collections.Counter(type(o).__qualname__ for o in young).most_common(6)
+                sizes = sorted((len(o), type(o).__qualname__) for o in young if isinstance(o, (list, dict, set, tuple)))
+                out.write(f"# young {len(young)} {kinds} largest {sizes[-4:]}\n")
             started[:] = time.perf_counter(), time.thread_time()
             return
         took = time.perf_counter() - started[0]
         if took >= 0.005:
             cpu = time.thread_time() - started[1]
+            if info["generation"] == 0 and cpu >= 0.02:
+                slow_young[0] = 1
             out.write(f"{time.monotonic():.3f} {info['generation']} {took * 1000:.1f} {info['collected']} {cpu * 1000:.1f}\n")
 
     gc.callbacks.append(callback)
