@@ -305,11 +305,12 @@ class Stack:
             if name in os.environ:
                 env[name] = os.environ[name]
         self.env = env
+        self.root = ROOT  # the checkout `trellis up` runs from (bench/side_by_side.py runs two)
         self.proc: subprocess.Popen | None = None
         self.url = f"http://127.0.0.1:{self.ports['HTTP']}"
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([PY, "-m", "trellis_cli", "up"], env=self.env, cwd=ROOT,
+        self.proc = subprocess.Popen([PY, "-m", "trellis_cli", "up"], env=self.env, cwd=self.root,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 300
         while True:

@@ -26,8 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -43,24 +41,8 @@ class TreeStack(pb.Stack):
 
     def __init__(self, tree: Path, model_url: str, data: Path) -> None:
         super().__init__(model_url, data)
-        self.tree = tree
+        self.root = tree
         self.env["PYTHONPATH"] = f"{tree}/gen/python:{tree}"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen([pb.PY, "-m", "trellis_cli", "up"], env=self.env, cwd=self.tree,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"side_by_side: trellis up in {self.tree} exited with {self.proc.returncode}")
-            try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.3)
-        raise SystemExit(f"side_by_side: the stack in {self.tree} did not become healthy")
 
 
 async def agents_of(url: str) -> dict[str, str]:

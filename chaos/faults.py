@@ -16,6 +16,7 @@ restarted and serving, Redis answering, the proxy passing), so the next fault me
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import collections
 import random
@@ -72,11 +73,12 @@ async def until(check, what: str, timeout: float = 30.0, every: float = 0.1) -> 
         await asyncio.sleep(every)
 
 
-class Fault:
+class Fault(abc.ABC):
     name: ClassVar[str]
 
+    @abc.abstractmethod
     async def strike(self, ctx: FaultContext) -> Struck:
-        raise NotImplementedError
+        """Strike once, on a victim and at a moment drawn from `ctx.rng`; what was hit."""
 
 
 class _ReplicaGone(Fault):
@@ -85,11 +87,13 @@ class _ReplicaGone(Fault):
 
     network = False  # True: only a replica behind a proxy of the suite can be the victim
 
+    @abc.abstractmethod
     async def take_away(self, ctx: FaultContext, name: str) -> None:
-        raise NotImplementedError
+        """Take the replica `name` away."""
 
+    @abc.abstractmethod
     async def bring_back(self, ctx: FaultContext, name: str) -> None:
-        raise NotImplementedError
+        """Bring the replica `name` back."""
 
     async def strike(self, ctx: FaultContext) -> Struck:
         name = ctx.rng.choice(sorted(ctx.stack.links) if self.network else ctx.stack.orchestrators())
