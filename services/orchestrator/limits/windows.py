@@ -68,6 +68,8 @@ class StartLeases:
             self._maybe_refill(scope, units, runs, seconds)
             return None
         async with units.lock:
+            if units.refill is not None:  # the next chunk is on its way: wait for it rather than lease another
+                await asyncio.shield(units.refill)
             if units.left and time.monotonic() < units.until:
                 units.left -= 1
                 return None
