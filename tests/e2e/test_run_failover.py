@@ -6,7 +6,8 @@ llm_gateway (in this process, scripted, counting every model request).
   sent again, and the session takes the next turn.
 - SIGSTOP of that replica instead, let go once the other took the run over: its writes are refused (fencing),
   so the run's stream holds nothing of it after the take-over; it stops driving the run, and its own caller
-  goes on, with no error, with what the new owner writes; a client that rejoins gets each output once.
+  goes on, with no error, with what the new owner writes; a client that rejoins gets each output once. Let go
+  only once the new owner finished the run, it starts no component more: the model gets no request from it.
 - `kill -9` of the replica running a client's stream through the HTTP gateway: the client rejoins
   (Last-Event-ID) at once, is never told "unavailable", and is told that the interrupted component started
   again before its whole output.
@@ -68,6 +69,13 @@ TWO_LLM_DSL = json.dumps({"components": {
     "LLM:Plan": cpn("LLM", ["LLM:Slow"], llm("planner", "{sys.query}"), ["begin"]),
     "LLM:Slow": cpn("LLM", ["Message:Out"], llm("slow", "{LLM:Plan@content}"), ["LLM:Plan"]),
     "Message:Out": cpn("Message", [], {"content": ["{LLM:Slow@content}"]}, ["LLM:Slow"]),
+}})
+# Begin -> a slow LLM (paused mid-stream) -> a fast LLM -> Message
+SLOW_THEN_PLAN_DSL = json.dumps({"components": {
+    "begin": cpn("Begin", ["LLM:Slow"]),
+    "LLM:Slow": cpn("LLM", ["LLM:Plan"], llm("slow", "{sys.query}"), ["begin"]),
+    "LLM:Plan": cpn("LLM", ["Message:Out"], llm("planner", "{LLM:Slow@content}"), ["LLM:Slow"]),
+    "Message:Out": cpn("Message", [], {"content": ["{LLM:Plan@content}"]}, ["LLM:Plan"]),
 }})
 FILL_UP_DSL = json.dumps({"components": {
     "begin": cpn("Begin", ["LLM:Plan"]),
@@ -282,6 +290,31 @@ async def test_a_paused_owner_resumes_after_a_take_over_and_its_writes_are_refus
     nxt = [e async for e in a.stub.Run(canvas_pb.RunRequest(tenant_id="t1", dsl_json=TWO_LLM_DSL, query="again",
                                                              session_id=session_id), timeout=60)]
     assert nxt[-1].run_finished.error == ""  # the paused replica serves again, the session is free
+
+
+async def test_a_paused_owner_that_lost_the_run_calls_no_model_after_it(cluster) -> None:
+    (a, b), provider, _ = cluster
+    call = a.stub.Run(canvas_pb.RunRequest(tenant_id="t1", dsl_json=SLOW_THEN_PLAN_DSL, query="q"), timeout=60)
+    run_id = (await call.read()).run_id
+    await eventually(lambda: calls(provider, "slow") == 1, what="the slow LLM's request")
+    a.pause()  # frozen mid-stream (2 s long); the model server goes on sending the rest of the answer meanwhile
+    try:
+        await taken_over(b, run_id)
+        info = await final_status(b.stub, run_id)  # the new owner ran everything, the fast LLM included
+        assert info.status == "succeeded" and calls(provider, "planner") == 1
+    finally:
+        a.go_on()  # the slow answer's rest is there at once: its next component would start right away
+    rest = []
+    while (event := await call.read()) is not grpc.aio.EOF:
+        rest.append(event)
+    assert rest[-1].WhichOneof("kind") == "run_finished" and rest[-1].run_finished.error == ""
+    # By its own clock its lease had lapsed: it asked Redis before starting the next component, was told the run
+    # is another replica's, and stopped, so the model got the fast LLM's request once, from the new owner.
+    assert calls(provider, "planner") == 1 and calls(provider, "slow") == 2
+    # Its caller saw what it said of the slow LLM dropped (restarted) before the new owner's whole answer.
+    restart = max(i for i, e in enumerate(rest) if e.WhichOneof("kind") == "node_started"
+                  and e.node_id == "LLM:Slow" and e.node_started.restarted)
+    assert answer(rest[restart:]) == "plan: search the web"
 
 
 @pytest.fixture

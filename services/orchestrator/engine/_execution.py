@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from services.common import context as ctxvars
 from services.orchestrator.components.base import NodeContext, Pause, Route, RunEnv
@@ -54,11 +54,23 @@ class RunPaused(Exception):
     """A component inside this container waits for the user: the container waits too, unfinished."""
 
 
+class Ownership(Protocol):
+    """Whether the process running the engine still owns the run (runs/pump.py, through its lease): a component
+    starts only while it does, so what it calls out to is not called again by an owner that lost the run."""
+
+    def owns(self) -> bool:
+        """Surely still owned, by this process's own clock (no round trip)."""
+
+    async def confirm(self) -> None:
+        """Make sure it still is (a round trip); raises CancelledError when it is not (the run stops here)."""
+
+
 class Execution:
     trace: RunTrace | None = None  # the run's spans (tracing.py), only while tracing is on
 
     def __init__(self, plan: Plan, request: RunRequest, state: SessionState, services: Services,
-                 replay: Replay | None = None, checkpoints: bool = False) -> None:
+                 replay: Replay | None = None, checkpoints: bool = False,
+                 ownership: Ownership | None = None) -> None:
         self.plan = plan
         self.request = request
         self.state = state
@@ -82,6 +94,7 @@ class Execution:
         if replay is not None and replay.answer:
             self.answer.append(replay.answer)
         self.checkpoints = checkpoints  # yield a NodeRecord after every finished or pruned component
+        self.ownership = ownership  # runner.Ownership: asked before a component starts
         self.paused: list[str] = []  # components waiting for the user (UserFillUp)
         self._refs_seen = 0  # size of the run's references at the last record
 
@@ -225,6 +238,9 @@ class Execution:
             record = self.replay.take(sr.path, nid)
             if record is not None:
                 return self._restore(sr, node, ctx, record)
+        ownership = self.ownership
+        if ownership is not None and not ownership.owns():
+            await ownership.confirm()  # (raises CancelledError once another process owns the run)
         ctxvars.node_id.set(nid)  # every log line the component writes names it
         env = self.env
         comp = node.component

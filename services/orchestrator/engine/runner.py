@@ -14,7 +14,7 @@ import asyncio
 from contextlib import aclosing
 from typing import Any, AsyncIterator
 
-from services.orchestrator.engine._execution import Execution, NodeFailed, RunPaused
+from services.orchestrator.engine._execution import Execution, NodeFailed, Ownership, RunPaused
 from services.orchestrator.engine.checkpoint import Replay
 from services.orchestrator.engine.events import RunFinished
 from services.orchestrator.engine.plan import Plan
@@ -22,7 +22,9 @@ from services.orchestrator.engine.settings import Services
 from services.orchestrator.engine.state import RunRequest, SessionState
 from services.orchestrator.engine.validate import ValidationFailed, compile_plan
 
-__all__ = ["NodeFailed", "RunPaused", "RunRequest", "Running", "ValidationFailed", "compile_plan", "run", "start"]
+__all__ = ["NodeFailed", "Ownership", "RunPaused", "RunRequest", "Running", "ValidationFailed", "compile_plan", "run",
+           "start"]
+
 
 
 class Running:
@@ -76,12 +78,12 @@ class Running:
 
 
 def start(plan: Plan, request: RunRequest, state: SessionState | None = None, services: Services | None = None, *,
-          replay: Replay | None = None, checkpoints: bool = False) -> Running:
+          replay: Replay | None = None, checkpoints: bool = False, ownership: Ownership | None = None) -> Running:
     """A run of `plan`, started when its `batches()` are first read. With `checkpoints`, a `NodeRecord` follows
     every finished or pruned component's event; `replay` resumes from the records of an earlier attempt
-    (checkpoint.py)."""
+    (checkpoint.py); `ownership` is asked before each component starts."""
     state = state if state is not None else SessionState.fresh(plan.variables)
-    return Running(Execution(plan, request, state, services or Services(), replay, checkpoints))
+    return Running(Execution(plan, request, state, services or Services(), replay, checkpoints, ownership))
 
 
 async def run(plan: Plan, request: RunRequest, state: SessionState | None = None,

@@ -35,29 +35,35 @@ class RunEnding:
         self.sessions = sessions
         self.runs = runs
 
-    async def store(self, pump: Pump) -> None:
-        """The run's end, once its pump stopped."""
+    async def store(self, pump: Pump) -> bool:
+        """The run's end, once its pump stopped. False when another replica took the run over before it was
+        stored (or it had ended already): the end is not this replica's to tell (the run's stream has it)."""
         try:
             await pump.journal.settle()  # (again, after a cancel): nothing in flight, the pending batch comes last
             settled = True
         except RunLost:  # another replica owns the run: its end is that one's to store
             log.info("run %s: not ended here: another replica took it over", pump.run_id)
-            return
+            return False
         except Exception:  # the journal gave up; aclose says so below
             settled = False
         metrics.RUNS.labels(pump.turn.status).inc()
         stored = await self._store(pump, with_journal=settled)
         try:
             await pump.journal.aclose()
+        except RunLost:
+            return False
         except Exception:
             log.warning("run %s: journal not fully stored", pump.run_id, exc_info=True)
-        if not stored:
-            await self._store(pump, with_journal=False)
+        if stored is None:
+            stored = await self._store(pump, with_journal=False)
+        return stored is not False
 
-    async def _store(self, pump: Pump, *, with_journal: bool) -> bool:
+    async def _store(self, pump: Pump, *, with_journal: bool) -> bool | None:
         """The turn, the run's trace and its end (and `with_journal`, the journal's pending batch first), in one
-        round trip. Whether it reached Redis. The journal's batch counts as written unless its reply is an error
+        round trip. Whether it was ended here (False: another replica took the run over, or it had ended), or
+        None when it did not reach Redis. The journal's batch counts as written unless its reply is an error
         and the stream does not have it (then the journal's `aclose` writes it)."""
+
         spec, turn, tenant = pump.spec, pump.turn, pump.spec.tenant_id
         messages = [message("user", spec.query)] if spec.query else []
         text = turn.text()
@@ -85,7 +91,7 @@ class RunEnding:
                 log.warning("run %s: storing its end failed; retrying", pump.run_id, exc_info=True)
             else:
                 log.exception("could not store the end of run %s of session %s", pump.run_id, pump.session_id)
-            return False
+            return None
         if journaled:
             if not isinstance(replies[0], Exception) or await pump.journal.pending_stored():
                 pump.journal.pending_written()  # (sent twice, its reply lost the first time: an error, stored once)
@@ -100,12 +106,13 @@ class RunEnding:
                      "already", pump.run_id)
         if isinstance(replies[ended], Exception):
             await self.runs.reinstate(tenant, pump.run_id)
-        if replies[ended] == 0 or (journaled and replies[0] == 0):
+        lost = replies[ended] == 0 or (journaled and replies[0] == 0)
+        if lost:
             log.info("run %s: not ended here: another replica took it over (or it ended already)", pump.run_id)
         for reply in replies[1:] if journaled else replies:
             if isinstance(reply, Exception):
                 log.error("run %s: storing its end failed: %s", pump.run_id, reply)
-        return True
+        return not lost
 
 
 def _expires_at(pump: Pump, node: str) -> float:

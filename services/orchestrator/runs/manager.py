@@ -38,7 +38,7 @@ from services.orchestrator.limits.gate import TenantGate
 from services.orchestrator.runs import admission
 from services.orchestrator.runs.ending import RunEnding
 from services.orchestrator.runs.interrupts import RunInterrupts
-from services.orchestrator.runs.leases import Leases
+from services.orchestrator.runs.leases import Leases, Renewal
 from services.orchestrator.runs.local import LocalRuns
 from services.orchestrator.runs.pump import END, Pump, PumpServices
 from services.orchestrator.runs.queries import RunQueries
@@ -64,12 +64,14 @@ class RunManager:
         self.journal_policy = journal = journal or journal_policy()
         # every run's journal of this replica: one pipeline per write
         self.journals = JournalWriter(runs.redis, pace=lambda: journal.pace(len(self.local)))
+        renewal = Renewal(runs, self.local)
         pumps = PumpServices(runs=runs, engine=services, journals=self.journals, codec=codec,
                              ending=RunEnding(sessions, runs), local=self.local,
-                             first_write_delay=lambda: journal.first_write_delay(len(self.local)))
+                             first_write_delay=lambda: journal.first_write_delay(len(self.local)),
+                             renew=renewal.now)
         self.starts = RunStarts(agents, sessions, runs, pumps)
         self.resumes = RunResumes(sessions, runs, self.starts, pumps, max_attempts=max_attempts)
-        self.leases = Leases(runs, self.local, self.resumes)
+        self.leases = Leases(runs, self.local, self.resumes, renewal)
         self.queries = RunQueries(sessions, runs)
         self.interrupts = RunInterrupts(runs, self.starts, codec, self.resumes)
 

@@ -9,7 +9,14 @@ reads from a bounded queue.
 The pump drives its run while this replica owns it, at the epoch it started or took it over at (store/runs.py).
 When the replica loses it (its lease renewal or one of its writes is refused: another replica took the run
 over while this one was stalled), the pump stops quietly (`abandon`): nothing more of it is written, and a
-caller attached here goes on with the run's stored stream as the new owner writes it, with no error.
+caller attached here goes on with the run's stored stream as the new owner writes it, with no error. Before a
+component starts, the engine asks the pump whether the run is still its own (`owns`, by the lease's own clock:
+runs/leases.py), so an owner that lost the run calls out to nothing more.
+
+The caller hears the run's end (its RunFinished) only once that end is stored under this replica's epoch: an
+owner that lost the run before must not tell its caller an end (and answers) the run's new owner tells
+differently. What the caller saw of a component that the new owner then runs again is followed by that
+component's restart (its NodeStarted says `restarted`), so a client drops it.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import logging
 import time
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from services.common.inbox import Inbox
 from services.orchestrator import metrics
@@ -31,6 +38,7 @@ from services.orchestrator.engine.runner import Running
 from services.orchestrator.engine.runner import start as start_engine
 from services.orchestrator.engine.settings import Services
 from services.orchestrator.engine.state import RunRequest, SessionState
+from services.orchestrator.runs.leases import SURE
 from services.orchestrator.runs.ending import RunEnding
 from services.orchestrator.runs.local import LocalRuns
 from services.orchestrator.runs.spec import RunSpec
@@ -56,6 +64,7 @@ class PumpServices:
     ending: RunEnding
     local: LocalRuns
     first_write_delay: Callable[[], float]  # the journal policy's delay for a run starting now, in seconds
+    renew: Callable[[], Awaitable[None]]  # renews every lease of this replica now (runs/leases.py `Renewal.now`)
 
 
 @dataclass
@@ -89,6 +98,10 @@ class Pump:
         self.restarted = set(resume.restarted) if resume else set()
         self.epoch = resume.epoch if resume else FIRST_EPOCH
         self._given = 0  # the seq of the last event put in the caller's queue
+        self._shown: set[str] = set()  # components (`node_key`) the caller was given a NodeStarted of
+        self._end: Numbered | None = None  # the engine's RunFinished, for the caller once the end is stored
+        # Until when the run is surely this replica's, by its own clock (runs/leases.py; renewals move it on).
+        self.lease_until = time.monotonic() + services.runs.lease_s * SURE
         self.out: Inbox | None = None  # the attached caller's events (an Inbox: 3 KB less than a Queue per run)
         self._for_caller = ev.ANSWER_EVENTS if spec.answer_only else None  # None: every event
         self.started = time.time()
@@ -154,10 +167,17 @@ class Pump:
             self.abandon()
 
     async def _follow_elsewhere(self, out: Inbox, after: int) -> None:
-        """`abandon`'s rejoin for the caller of `out`, after its event `after`, while it stays attached."""
+        """`abandon`'s rejoin for the caller of `out`, after its event `after`, while it stays attached. What
+        this replica gave the caller may not have been stored: a component it showed the start of, which the
+        new owner runs again, starts again for the caller (`restarted`)."""
         try:
             async for seq, fields in self.services.runs.follow(self.spec.tenant_id, self.run_id, after):
                 event = self.services.codec.decode(fields[b"e"])
+                if event.__class__ is ev.NodeStarted and self._shown:
+                    key = node_key(event.path, event.node_id)
+                    if key in self._shown:
+                        self._shown.discard(key)
+                        event = replace(event, restarted=True)
                 if self._for_caller is None or event.__class__ in self._for_caller:
                     await out.put(Numbered(seq, event))
         except Exception as exc:  # Redis unreachable: the caller is told to rejoin by itself
@@ -175,7 +195,7 @@ class Pump:
             if early or (early is None and await self.services.runs.is_cancelled(self.run_id)):
                 self._cancel_asked = True  # cancelled before it started: the engine ends it at once
             self.engine = start_engine(self.plan, self._request(), self.state, self.services.engine,
-                                       replay=self.replay, checkpoints=True)
+                                       replay=self.replay, checkpoints=True, ownership=self)
             if self._cancel_asked:
                 self.engine.cancel()
             broke = False
@@ -221,6 +241,7 @@ class Pump:
             self.abandon()
         except Exception as exc:  # the journal gave up (Redis unreachable): stop with a clear error
             self.turn.ended("failed", str(exc))
+            self._end = None
             out = self.out
             for event in self._failed(str(exc), "internal"):  # for the caller only: nothing can be stored
                 item = self._number(event)
@@ -231,13 +252,33 @@ class Pump:
                 self.turn.answer = self.engine.answer
             if self.turn.status == "cancelled" and self._stop_reason:
                 self.turn.error = self._stop_reason
-            if self.out is not None and not self._abandoned:
-                await self.out.put(END)
             if not self._abandoned:
                 self.finishing = True
                 end = asyncio.ensure_future(self.services.ending.store(self))
                 self.services.local.ending(end)
-                await asyncio.shield(end)
+                ended_here = await asyncio.shield(end)
+                if self.out is not None:
+                    if not ended_here:  # another replica took the run over first: its end is the caller's
+                        self.abandon()
+                    else:
+                        if self._end is not None:
+                            await self._deliver(self._end)
+                        await self.out.put(END)
+
+    # ------------------------------------------------------------------ ownership (the engine's runner.Ownership)
+    def owns(self) -> bool:
+        return time.monotonic() < self.lease_until
+
+    async def confirm(self) -> None:
+        """The run's lease may have lapsed by this replica's clock (it was paused, cut off or stalled): renew it
+        before a component starts; stop here when another replica took the run over meanwhile. While Redis
+        cannot be reached, the component waits."""
+        while not self.owns():
+            await self.services.renew()
+            if self._abandoned:
+                raise asyncio.CancelledError(f"run {self.run_id} is owned by another replica now")
+            if not self.owns():
+                await asyncio.sleep(min(1.0, self.services.runs.lease_s / 10))
 
     def _restart(self, event: ev.NodeStarted) -> ev.NodeStarted:
         """The first NodeStarted of a component whose earlier events were dropped on a take-over, flagged."""
@@ -261,10 +302,14 @@ class Pump:
         return Numbered(self.seq, event)
 
     async def _emit(self, event: ev.Event) -> None:
-        """Numbered, journaled, then to the caller: the one way an event enters the run's stream."""
+        """Numbered, journaled, then to the caller: the one way an event enters the run's stream. The run's end
+        waits for the caller until it is stored (`_run`)."""
         item = self._number(event)
         self._journal(item)
-        await self._deliver(item)
+        if event.__class__ is ev.RunFinished:
+            self._end = item
+        else:
+            await self._deliver(item)
 
     def _failed(self, message_text: str, code: str) -> list[ev.Event]:
         return ev.run_failed(self.run_id, self.session_id, message_text, code, time.time() - self.started)
@@ -279,4 +324,6 @@ class Pump:
         if out is not None and (self._for_caller is None or item.event.__class__ in self._for_caller):
             await out.put(item)
             self._given = item.seq
+            if item.event.__class__ is ev.NodeStarted:
+                self._shown.add(node_key(item.event.path, item.event.node_id))
 

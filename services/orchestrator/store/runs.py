@@ -51,15 +51,32 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 # the run over finds its writes refused, and stops. Every script is also safe to run twice: redis-py sends a
 # command again when its connection breaks before the reply, and Redis may have run it already.
 
-# KEYS: lease. ARGV: owner, lease ms. Renews only a lease this owner still holds; 0 tells the owner it lost the run.
+# KEYS: lease, run hash. ARGV: owner, lease ms, epoch. Renews a lease this owner still holds; 0 tells the owner
+# it lost the run. A lease that ran out (its owner stalled past it: a long pause of its event loop) while no other
+# replica took the run over is still this owner's at its epoch: it is taken again, rather than the owner stopping
+# a run that nobody else drives (and its own reaper resuming it from the checkpoint).
 _RENEW = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if holder then return 0 end
+local run = redis.call('HMGET', KEYS[2], 'owner', 'attempts', 'status')
+if run[1] ~= ARGV[1] or run[2] ~= ARGV[3] or run[3] ~= 'running' then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 """
-# KEYS: session claim. ARGV: run id, lease ms. The claim lives as long as the lease of the run holding it.
-_RENEW_CLAIM = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+# KEYS: session claim, session hash. ARGV: run id, lease ms, epoch. The claim lives as long as the lease of the
+# run holding it; one that ran out with its run's lease is taken again while the session's fence is still the
+# run's (no other run claimed the session meanwhile).
+_RENEW_CLAIM = session_fence.LUA + """
+local claim = redis.call('GET', KEYS[1])
+if claim == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+elseif not claim and held_by(KEYS[2], ARGV[1], ARGV[3]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
 return 1
 """
 # KEYS: lease, run hash. ARGV: owner, lease ms.
@@ -252,24 +269,26 @@ class RunStore:
             raise AlreadyExists(f"run {run_id!r} already exists: run ids must be unique")
         return detail == b"1"
 
-    async def renew(self, runs: list[tuple[str, str, str]]) -> list[bool]:
-        """Heartbeat for (tenant, run id, session id) of this replica: whether each lease is still ours. The
-        leases first; then, for those still held, the session claims and the active set."""
+    async def renew(self, runs: list[tuple[str, str, str, int]]) -> list[bool]:
+        """Heartbeat for (tenant, run id, session id, epoch) of this replica: whether each lease is still ours.
+        The leases first; then, for those still held, the session claims and the active set."""
         if not runs:
             return []
         async with self.redis.pipeline(transaction=False) as pipe:
-            for _, run_id, _ in runs:
-                queue_script(pipe, self._renew, [keys.run_lease(run_id)], [self.owner, self._lease_ms])
+            for tenant, run_id, _, epoch in runs:
+                queue_script(pipe, self._renew, [keys.run_lease(run_id), keys.run(tenant, run_id)],
+                             [self.owner, self._lease_ms, epoch])
             held = [bool(ok) for ok in await pipe.execute()]
         if any(held):
             expiry = time.time() + self.lease_s
             async with self.redis.pipeline(transaction=False) as pipe:
-                for (tenant, run_id, session_id), ok in zip(runs, held):
+                for (tenant, run_id, session_id, epoch), ok in zip(runs, held):
                     if not ok:
                         continue
                     if session_id:
-                        queue_script(pipe, self._renew_claim, [keys.session_active_run(tenant, session_id)],
-                                     [run_id, self._lease_ms])
+                        queue_script(pipe, self._renew_claim,
+                                     [keys.session_active_run(tenant, session_id), keys.session(tenant, session_id)],
+                                     [run_id, self._lease_ms, epoch])
                     pipe.zadd(keys.ACTIVE_RUNS, {f"{tenant}/{run_id}": expiry})
                 await pipe.execute()
         return held

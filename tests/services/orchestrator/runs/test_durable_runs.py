@@ -1,10 +1,12 @@
 """Durable runs through a real orchestrator (gRPC, Redis) and llm_gateway (scripted): UserFillUp pauses a run
 and the next request resumes it without running anything twice; a caller that leaves can rejoin a run that
-goes on; a run's status, its session's runs, and cancel of a waiting run."""
+goes on; a run's status, its session's runs, and cancel of a waiting run; a replica whose event loop stalls past
+its runs' leases goes on with them (nobody else took them over), rather than resume them from their start."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import grpc
 import pytest
@@ -136,6 +138,23 @@ async def test_a_run_outlives_its_caller_and_the_caller_rejoins_where_it_left(st
     whole = [e async for e in stub.WatchRun(canvas_pb.WatchRunRequest(tenant_id="t1", run_id=run_id))]
     assert answer(whole) == "one two three four five six seven eight"  # once, from the start
     assert (await stub.GetRun(canvas_pb.GetRunRequest(tenant_id="t1", run_id=run_id))).run.status == "succeeded"
+
+
+async def test_a_replica_stalled_past_its_lease_goes_on_with_its_run(stack) -> None:
+    stub, provider = stack
+    call = stub.Run(canvas_pb.RunRequest(tenant_id="t1", dsl_json=SLOW_DSL, query="q"))
+    seen = []
+    async for event in call:
+        seen.append(event)
+        if event.WhichOneof("kind") == "message_delta":
+            break
+    time.sleep(3.0)  # the orchestrator's event loop (this one) stalls past the run's 2 s lease
+    seen += [event async for event in call]
+    assert kinds(seen)[-1] == "run_finished" and seen[-1].run_finished.error == ""
+    assert answer(seen) == "one two three four five six seven eight"  # once: nothing ran again
+    run = (await stub.GetRun(canvas_pb.GetRunRequest(tenant_id="t1", run_id=seen[0].run_id))).run
+    assert run.status == "succeeded" and run.attempts == 1  # its lease was taken again, not the run over
+    assert sum(1 for name, _ in provider.calls if name.startswith("slow")) == 1
 
 
 async def test_a_caller_that_leaves_cancels_the_run_by_default(stack) -> None:

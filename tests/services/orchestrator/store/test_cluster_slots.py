@@ -126,7 +126,7 @@ async def test_leases_take_over_cancel_and_finish_on_a_cluster(cluster_redis):
         with pytest.raises(Exception, match="already exists"):
             await mine.start("t1", "run-a", "sess-b", "agent-1")
         assert not await redis.exists(keys.session_active_run("t1", "sess-b"))  # the refused claim is undone
-        assert await mine.renew([("t1", "run-a", "sess-a")]) == [True]
+        assert await mine.renew([("t1", "run-a", "sess-a", 1)]) == [True]
         journal = RunJournal(JournalWriter(redis), "t1", "run-a")
         journal.event(1, b"e1", "", record=None)
         journal.event(2, b"e2", "n", record={"n": "n"})
@@ -136,9 +136,9 @@ async def test_leases_take_over_cancel_and_finish_on_a_cluster(cluster_redis):
             await asyncio.sleep(0.05)
         assert ("t1", "run-a") in await other.expired()
         assert await other.take_over("t1", "run-a") == 2
-        assert await mine.renew([("t1", "run-a", "sess-a")]) == [False]  # lost to the other replica
+        assert await mine.renew([("t1", "run-a", "sess-a", 1)]) == [False]  # lost to the other replica
         assert await other.claim_session("t1", "sess-a", "run-a")  # as a resume takes its session back
-        assert await other.renew([("t1", "run-a", "sess-a")]) == [True]
+        assert await other.renew([("t1", "run-a", "sess-a", 2)]) == [True]
         assert await other.request_cancel("t1", session_id="sess-a")
         await other.finish("t1", "run-a", "sess-a", status="cancelled")
         assert (await other.status("t1", "run-a"))["status"] == "cancelled"

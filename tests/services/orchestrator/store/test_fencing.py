@@ -80,7 +80,7 @@ async def test_a_stale_owner_s_writes_are_refused_and_the_new_owner_s_go_through
     assert await redis_client.get(keys.session_active_run(tenant, session)) == run.encode()  # still claimed
     assert await redis_client.get(keys.run_lease(run)) == b"b"
     assert await mine.read_log(tenant, run, "tool_calls") == []
-    assert await mine.renew([(tenant, run, session)]) == [False]
+    assert await mine.renew([(tenant, run, session, 1)]) == [False]
     assert not await mine.finish(tenant, run, session, status="failed", error="stale", epoch=1, notify=False)
     with pytest.raises(RunLost):
         await drop_unfinished(redis_client, tenant, run, 1)
@@ -146,3 +146,27 @@ async def test_a_paused_run_s_answer_copies_its_checkpoint_once_and_only_for_its
     assert await other.take_over(tenant, child_run) == 2
     with pytest.raises(RunLost):
         await copy_checkpoint(redis_client, tenant, parent, child_run, 1)
+
+
+async def test_a_lease_that_ran_out_with_no_take_over_is_renewed_and_one_taken_over_is_not(redis_client, tenant):
+    mine, sessions, session, run = await started(redis_client, tenant)
+    claim = keys.session_active_run(tenant, session)
+    # The owner stalled past its lease (a long pause of its event loop): lease and session claim ran out, and
+    # no other replica took the run over meanwhile. Its renewal takes both again, at its epoch.
+    await redis_client.delete(keys.run_lease(run), claim)
+    assert await mine.renew([(tenant, run, session, 1)]) == [True]
+    assert await redis_client.get(keys.run_lease(run)) == b"a"
+    assert await redis_client.get(claim) == run.encode()
+    # Not at another epoch than the run's (an owner that lost it once must not take it back) ...
+    await redis_client.delete(keys.run_lease(run))
+    assert await mine.renew([(tenant, run, session, 2)]) == [False]
+    assert not await redis_client.exists(keys.run_lease(run))
+    # ... nor once another replica took it over, even after that one's lease ran out in turn.
+    other, epoch = await taken_over(redis_client, tenant, run, session, owner="b")
+    await redis_client.delete(keys.run_lease(run))
+    assert await mine.renew([(tenant, run, session, 1)]) == [False]
+    assert await other.renew([(tenant, run, session, epoch)]) == [True]
+    # A session another run claimed after the claim ran out stays that run's.
+    await redis_client.set(claim, "run-next")
+    assert await other.renew([(tenant, run, session, epoch)]) == [True]
+    assert await redis_client.get(claim) == b"run-next"
