@@ -72,7 +72,7 @@ class RunManager:
         self.starts = RunStarts(agents, sessions, runs, pumps)
         self.resumes = RunResumes(sessions, runs, self.starts, pumps, max_attempts=max_attempts)
         self.leases = Leases(runs, self.local, self.resumes, renewal)
-        self.queries = RunQueries(sessions, runs)
+        self.queries = RunQueries(sessions, runs, codec)
         self.interrupts = RunInterrupts(runs, self.starts, codec, self.resumes)
 
     # ------------------------------------------------------------------ lifecycle
