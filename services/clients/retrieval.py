@@ -58,7 +58,7 @@ class RetrievalClient(Peer):
     peer = "retrieval service"
     stub = rr_grpc.RetrievalServiceStub
 
-    def __init__(self, channel: Any, *, timeout_s: float | None = 60.0, retry: RetryPolicy = RetryPolicy()) -> None:
+    def __init__(self, channel: Any, *, timeout_s: float | None = 60.0, retry: RetryPolicy | None = None) -> None:
         super().__init__(channel, timeout_s=timeout_s, retry=retry)
 
     async def search(

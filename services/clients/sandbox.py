@@ -48,7 +48,8 @@ class SandboxClient(Peer):
 
     async def execute(self, language: Language, code: str, arguments: dict[str, Any], *,
                       timeout_s: float | None = None) -> SandboxRun:
-        """Run `main(**arguments)` of `code`; a retry after the sandbox restarted happens only before any output."""
+        """Run `main(**arguments)` of `code`. A sandbox that is away (restarting) is waited for before the run is
+        sent; once sent it is never sent again (it may have started: services/clients/_rpc.py)."""
         if language not in _LANGUAGES:
             raise InvalidArgument(f"unsupported language {language!r} (python or javascript)")
         req = sb_pb.ExecuteRequest(language=_LANGUAGES[language], code=code,
@@ -56,7 +57,7 @@ class SandboxClient(Peer):
         out: list[bytes] = []
         err: list[bytes] = []
         result = None
-        async with aclosing(self._stream(self._stub.Execute, req, _same, timeout_s)) as messages:
+        async with aclosing(self._stream(self._stub.Execute, req, _same, timeout_s, once=True)) as messages:
             async for msg in messages:  # leaving early (cancelled) cancels the call, and the run
                 if msg.HasField("result"):
                     result = msg.result

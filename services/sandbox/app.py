@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 
-from services.common.errors import FailedPrecondition
+from services.common.errors import FailedPrecondition, ServiceError
 from services.common.server import Service
 from services.sandbox.config import SandboxConfig
 from services.sandbox.executor import Executor
@@ -35,10 +35,15 @@ _SELF_TEST_LIMITS = Limits(wall_time_ms=30_000, cpu_time_ms=10_000)
 
 
 def build(cfg: SandboxConfig) -> Service:
-    servicer = SandboxServicer(cfg)  # answers UNAVAILABLE until the start-up hook has given it an executor
+    servicer = SandboxServicer(cfg)  # runs wait for the start-up hook to give it an executor
 
     async def start() -> None:
-        servicer.executor = await create_executor(cfg)
+        try:
+            executor = await create_executor(cfg)
+        except Exception as exc:  # the runs waiting meanwhile hear why, then the service exits (serve())
+            servicer.failed(exc.message if isinstance(exc, ServiceError) else f"{type(exc).__name__}: {exc}")
+            raise
+        servicer.started(executor)
 
     return Service([servicer.binding()], on_startup=[start])
 

@@ -8,7 +8,7 @@ import grpc
 import pytest
 from trellis.llm.v1 import llm_service_pb2 as llm_pb
 
-from services.clients import MetadataCondition, RetrievalClient, SandboxClient
+from services.clients import MetadataCondition, RetrievalClient, RetryPolicy, SandboxClient
 from services.clients.llm_models import Message
 from services.common.errors import InvalidArgument, NotFound, Unavailable
 from services.sandbox.config import SandboxConfig
@@ -17,6 +17,7 @@ from tests.support.sandbox import COMPONENT_LIMITS, sandbox_server, sandbox_serv
 
 DOWN = {"chat": {"down": [{"error": {"code": "UNAVAILABLE", "message": "scripted outage", "times": 1000}}],
                  "hello": ["Hello there."]}}
+SHORT = RetryPolicy(budget_s=0.5)  # a client whose calls to a peer that stays down fail soon (the default waits 20 s)
 
 
 async def test_retrieval_search_and_find_dataset_are_typed(retrieval):
@@ -43,6 +44,7 @@ async def test_a_retrieval_call_after_the_service_restarted_on_the_same_address_
     ds = await retrieval.dataset("kb")
     await retrieval.ingest(ds.id, "a.txt", "Snapshots are kept for fourteen days.")
     client = RetrievalClient.connect(f"127.0.0.1:{retrieval.port}")
+    impatient = RetrievalClient.connect(f"127.0.0.1:{retrieval.port}", retry=SHORT)
     port = retrieval.port
     try:
         assert len(await client.search(retrieval.tenant, "snapshots", [ds.id])) == 1
@@ -50,25 +52,27 @@ async def test_a_retrieval_call_after_the_service_restarted_on_the_same_address_
         await retrieval.start(port=port)  # restarted while the client was idle
         assert len(await client.search(retrieval.tenant, "snapshots", [ds.id])) == 1
         await retrieval.stop()
-        with pytest.raises(Unavailable, match="the retrieval service is unavailable"):  # a call while it is down
-            await client.search(retrieval.tenant, "snapshots", [ds.id])
+        with pytest.raises(Unavailable, match="the retrieval service is unavailable"):  # a call while it stays down
+            await impatient.search(retrieval.tenant, "snapshots", [ds.id])
         await retrieval.start(port=port)
         assert retrieval.port == port
         assert len(await client.search(retrieval.tenant, "snapshots", [ds.id])) == 1
     finally:
         await client.close()
+        await impatient.close()
 
 
 async def test_a_sandbox_call_after_the_service_restarted_on_the_same_address_succeeds():
     cfg = SandboxConfig.for_tests(defaults=COMPONENT_LIMITS)
     async with sandbox_server(await sandbox_servicer(cfg)) as sandbox:
         client = SandboxClient.connect(sandbox.addr)
+        impatient = SandboxClient.connect(sandbox.addr, retry=SHORT)
         try:
             run = await client.execute("python", "def main(x):\n    print('hi')\n    return x * 2", {"x": 21}, timeout_s=30)
             assert (run.ok, run.value, run.stdout) == (True, 42, "hi\n")
             await sandbox.stop()
-            with pytest.raises(Unavailable, match="the sandbox is unavailable"):
-                await client.execute("python", "def main():\n    return 1", {}, timeout_s=30)
+            with pytest.raises(Unavailable, match="the sandbox is unavailable"):  # a call while it stays down
+                await impatient.execute("python", "def main():\n    return 1", {}, timeout_s=30)
             await sandbox.start(await sandbox_servicer(cfg))
             run = await client.execute("javascript", "function main() { return [1, 2] }", {}, timeout_s=30)
             assert (run.ok, run.value) == (True, [1, 2])
@@ -76,6 +80,7 @@ async def test_a_sandbox_call_after_the_service_restarted_on_the_same_address_su
             assert not failed.ok and failed.error_kind == "EXCEPTION" and "ZeroDivisionError" in failed.error_message
         finally:
             await client.close()
+            await impatient.close()
 
 
 async def test_an_unavailable_answered_by_the_llm_gateway_is_not_asked_again():
