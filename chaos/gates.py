@@ -7,8 +7,10 @@ do is keep growing).
 - `fds`, `tasks`: in every quiet window (no load, its last runs ended) each process's open files and asyncio
   tasks are back within `SLACK` of what that process had in its first quiet window past its own first minutes
   (pools and carriers open lazily, with the first load).
-- `redis`: in every quiet window no run is active, no session claimed, and the keys without a TTL are back
-  to their first quiet window's count (everything a run writes expires).
+- `redis`: in every quiet window no run is active, no session claimed, the keys without a TTL are back to their
+  first quiet window's count (everything a run writes expires), and its memory is within `REDIS_RATIO` of the
+  first quiet window's (the soak keeps runs and sessions for minutes, not the default week: what Redis holds
+  is then what the last minutes' runs wrote, the same at the end as at the start).
 - `p99`: the run time's p99 in the last window is within `P99_RATIO` of the first window's (runs that a kill or
   a quiet window met are left out of both).
 """
@@ -27,6 +29,7 @@ RSS_MIB_PER_HOUR = 1.0
 NOT_GATED = ("redis",)
 SLACK = {"fds": 2, "tasks": 2}
 P99_RATIO = 1.1
+REDIS_RATIO = 1.25
 PROCESS_WARM_UP_S = 120.0  # a process's own first minutes (imports, caches, pools) are not its slope
 MIN_SPAN_FRACTION = 1 / 3  # of the soak's measured span: shorter is reported, not gated
 
@@ -96,8 +99,10 @@ def baseline_gate(name: str, quiet: list[list[ProcessSample]], samples: list[Pro
 def redis_gate(quiet: list[RedisSample]) -> Gate:
     gate = Gate("redis")
     base = quiet[0].keys_without_ttl if quiet else None
+    memory = quiet[0].used_memory_mib if quiet else 0.0
     for i, s in enumerate(quiet):
-        gate.add(s.active_runs == 0 and s.claimed_sessions == 0 and (s.keys_without_ttl or 0) <= (base or 0),
+        gate.add(s.active_runs == 0 and s.claimed_sessions == 0 and (s.keys_without_ttl or 0) <= (base or 0)
+                 and s.used_memory_mib <= memory * REDIS_RATIO,
                  window=i, active_runs=s.active_runs, claimed_sessions=s.claimed_sessions,
                  keys_without_ttl=s.keys_without_ttl, keys=s.keys, used_memory_mib=s.used_memory_mib)
     return gate

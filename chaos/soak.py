@@ -54,6 +54,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sample-s", type=float, default=10.0)
     p.add_argument("--step-s", type=float, default=20.0, help="each capacity step's measured seconds")
     p.add_argument("--leave", type=float, default=0.1, help="the fraction of turns left mid-stream")
+    p.add_argument("--retention-s", type=int, default=300,
+                   help="runs and sessions kept this long (TRELLIS_RUN_TTL_S, TRELLIS_SESSION_TTL_S)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak.json")
     return p
 
@@ -176,19 +178,22 @@ class Soak:
 
 
 def _kib_per_run(soak: Soak) -> float | None:
-    """What Redis keeps per run (everything a run writes lives 7 days): its memory's growth over the runs."""
-    quiet = [q[3] for q in soak.quiet]
-    runs = [s for s in soak.load.seen if s.run_id and quiet and quiet[0].t <= s.started_at <= quiet[-1].t]
-    if len(quiet) < 2 or not runs:
+    """What Redis holds per run kept (`--retention-s`): its memory in the last quiet window above its first
+    sample (before any load), per run started within one retention before that window (None: too short)."""
+    if not soak.quiet or not soak.redis_samples:
         return None
-    return round((quiet[-1].used_memory_mib - quiet[0].used_memory_mib) * 1024 / len(runs), 2)
+    last = soak.quiet[-1][3]
+    kept = [s for s in soak.load.seen if s.run_id and last.t - soak.args.retention_s <= s.started_at <= last.t]
+    if not kept:
+        return None
+    return round((last.used_memory_mib - soak.redis_samples[0].used_memory_mib) * 1024 / len(kept), 2)
 
 
 def render(result: dict[str, Any]) -> str:
     lines = [f"soak: {result['minutes']:g} min at {result['offered_runs_per_s']:.2f} runs/s offered "
              f"({result['config']['load']:.0%} of {result['capacity_runs_per_s']:.2f}), {result['runs']} runs, "
              f"kills {len(result['kills'])}, quiet windows {len(result['quiet_windows'])}, Redis keeps "
-             f"{result['redis_kib_per_run']} KiB per run (7 days)",
+             f"{result['redis_kib_per_run']} KiB per run (kept {result['config']['retention_s']} s)",
              tabulate([[r["clients"], r["runs_per_s"], r["p99_s"], r["not_finished"]] for r in result["capacity"]],
                       headers=["capacity: clients", "runs/s", "p99 s", "not finished"]), ""]
     for gate in result["gates"]:
@@ -206,7 +211,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     model_url = await model.start()
     try:
         async with ChaosStack(workdir, replicas=args.replicas, replicated=False, proxied=False, model_url=model_url,
-                              lease_s=10.0) as stack:
+                              lease_s=10.0, retention_s=args.retention_s) as stack:
             agent_id = await create_agent(stack)
             best, steps = await capacity(stack, agent_id, args.seed, args.step_s)
             soak = Soak(stack, agent_id, args, args.load * best)

@@ -62,8 +62,9 @@ class RedisLink:
 
 class ChaosStack:
     def __init__(self, workdir: Path, *, replicas: int, replicated: bool, model_url: str, lease_s: float,
-                 proxied: bool = True) -> None:
+                 proxied: bool = True, retention_s: int | None = None) -> None:
         self.workdir = workdir
+        self.retention_s = retention_s  # runs and sessions kept this long (None: the stack's defaults)
         self.proxied = proxied  # False (the soak): every part reaches Redis directly
         self.replicas = replicas
         self.lease_s = lease_s
@@ -98,6 +99,9 @@ class ChaosStack:
             "TRELLIS_API_KEYS": f"{API_KEY}:{TENANT}", "TRELLIS_SANDBOX_ALLOW_UNSANDBOXED": "1",
             "OPENAI_BASE_URL": self.model_url, "OPENAI_API_KEY": "chaos",
         })
+        if self.retention_s is not None:
+            os.environ.update({"TRELLIS_RUN_TTL_S": str(self.retention_s),
+                               "TRELLIS_SESSION_TTL_S": str(self.retention_s)})
 
     async def __aenter__(self) -> "ChaosStack":
         await asyncio.to_thread(self.redis.start)

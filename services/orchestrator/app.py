@@ -44,7 +44,7 @@ def build(cfg: OrchestratorConfig) -> Service:
     # The replica id in the run leases this process holds.
     owner = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     agents, sessions = AgentStore(redis), SessionStore(redis, cfg.session_ttl_s)
-    runs = RunStore(redis, owner=owner, lease_s=cfg.run_lease_s)
+    runs = RunStore(redis, owner=owner, lease_s=cfg.run_lease_s, ttl_s=cfg.run_ttl_s)
     http = OutboundHttp(EgressPolicy.from_entries(cfg.engine.ssrf_allowlist))
     mcp_servers = McpServerStore(redis)
     attachments = AttachmentStore(redis, ttl_s=cfg.attachment_ttl_s, max_bytes=cfg.attachment_max_bytes)

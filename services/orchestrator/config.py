@@ -9,6 +9,7 @@ from services.common.config import ServerConfig, env_bool, env_float, env_int, e
 from services.orchestrator.engine.settings import EngineSettings
 from services.orchestrator.store.attachments import DEFAULT_MAX_BYTES, DEFAULT_TTL_S
 from services.orchestrator.store.redis_target import RedisTarget, TlsFiles, parse
+from services.orchestrator.store.runs import RUN_TTL_S
 from services.orchestrator.triggers.settings import TriggerSettings
 
 
@@ -54,6 +55,8 @@ class OrchestratorConfig:
     # trust instead of the system's; a client certificate and its key when Redis asks for one)
     redis_tls: TlsFiles = TlsFiles()
     session_ttl_s: int = 30 * 24 * 3600  # TRELLIS_SESSION_TTL_S: an unused session expires (0: never)
+    # TRELLIS_RUN_TTL_S: a run (record, stream, checkpoint, trace) is kept this long after its last write
+    run_ttl_s: int = RUN_TTL_S
     # TRELLIS_RUN_LEASE_S: a replica owns a run through a lease this long, renewed every third of it; when
     # the owner dies, another replica resumes the run within about two leases
     run_lease_s: float = 10.0
@@ -81,6 +84,8 @@ class OrchestratorConfig:
             cfg.redis  # a URL Redis cannot be reached by stops start-up with a line saying why
         except ValueError as exc:
             raise SystemExit(f"configuration error: {exc}") from None
+        if cfg.run_ttl_s < 60:  # a run must outlive its rejoins and its webhook deliveries' first tries
+            raise SystemExit(f"configuration error: TRELLIS_RUN_TTL_S={cfg.run_ttl_s} is below 60 seconds")
         return cfg
 
     @classmethod
@@ -95,6 +100,7 @@ class OrchestratorConfig:
             retrieval_addr=peer_address("retrieval"),
             sandbox_addr=peer_address("sandbox"),
             session_ttl_s=env_int("TRELLIS_SESSION_TTL_S", cls.session_ttl_s),
+            run_ttl_s=env_int("TRELLIS_RUN_TTL_S", cls.run_ttl_s),
             run_lease_s=env_float("TRELLIS_RUN_LEASE_S", cls.run_lease_s),
             run_max_attempts=env_int("TRELLIS_RUN_MAX_ATTEMPTS", cls.run_max_attempts),
             journal_policy=journal_policy().name,  # an unknown name stops start-up, naming the known ones

@@ -63,7 +63,7 @@ class RunManager:
         self.local = LocalRuns(on_add=self._running)
         self.journal_policy = journal = journal or journal_policy()
         # every run's journal of this replica: one pipeline per write
-        self.journals = JournalWriter(runs.redis, pace=lambda: journal.pace(len(self.local)))
+        self.journals = JournalWriter(runs.redis, pace=lambda: journal.pace(len(self.local)), ttl_s=runs.ttl_s)
         renewal = Renewal(runs, self.local)
         pumps = PumpServices(runs=runs, engine=services, journals=self.journals, codec=codec,
                              ending=RunEnding(sessions, runs), local=self.local,

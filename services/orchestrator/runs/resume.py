@@ -68,7 +68,7 @@ class RunResumes:
         await self.runs.start(tenant, spec.run_id, record.id, spec.agent_id, spec=spec.to_json(),
                               parent_run_id=parent_id)
         await self.runs.set_fields(tenant, spec.run_id, resume_node=waiting)
-        await copy_checkpoint(self.runs.redis, tenant, parent_id, spec.run_id, FIRST_EPOCH)
+        await copy_checkpoint(self.runs.redis, tenant, parent_id, spec.run_id, FIRST_EPOCH, self.runs.ttl_s)
         # the paused run's end was noticed (waiting_for_user); what follows is this new run's, noticed at its end
         await self.runs.finish(tenant, parent_id, "", status="succeeded", notify=False)
         await self.runs.set_fields(tenant, parent_id, resumed_by=spec.run_id)

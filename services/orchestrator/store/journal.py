@@ -106,8 +106,10 @@ class JournalWriter:
     flight goes out in one pipeline (one script call per run), so Redis sees a round trip per moment of
     activity, not one per run per token."""
 
-    def __init__(self, redis: aioredis.Redis, *, pace: Callable[[], float] = lambda: 0.0) -> None:
+    def __init__(self, redis: aioredis.Redis, *, pace: Callable[[], float] = lambda: 0.0,
+                 ttl_s: int = JOURNAL_TTL_S) -> None:
         self.redis = redis
+        self.ttl_s = ttl_s  # how long a journal is kept after its last write (its run's: store/runs.py)
         self._sha = redis.register_script(_APPEND).sha
         self._ready: dict[RunJournal, None] = {}  # journals with a batch to write, in the order they asked
         self._task: asyncio.Task | None = None
@@ -205,7 +207,7 @@ class RunJournal:
     """One run's journal: `event` hands events over in order, the process's JournalWriter stores them."""
 
     def __init__(self, writer: JournalWriter, tenant: str, run_id: str, *, epoch: int = 1,
-                 on_lost: Callable[[], None] | None = None, ttl_s: int = JOURNAL_TTL_S, retry_s: float = 30.0,
+                 on_lost: Callable[[], None] | None = None, ttl_s: int | None = None, retry_s: float = 30.0,
                  held: bool = False, first_write_delay_s: float = 0.0) -> None:
         """`epoch`: the one its owner holds the run at (every write checks it); `on_lost`: called once when a
         write is refused for it."""
@@ -217,7 +219,7 @@ class RunJournal:
         self.run_key = keys.run(tenant, run_id)
         self.epoch = epoch
         self.on_lost = on_lost
-        self.ttl_s = ttl_s
+        self.ttl_s = writer.ttl_s if ttl_s is None else ttl_s
         self.retry_s = retry_s
         self._pending: list[tuple] = []  # ("e", seq, event, node key, finished) and ("c", record), in order
         self._in_flight = False  # the writer holds a batch of this journal
@@ -370,13 +372,14 @@ async def read_checkpoint(redis: aioredis.Redis, tenant: str, run_id: str) -> li
     return [json.loads(raw) for raw in await redis.lrange(keys.run_checkpoint(tenant, run_id), 0, -1)]
 
 
-async def copy_checkpoint(redis: aioredis.Redis, tenant: str, source_run: str, target_run: str, epoch: int) -> int:
+async def copy_checkpoint(redis: aioredis.Redis, tenant: str, source_run: str, target_run: str, epoch: int,
+                          ttl_s: int = JOURNAL_TTL_S) -> int:
     """A resumed run starts from its parent's checkpoint (UserFillUp: each answer resumes a new run), written by
     the new run's owner at `epoch` (RunLost when it lost the run meanwhile). How many records."""
     records = await redis.lrange(keys.run_checkpoint(tenant, source_run), 0, -1)
     if records:
         if await redis.eval(_COPY, 2, keys.run_checkpoint(tenant, target_run), keys.run(tenant, target_run),
-                            epoch, JOURNAL_TTL_S, *records) < 0:
+                            epoch, ttl_s, *records) < 0:
             raise RunLost(f"run {target_run}: another replica took it over (this replica held epoch {epoch})")
     return len(records)
 

@@ -33,7 +33,7 @@ from services.orchestrator.store.outbox import queue_notice
 
 log = logging.getLogger(__name__)
 
-RUN_TTL_S = 7 * 24 * 3600
+RUN_TTL_S = 7 * 24 * 3600  # how long a run is kept after its last write, by default (TRELLIS_RUN_TTL_S)
 # What a run's trace keeps: every tool call (tool, arguments, result, error, elapsed) and every Agent
 # reasoning step (thought, tool, input, observation, position).
 LOG_KINDS = ("tool_calls", "thoughts")
@@ -97,7 +97,7 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'resuming', '1')
 return redis.call('HINCRBY', KEYS[2], 'attempts', 1)
 """
-# KEYS: session claim, session's runs, session hash. ARGV: run id, lease ms, now, the fence.
+# KEYS: session claim, session's runs, session hash. ARGV: run id, lease ms, now, the fence, the runs' TTL (s).
 # One run at a time per session: 'busy' and the holder, or 'ok' with the run listed in the session's runs and
 # its fence on the session; 'again' when this run holds it already (this start sent again after its reply was
 # lost, or a run id used twice: the start's own reply tells which).
@@ -108,10 +108,10 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {'again', ''}
 end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-redis.call('EXPIRE', KEYS[2], %d)
+redis.call('EXPIRE', KEYS[2], ARGV[5])
 if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('HSET', KEYS[3], 'fence', ARGV[4]) end
 return {'ok', ''}
-""" % RUN_TTL_S
+"""
 # KEYS: session claim, session hash. ARGV: run id, lease ms, epoch.
 # A taken-over run takes its session back (free, or still claimed by it) and moves the session's fence to its
 # new epoch (a turn stored already stays stored); 0 when another run took the session meanwhile.
@@ -126,8 +126,8 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
 end
 return 1
 """
-# KEYS: run hash, lease, cancel flag. ARGV: owner, lease ms, started_at, then the run record's fields as name,
-# value pairs. Records the run (at epoch 1) and takes its lease: 'exists' and its session when the id is taken,
+# KEYS: run hash, lease, cancel flag. ARGV: owner, lease ms, started_at, the run's TTL (s), then the run record's
+# fields as name, value pairs. Records the run (at epoch 1) and takes its lease: 'exists' and its session when the id is taken,
 # else 'ok' and whether a cancel came first. The same start sent again (its reply lost) is 'ok' again.
 _START = """
 if redis.call('HSETNX', KEYS[1], 'status', 'running') == 0 then
@@ -137,12 +137,12 @@ if redis.call('HSETNX', KEYS[1], 'status', 'running') == 0 then
   return {'ok', tostring(redis.call('EXISTS', KEYS[3]))}
 end
 local fields = {}
-for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
-redis.call('EXPIRE', KEYS[1], %d)
+redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
 return {'ok', tostring(redis.call('EXISTS', KEYS[3]))}
-""" % RUN_TTL_S
+"""
 # KEYS: session claim, session's runs. ARGV: run id, drop from the runs (1/0). Undoes a claim (the run did not start).
 _UNCLAIM = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -151,7 +151,7 @@ return 1
 """
 # KEYS: run hash, cancel flag, lease, tool-call log, thoughts log. ARGV: epoch ('' for a run no engine drives:
 # waiting for the user, or without an owner), status, finished_at, error, the component it paused at (''), the
-# number of tool calls, then the tool calls and the thoughts (JSON each). 1, or 0 when the run is not this
+# number of tool calls, the trace's TTL (s), then the tool calls and the thoughts (JSON each). 1, or 0 when the run is not this
 # owner's to end: another replica took it over, or it ended already (this end sent again after its reply was
 # lost, or cancelled while its owner was away).
 _END = """
@@ -163,11 +163,11 @@ redis.call('HSET', KEYS[1], 'status', ARGV[2], 'finished_at', ARGV[3], 'error', 
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'paused_node', ARGV[5]) end
 redis.call('DEL', KEYS[2], KEYS[3])
 local calls = tonumber(ARGV[6])
-for i = 7, #ARGV do redis.call('RPUSH', i < 7 + calls and KEYS[4] or KEYS[5], ARGV[i]) end
-if calls > 0 then redis.call('EXPIRE', KEYS[4], %d) end
-if #ARGV > 6 + calls then redis.call('EXPIRE', KEYS[5], %d) end
+for i = 8, #ARGV do redis.call('RPUSH', i < 8 + calls and KEYS[4] or KEYS[5], ARGV[i]) end
+if calls > 0 then redis.call('EXPIRE', KEYS[4], ARGV[7]) end
+if #ARGV > 7 + calls then redis.call('EXPIRE', KEYS[5], ARGV[7]) end
 return 1
-""" % (RUN_TTL_S, RUN_TTL_S)
+"""
 # KEYS: paused runs. ARGV: member, now, retry at. Claims a pause whose wait expired for one replica: its score
 # moves to `retry at` (another replica takes it then only if this one died before ending the pause).
 _CLAIM_EXPIRED = """
@@ -207,10 +207,13 @@ def _decode(raw: dict[bytes, bytes]) -> dict[str, str]:
 
 
 class RunStore:
-    def __init__(self, redis: aioredis.Redis, *, owner: str = "", lease_s: float = 10.0) -> None:
+    def __init__(self, redis: aioredis.Redis, *, owner: str = "", lease_s: float = 10.0,
+                 ttl_s: int = RUN_TTL_S) -> None:
+        """`ttl_s`: how long a run (its record, session index, trace) is kept after its last write."""
         self.redis = redis
         self.owner = owner  # this replica's id in the leases it holds
         self.lease_s = lease_s
+        self.ttl_s = ttl_s
         self._renew = redis.register_script(_RENEW)
         self._renew_claim = redis.register_script(_RENEW_CLAIM)
         self._claim = redis.register_script(_CLAIM)
@@ -250,9 +253,9 @@ class RunStore:
             first = len(pipe)
             if session_keys:
                 queue_script(pipe, self._claim, [*session_keys, keys.session(tenant, session_id)],
-                             [run_id, self._lease_ms, now, session_fence.value(run_id, FIRST_EPOCH)])
+                             [run_id, self._lease_ms, now, session_fence.value(run_id, FIRST_EPOCH), self.ttl_s])
             queue_script(pipe, self._start, run_keys,
-                         [self.owner, self._lease_ms, now, *(x for kv in record.items() for x in kv)])
+                         [self.owner, self._lease_ms, now, self.ttl_s, *(x for kv in record.items() for x in kv)])
             pipe.zadd(keys.ACTIVE_RUNS, {member: now + self.lease_s})
             replies = await pipe.execute()
         (claimed, holder), (outcome, detail) = replies[first] if session_keys else (b"ok", b""), replies[-2]
@@ -357,7 +360,7 @@ class RunStore:
         place = len(pipe)
         queue_script(pipe, self._end, [keys.run(tenant, run_id), keys.cancel_flag(run_id), keys.run_lease(run_id),
                                        *(keys.run_log(tenant, run_id, kind) for kind in LOG_KINDS)],
-                     [fenced, status, time.time(), error, paused_node, len(tool_calls),
+                     [fenced, status, time.time(), error, paused_node, len(tool_calls), self.ttl_s,
                       *(dump_bytes(e) for e in tool_calls), *(dump_bytes(e) for e in thoughts)])
         pipe.zrem(keys.ACTIVE_RUNS, f"{tenant}/{run_id}")
         if status != "waiting_for_user":
@@ -400,7 +403,7 @@ class RunStore:
             key = keys.run_log(tenant, run_id, kind)
             async with self.redis.pipeline(transaction=True) as pipe:
                 pipe.rpush(key, *(dump_bytes(e) for e in entries))
-                pipe.expire(key, RUN_TTL_S)
+                pipe.expire(key, self.ttl_s)
                 await pipe.execute()
 
     async def read_log(self, tenant: str, run_id: str, kind: str) -> list[dict]:
