@@ -38,8 +38,8 @@ from services.orchestrator.engine.runner import Running
 from services.orchestrator.engine.runner import start as start_engine
 from services.orchestrator.engine.settings import Services
 from services.orchestrator.engine.state import RunRequest, SessionState
-from services.orchestrator.runs.leases import SURE
 from services.orchestrator.runs.ending import RunEnding
+from services.orchestrator.runs.leases import SURE
 from services.orchestrator.runs.local import LocalRuns
 from services.orchestrator.runs.spec import RunSpec
 from services.orchestrator.runs.stream import EventCodec, Numbered, merge_batch
