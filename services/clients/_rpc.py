@@ -15,9 +15,9 @@ dropped), and is tried again when it failed because it lost its peer; nothing el
   first found its peer away, and never past the call's own deadline. Once the budget is spent the call is made
   anyway and fails with grpc's words, naming the peer: "the sandbox is unavailable: connections to all backends
   failing; ... (waited 20.0 s for it to come back)"; a deadline that passes first fails it the same way.
-- A try that failed with UNAVAILABLE lost its peer when the channel is no longer connected, or stops being
-  connected within `LOSS_GRACE_S` (a connection's loss can fail its calls a moment before the channel's state
-  says so). Then, after a short pause (0.05 s, doubling up to 1 s), the call waits as above and is tried again.
+- A try that failed with UNAVAILABLE (or grpc's own INTERNAL for a stream cut while it wrote) lost its peer
+  when the channel is no longer connected, or stops being connected within `LOSS_GRACE_S` (a connection's loss
+  can fail its calls a moment before the channel's state says so). Then, after a short pause (0.05 s, doubling up to 1 s), the call waits as above and is tried again.
   A peer that answered UNAVAILABLE itself (the channel stays connected: the LLM gateway after its own provider
   retries) is not asked again: its answer stands.
 - A stream is tried again only before its first message, so nothing a caller has already seen is repeated. A
@@ -119,6 +119,13 @@ class RetryPolicy:
         return min(self.backoff_s * 2 ** (failed - 1), self.max_backoff_s)
 
 
+def _core_lost_status(exc: grpc.aio.AioRpcError) -> bool:
+    """grpc's own INTERNAL for a stream whose server went away while the client was writing to it (the turns'
+    streams): the client's core lost the status (grpc.aio's `set_internal_error`). Not the peer's answer: lost
+    as UNAVAILABLE is, when the channel lost its connection too."""
+    return exc.code() == grpc.StatusCode.INTERNAL and exc.details() == "Internal error from Core"
+
+
 class _Patience:
     """One call's wait for its peer: its deadline, and its retry budget from when it first found the peer away."""
 
@@ -210,7 +217,7 @@ class Peer:
         left; then the backoff has passed."""
         wait.last = exc
         wait.failed += 1
-        if exc.code() != grpc.StatusCode.UNAVAILABLE:
+        if exc.code() != grpc.StatusCode.UNAVAILABLE and not _core_lost_status(exc):
             return False
         if self.channel.get_state() is _READY and not await self._losing_connection(wait):
             return False  # the peer's own answer
@@ -237,7 +244,11 @@ class Peer:
 
     def _failure(self, exc: grpc.aio.AioRpcError, wait: _Patience) -> ServiceError:
         """The typed error of a call's last try; one that waited for its peer in vain says how long."""
-        if wait.since is None or exc.code() != grpc.StatusCode.UNAVAILABLE or self.channel.get_state() is _READY:
+        if self.channel.get_state() is _READY:
+            return peer_error(exc, self.peer)
+        if _core_lost_status(exc):  # the peer went away: say so, and which
+            return self.status_error(grpc.StatusCode.UNAVAILABLE, f"the connection was lost ({exc.details()})")
+        if wait.since is None or exc.code() != grpc.StatusCode.UNAVAILABLE:
             return peer_error(exc, self.peer)
         return self.status_error(exc.code(), f"{exc.details() or exc.code().name} ({wait.waited()})")
 

@@ -25,6 +25,7 @@ from services.sandbox.config import SandboxConfig
 from services.sandbox.server import SandboxServicer
 from tests.support.llm_gateway import bindings, llm_gateway
 from tests.support.sandbox import COMPONENT_LIMITS, host_processes_with, sandbox_server, sandbox_servicer
+from tests.services.clients.away import away_for_a_restart
 from tests.support.waiting import eventually
 
 SCRIPTS = {"chat": {"hello": ["Hello there."],
@@ -41,12 +42,6 @@ SLEEPS = ("import subprocess, sys, time\n"
 
 def said(text: str) -> list[Message]:
     return [Message("user", text)]
-
-
-async def found_away(channel: grpc.aio.Channel) -> None:
-    """Until the client has tried to connect and failed: the peer is known to be away."""
-    await eventually(lambda: channel.get_state() == grpc.ChannelConnectivity.TRANSIENT_FAILURE,
-                     what="the client finding its peer away")
 
 
 class Arrivals(SandboxServicer):
@@ -73,7 +68,7 @@ async def test_calls_made_while_the_llm_gateway_is_down_succeed_once_it_is_back(
             whole = asyncio.ensure_future(client.chat("hello@Scripted", said("whole")))
             streamed = asyncio.ensure_future(_text(client.stream_chat("hello@Scripted", said("streamed"))))
             models = asyncio.ensure_future(client.list_models())
-            await found_away(client.channel)
+            await away_for_a_restart(client.channel)
             assert not (whole.done() or streamed.done() or models.done())
             await llm.start()
             assert (await whole).content == "Hello there."
@@ -93,7 +88,8 @@ async def test_a_turn_in_flight_when_the_gateway_goes_away_is_sent_again_to_the_
             turn = asyncio.ensure_future(_text(client.stream_chat("stuck@Scripted", said("x"))))
             await eventually(lambda: llm.calls_to("stuck"), what="the turn reaching the first gateway")
             await llm.stop()
-            await found_away(client.channel)  # (a restart takes seconds: one that beats the client's notice is moot)
+            await away_for_a_restart(client.channel)
+            assert not turn.done()  # waiting for it
             server, _ = await start_server(bindings(back), service="llm_gateway", port=llm.port)
             assert await turn == "Answered after the restart."
         finally:
@@ -163,7 +159,8 @@ async def test_a_sandbox_run_made_while_the_sandbox_is_down_waits_and_runs_once_
             assert (await client.execute("python", "def main():\n    return 1", {}, timeout_s=30)).value == 1
             await sandbox.stop()
             run = asyncio.ensure_future(client.execute("python", "def main(x):\n    return x + 1", {"x": 1}, timeout_s=60))
-            await found_away(client.channel)
+            await away_for_a_restart(client.channel)
+            assert not run.done()  # waiting for it
             back = Arrivals(cfg, await create_executor(cfg))
             await sandbox.start(back)
             assert (await run).value == 2
