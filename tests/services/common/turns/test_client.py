@@ -26,7 +26,7 @@ async def test_a_closed_client_lets_go_of_its_streams_so_a_new_server_on_that_po
         await client.close()
         await llm.stop()
         await llm.start()
-        again = LlmClient.connect(llm.addr, retry=RetryPolicy(attempts=1))  # the first try must reach it
+        again = LlmClient.connect(llm.addr, retry=RetryPolicy(budget_s=0))  # the first try must reach it
         try:
             reply = [d.content async for d in again.stream_chat("echo@Scripted", [Message("user", "b")], timeout=10)]
             assert "".join(reply) == "you said b"
