@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import subprocess
+from typing import Any
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,20 @@ class SandboxProcess:
         self._init_pidfd = -1  # the sandbox's pid 1 (bwrap only)
 
     @classmethod
-    async def start(
+    async def start(cls, argv: list[str], **kw: Any) -> "SandboxProcess":
+        """Start the process (`_start`'s arguments). A caller cancelled meanwhile (its run's client left) does not
+        cut the start off midway, where a pipe handed to the loop but not yet to this object would be closed
+        twice (once by its transport, once by its file object: a later fd of the same number with it): the start
+        completes on its own, then the process is killed and everything it holds released."""
+        starting = asyncio.ensure_future(cls._start(argv, **kw))
+        try:
+            return await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            starting.add_done_callback(_discard)
+            raise
+
+    @classmethod
+    async def _start(
         cls,
         argv: list[str],
         *,
@@ -162,6 +176,7 @@ class SandboxProcess:
                 await self._track_init(os.fdopen(info[0], "rb", 0))
         except BaseException:
             self.kill()
+            self.close()  # its pidfd and pipes, once it is reaped: nothing else holds them now
             raise
         return self
 
@@ -231,3 +246,11 @@ class SandboxProcess:
                 loop.remove_reader(fd)
                 os.close(fd)
                 setattr(self, attr, -1)
+
+
+def _discard(starting: asyncio.Future) -> None:
+    """A start whose caller was cancelled, once it completed: kill the process and release it."""
+    if not starting.cancelled() and starting.exception() is None:
+        proc = starting.result()
+        proc.kill()
+        proc.close()
