@@ -10,7 +10,6 @@ import asyncio
 import uuid
 from typing import Any
 
-import grpc
 import pytest
 
 from services.clients import LlmClient, RetryPolicy, SandboxClient
