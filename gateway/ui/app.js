@@ -83,7 +83,23 @@ async function loadAgents() {
   if (agents.length && !state.agent) await openAgent(agents[0]);
 }
 
+// While a canvas loads, the chat form waits: a run started meanwhile would be marked on the graph that the
+// loading canvas then draws over.
+async function opening(load) {
+  const parts = [$("query"), $("send")];
+  for (const p of parts) p.disabled = true;
+  try {
+    await load();
+  } finally {
+    for (const p of parts) p.disabled = false;
+  }
+}
+
 async function openAgent(agent) {
+  await opening(() => showAgent(agent));
+}
+
+async function showAgent(agent) {
   state.running?.abort();
   state.agent = agent;
   state.threadId = "";
@@ -119,7 +135,7 @@ $("versions").addEventListener("change", async (e) => {
   state.versionId = e.target.value;
   state.threadId = ""; // a session runs its own version: a new version means a new chat
   $("messages").replaceChildren();
-  await showVersion();
+  await opening(showVersion);
 });
 
 // ---------------------------------------------------------------------------------------------- sessions

@@ -8,6 +8,7 @@ sizes. Screenshots land in the test's tmp_path (printed with -s), one per step.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 from contextlib import asynccontextmanager
@@ -194,9 +195,15 @@ async def test_sign_in_run_watch_and_replay_on_a_laptop(site, browser, tmp_path)
     await expect(page.locator("#run-status")).to_have_text(re.compile("succeeded|done"))
     await page.screenshot(path=tmp_path / "4-laptop-replay.png")
 
-    # A failing component is named, on the canvas and in the answer.
+    # A failing component is named, on the canvas and in the answer. Its canvas arrives slowly: a question
+    # asked at once waits for it, or the run's marks would land on the graph the canvas then draws over.
+    async def slow(route):
+        await asyncio.sleep(1.0)
+        await route.continue_()
+    await page.route("**/versions", slow)
     await page.click("#agents button:text-is('Broken')")
     await _ask(page, "anything")
+    await page.unroute("**/versions", slow)
     await expect(page.locator("#run-status")).to_have_text("failed", timeout=30_000)
     await expect(graph.locator('.node[data-id="Agent:Forecaster"]')).to_have_class("node failed")
     await expect(page.locator(".msg.assistant .error")).to_contain_text("model refused the prompt")
