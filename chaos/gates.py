@@ -82,17 +82,21 @@ def baseline_gate(name: str, quiet: list[list[ProcessSample]], samples: list[Pro
     first_seen: dict[int, float] = {}
     for s in samples:
         first_seen.setdefault(s.pid, s.t)
-    values: dict[int, tuple[str, list[int]]] = {}
+    values: dict[int, tuple[str, list[int], list[dict[str, int] | None]]] = {}
     for window in quiet:
         for s in window:
             value = getattr(s, name)
             if value is not None and s.t >= first_seen.get(s.pid, s.t) + PROCESS_WARM_UP_S:
-                values.setdefault(s.pid, (s.part, []))[1].append(value)
-    for pid, (part, seen) in sorted(values.items(), key=lambda kv: kv[1][0]):
+                part, seen, peers = values.setdefault(s.pid, (s.part, [], []))
+                seen.append(value)
+                peers.append(s.peers)
+    for pid, (part, seen, peers) in sorted(values.items(), key=lambda kv: kv[1][0]):
         later = seen[1:]
         ok = all(v <= seen[0] + SLACK[name] for v in later) if later and not part.startswith(NOT_GATED) else None
-        gate.add(ok, part=part, pid=pid,
-                 baseline=seen[0], quiet_windows=seen)
+        row = {"part": part, "pid": pid, "baseline": seen[0], "quiet_windows": seen}
+        if name == "fds":
+            row["connections"] = peers  # what the open sockets of each window connect to
+        gate.add(ok, **row)
     return gate
 
 

@@ -59,6 +59,11 @@ class RedisNodes:
     def replica(self) -> RedisServer | None:
         return self.sentinels.replica() if self.sentinels is not None else None
 
+    def ports(self) -> list[int]:
+        """Every port a Redis part listens on: the data nodes and any Sentinels."""
+        sentinels = getattr(self.sentinels, "sentinels", []) if self.sentinels is not None else []
+        return [n.port for n in self.nodes] + [s.port for s in sentinels]
+
     def name(self, node: RedisServer) -> str:
         return f"redis-{'ab'[self.nodes.index(node)]}"
 

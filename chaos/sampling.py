@@ -6,6 +6,7 @@ indexes a run passes through). A restarted part is a new process: samples carry 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import asdict, dataclass
 
@@ -27,6 +28,9 @@ class ProcessSample:
     rss_mib: float
     fds: int
     tasks: int | None  # None: its metrics did not answer
+    # quiet windows only: the TCP connections it holds, counted by what is at the other end ("redis",
+    # "llm_gateway", "client" for one accepted on its own port...), so a change in `fds` says what it is
+    peers: dict[str, int] | None = None
 
 
 def _metrics_url(stack: ChaosStack, part: str) -> str | None:
@@ -53,9 +57,33 @@ async def _tasks(http: aiohttp.ClientSession, url: str | None) -> int | None:
     return None
 
 
-async def sample_processes(stack: ChaosStack, http: aiohttp.ClientSession) -> list[ProcessSample]:
+def _port_names(stack: ChaosStack) -> dict[int, str]:
+    """What listens on each port of the stack: TRELLIS_<PART>_PORT as trellis up plans it, and the Redis nodes."""
+    names = {int(v): k[len("TRELLIS_"):-len("_PORT")].lower() for k, v in os.environ.items()
+             if k.startswith("TRELLIS_") and k.endswith("_PORT") and v.isdigit()}
+    names.update({port: "redis" for port in stack.redis.ports()})
+    return names
+
+
+def _peers(proc: psutil.Process, names: dict[int, str]) -> dict[str, int]:
+    """Its established TCP connections by the far end's name; one accepted on a port of its own is a client."""
+    out: dict[str, int] = {}
+    for conn in proc.net_connections(kind="tcp"):
+        if conn.status != psutil.CONN_ESTABLISHED or not conn.raddr:
+            continue
+        if conn.laddr.port in names and conn.raddr.port not in names:
+            name = "client"
+        else:
+            name = names.get(conn.raddr.port, "other")
+        out[name] = out.get(name, 0) + 1
+    return dict(sorted(out.items()))
+
+
+async def sample_processes(stack: ChaosStack, http: aiohttp.ClientSession, *, peers: bool = False
+                           ) -> list[ProcessSample]:
     assert stack.stack is not None
     now = time.monotonic()
+    names = _port_names(stack) if peers else {}
     out = []
     for child in stack.stack.running:
         pid = stack.pid(child.proc.name)
@@ -64,10 +92,11 @@ async def sample_processes(stack: ChaosStack, http: aiohttp.ClientSession) -> li
         try:
             proc = psutil.Process(pid)
             rss, fds = proc.memory_info().rss / 2**20, proc.num_fds()
+            held = _peers(proc, names) if peers else None
         except psutil.Error:
             continue
         out.append(ProcessSample(now, child.proc.name, pid, round(rss, 2), fds,
-                                 await _tasks(http, _metrics_url(stack, child.proc.name))))
+                                 await _tasks(http, _metrics_url(stack, child.proc.name)), held))
     for name, pid in stack.redis.processes():
         proc = psutil.Process(pid)
         out.append(ProcessSample(now, name, pid, round(proc.memory_info().rss / 2**20, 2), proc.num_fds(), None))

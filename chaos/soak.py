@@ -142,7 +142,7 @@ class Soak:
         while self.load.users and time.monotonic() - start < 180:
             await asyncio.sleep(0.5)
         await asyncio.sleep(5.0)  # closed connections and finished tasks settle
-        samples = await sample_processes(self.stack, http)
+        samples = await sample_processes(self.stack, http, peers=True)
         redis = await sample_redis(self.redis, scan=True)
         self.quiet.append((start, time.monotonic(), samples, redis))
         self.gate.set()
