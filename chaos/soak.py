@@ -234,7 +234,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "redis_memory_mib": [[round((r.t - soak.t0) / 60, 1), r.used_memory_mib, r.keys]
                              for r in soak.redis_samples[::6]],
         "redis_kib_per_run": _kib_per_run(soak),
+        "rss_mib": _rss_by_minute(soak),
     }
+
+
+def _rss_by_minute(soak: Soak) -> dict[str, list[list[float]]]:
+    """Each process's RSS about once a minute, as [minute of the soak, MiB], by "part pid": the curve behind
+    its slope (a warm-up that flattens looks unlike a leak that does not)."""
+    out: dict[str, list[list[float]]] = {}
+    last: dict[str, float] = {}
+    for s in soak.samples:
+        name = f"{s.part} {s.pid}"
+        if s.t - last.get(name, -1e9) >= 59.0:
+            last[name] = s.t
+            out.setdefault(name, []).append([round((s.t - soak.t0) / 60, 1), s.rss_mib])
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,9 @@
 """Loaded by `bench/held_streams_bench.py --heap-probe` (it puts this directory on PYTHONPATH, nothing else does):
 with BENCH_HEAP_PROBE_DIR set, every Trellis process (`-m gateway`, `-m services.*`) traces its allocations
-(tracemalloc, BENCH_HEAP_PROBE_FRAMES frames each) and, when the file `<dir>/take-<label>` appears, writes
-`<dir>/<pid>-<label>.snap` (a tracemalloc snapshot) and `<dir>/<pid>-<label>.types.json` (live objects the
-collector tracks, by type: count and bytes by sys.getsizeof), then `<dir>/<pid>-<label>.done`. A thread polls
+(tracemalloc, BENCH_HEAP_PROBE_FRAMES frames each; 0: not traced) and, when the file `<dir>/take-<label>` appears,
+writes `<dir>/<pid>-<label>.snap` (a tracemalloc snapshot, when traced), `<dir>/<pid>-<label>.types.json` (live
+objects the collector tracks, by type: count and bytes by sys.getsizeof) and `<dir>/<pid>-<label>.pymalloc.txt`
+(sys._debugmallocstats: pymalloc's arenas and blocks), then `<dir>/<pid>-<label>.done`. A thread polls
 for the files, so a process busy or idle on any loop answers within a quarter second. With BENCH_GC_LOG_DIR set
 instead (or as well), each collection of the garbage collector that takes 5 ms or more is written to
 `<dir>/<pid>-gc.txt` as `<monotonic time> <generation> <ms> <objects collected> <CPU ms of the thread>`: a pause
@@ -34,7 +35,8 @@ def _install(out_dir: str, frames: int) -> None:
     import time
     import tracemalloc
 
-    tracemalloc.start(frames)
+    if frames:
+        tracemalloc.start(frames)
     pid = os.getpid()
     taken: set[str] = set()
 
@@ -49,6 +51,20 @@ def _install(out_dir: str, frames: int) -> None:
                 pass
         return dict(counts)
 
+    def mallocstats(path: str) -> None:
+        """pymalloc's own account (arenas allocated and their high-water mark, bytes in used and free blocks):
+        CPython prints it on the C stderr, so fd 2 points at the file meanwhile."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        saved = os.dup(2)
+        try:
+            sys.stderr.flush()
+            os.dup2(fd, 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(fd)
+
     def poll() -> None:
         while True:
             time.sleep(0.25)
@@ -61,9 +77,11 @@ def _install(out_dir: str, frames: int) -> None:
                     continue
                 taken.add(label)
                 base = os.path.join(out_dir, f"{pid}-{label}")
-                tracemalloc.take_snapshot().dump(base + ".snap")
+                if frames:
+                    tracemalloc.take_snapshot().dump(base + ".snap")
                 with open(base + ".types.json", "w") as f:
                     json.dump(census(), f)
+                mallocstats(base + ".pymalloc.txt")
                 open(base + ".done", "w").close()
 
     threading.Thread(target=poll, name="heap-probe", daemon=True).start()
