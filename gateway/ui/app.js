@@ -84,14 +84,17 @@ async function loadAgents() {
 }
 
 // While a canvas loads, the chat form waits: a run started meanwhile would be marked on the graph that the
-// loading canvas then draws over.
+// loading canvas then draws over. Counted, so that a second click while the first loads keeps it waiting.
+let loadingCanvases = 0;
 async function opening(load) {
   const parts = [$("query"), $("send")];
+  loadingCanvases += 1;
   for (const p of parts) p.disabled = true;
   try {
     await load();
   } finally {
-    for (const p of parts) p.disabled = false;
+    loadingCanvases -= 1;
+    if (!loadingCanvases) for (const p of parts) p.disabled = false;
   }
 }
 
