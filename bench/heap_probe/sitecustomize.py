@@ -1,5 +1,7 @@
-"""Loaded by `bench/held_streams_bench.py --heap-probe` (it puts this directory on PYTHONPATH, nothing else does):
-with BENCH_HEAP_PROBE_DIR set, every Trellis process (`-m gateway`, `-m services.*`) traces its allocations
+"""Loaded by `bench/held_streams_bench.py --heap-probe` (it puts this directory on PYTHONPATH), or by hand under
+any stack started from this process, e.g. the soak: `PYTHONPATH=bench/heap_probe BENCH_HEAP_PROBE_DIR=/tmp/hp
+BENCH_HEAP_PROBE_FRAMES=0 .venv/bin/python -m chaos.soak ...`, then `touch /tmp/hp/take-<label>`. With
+BENCH_HEAP_PROBE_DIR set, every Trellis process (`-m gateway`, `-m services.*`) traces its allocations
 (tracemalloc, BENCH_HEAP_PROBE_FRAMES frames each; 0: not traced) and, when the file `<dir>/take-<label>` appears,
 writes `<dir>/<pid>-<label>.snap` (a tracemalloc snapshot, when traced), `<dir>/<pid>-<label>.types.json` (live
 objects the collector tracks, by type: count and bytes by sys.getsizeof) and `<dir>/<pid>-<label>.pymalloc.txt`
