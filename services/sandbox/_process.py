@@ -17,8 +17,8 @@ import logging
 import os
 import signal
 import subprocess
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger(__name__)
 

@@ -5,11 +5,13 @@ service or callers still connected."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import psutil
 
 from chaos.gates import baseline_gate
 from chaos.sampling import ProcessSample, _peers
+from chaos.soak import _rss_by_minute
 
 
 async def test_connections_are_named_by_their_far_end():
@@ -46,3 +48,12 @@ def test_the_fds_gate_reports_the_connections_of_each_quiet_window():
     assert gate.passed is False
     assert gate.rows[0]["connections"] == [{"redis": 6}, {"redis": 11}]
     assert "connections" not in baseline_gate("tasks", quiet, samples).rows[0]
+
+
+def test_the_report_keeps_each_process_rss_about_once_a_minute():
+    samples = [ProcessSample(t, "gateway", 9, 100.0 + t / 60, 20, 5) for t in range(0, 300, 10)]
+    samples.append(ProcessSample(120.0, "sandbox", 11, 60.0, 20, 5))
+    report = _rss_by_minute(SimpleNamespace(samples=samples, t0=0.0))
+    assert [m for m, _ in report["gateway 9"]] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert report["gateway 9"][2] == [2.0, 102.0]
+    assert report["sandbox 11"] == [[2.0, 60.0]]
