@@ -160,6 +160,13 @@ class Execution:
         if self.trace is not None:
             self.trace.run_finished(error, cancelled, self.env.usage)
 
+    def release(self) -> None:
+        """The run is over: drop the references that close cycles (its env holds this execution, its owner holds
+        it), so that the run's objects go as soon as they are unused instead of waiting, with everything they
+        reach, for Python's next full collection (a long-lived process's memory would peak with them)."""
+        self.ownership = None
+        self.env = None  # type: ignore[assignment]  (the env's emit, spawn and executor point back here)
+
     def _run_error(self, message: str, component_id: str, code: str) -> None:
         self.emit(RunError.make(run_id=self.request.run_id, session_id=self.request.session_id,
                                 node_id=component_id, timestamp=now(), message=message,

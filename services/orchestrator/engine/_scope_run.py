@@ -28,8 +28,9 @@ class ScopeRun:
 
     def task_done(self, task: asyncio.Task[Any]) -> None:
         # A done-callback, not a `finally` in the coroutine: a task cancelled before its first
-        # step never runs its body, and must still be counted out. Finished tasks stay in `tasks`
-        # (cancelling a done task is a no-op; a scope run is short-lived).
+        # step never runs its body, and must still be counted out. A finished task leaves `tasks`: a cancelled
+        # one keeps its CancelledError, whose traceback holds its frames, which hold this scope run (a cycle).
+        self.tasks.discard(task)
         self.active -= 1
         if self.active == 0 and not self.done.done():
             self.done.set_result(None)

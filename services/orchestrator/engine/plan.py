@@ -143,15 +143,31 @@ def build_plan(canvas: CanvasV2, parsed: dict[str, Params] | None = None) -> Pla
     validator made (parsed here when not given)."""
     if parsed is None:
         parsed = parse_all(canvas)
-    g = build_graph(canvas, parsed)
     comps = canvas.components
-    display = canvas.display_names()
-    bodies: dict[str, BodyPlan] = {}
-    by_scope: dict[str, list[str]] = {}
-    for cid, scope in g.scope_of.items():
-        by_scope.setdefault(scope, []).append(cid)
+    bodies = _Bodies(canvas, build_graph(canvas, parsed), parsed)
+    declared = {cid: c.params.get("outputs") for cid, c in comps.items()
+                if isinstance(c.params.get("outputs"), dict)}
+    top = bodies.body("")
+    return Plan(canvas=canvas, top=top, known=frozenset(comps), declared=declared,
+                display=bodies.display, bodies=bodies.bodies)
 
-    def body(owner: str) -> BodyPlan:
+
+class _Bodies:
+    """The body of the canvas and of each container in it, built recursively. (A class, not a closure calling
+    itself: such a closure is a reference cycle that keeps the compile's graph until a full collection.)"""
+
+    def __init__(self, canvas: CanvasV2, g: Graph, parsed: dict[str, Params]) -> None:
+        self.g = g
+        self.comps = canvas.components
+        self.parsed = parsed
+        self.display = canvas.display_names()
+        self.bodies: dict[str, BodyPlan] = {}
+        self.by_scope: dict[str, list[str]] = {}
+        for cid, scope in g.scope_of.items():
+            self.by_scope.setdefault(scope, []).append(cid)
+
+    def body(self, owner: str) -> BodyPlan:
+        g, comps, by_scope = self.g, self.comps, self.by_scope
         members = set(by_scope.get(owner, ()))
         if owner:
             start = component_class(comps[owner].name).child_start
@@ -174,20 +190,14 @@ def build_plan(canvas: CanvasV2, parsed: dict[str, Params] | None = None) -> Pla
                     n_in[t] += 1
         nodes: dict[str, NodePlan] = {}
         for n in (c for c in by_scope.get(owner, ()) if c in seen):  # canvas order, deterministic
-            nodes[n] = _node(n, comps[n].name, comps[n].params, parsed[n], display.get(n, ""),
+            nodes[n] = _node(n, comps[n].name, comps[n].params, self.parsed[n], self.display.get(n, ""),
                              tuple(t for t in g.out[n] if t in seen),
                              frozenset(g.goto_only[n] & seen), n_in[n])
             nodes[n].component.streams_downstream = any(
                 component_class(comps[t].name).reads_streams for t in nodes[n].succ if t not in nodes[n].goto_only)
             if nodes[n].component.is_container:
-                nodes[n].body = bodies[n] = body(n)
+                nodes[n].body = self.bodies[n] = self.body(n)
         return BodyPlan(owner, nodes, roots, {n: p.n_in for n, p in nodes.items()})
-
-    declared = {cid: c.params.get("outputs") for cid, c in comps.items()
-                if isinstance(c.params.get("outputs"), dict)}
-    top = body("")
-    return Plan(canvas=canvas, top=top, known=frozenset(comps), declared=declared,
-                display=display, bodies=bodies)
 
 
 def _node(cid: str, name: str, params: dict[str, Any], model: Params, display: str, succ: tuple[str, ...],

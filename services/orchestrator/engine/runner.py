@@ -75,6 +75,8 @@ class Running:
             if not driver.done():
                 driver.cancel()
                 await asyncio.gather(driver, return_exceptions=True)
+            if driver.done():
+                ex.release()
 
 
 def start(plan: Plan, request: RunRequest, state: SessionState | None = None, services: Services | None = None, *,

@@ -189,6 +189,14 @@ class Pump:
 
     # ------------------------------------------------------------------ the run
     async def _run(self) -> None:
+        try:
+            await self._drive()
+        finally:
+            # Over here (`_lost` does nothing once the task is done): the journal's callback is the last
+            # reference back to this pump, a cycle that would keep the run's objects until a full collection.
+            self.journal.on_lost = None
+
+    async def _drive(self) -> None:
         held: Numbered | None = None  # a NodeFinished, journaled together with its checkpoint record (next)
         try:
             early = self._cancelled_early
