@@ -67,6 +67,10 @@ def endpoint(dialect: Dialect, *, contract: Contract | None = None, public: bool
                 log.exception("unhandled error in %s %s", request.method, request.path)
                 err = GatewayError("internal error in the gateway; see its log", code=grpc.StatusCode.INTERNAL)
                 return _late(request, err, dialect)
+            finally:
+                # The response refers to its request: kept in the request as well, the two would be a cycle
+                # that only a full collection frees.
+                request.pop(STREAM, None)
 
         wrapped.dialect = dialect  # type: ignore[attr-defined]
         wrapped.contract = contract  # type: ignore[attr-defined]

@@ -154,8 +154,9 @@ class EnvelopeRun(DialectRun):
                     done = done or env["type"] == "done"
                     yield frame(env)
         except Exception as exc:  # noqa: BLE001 (GatewayError, or a bug: either ends the stream cleanly)
-            err = exc if isinstance(exc, GatewayError) else unexpected(exc)
-            yield frame(self.envelope("error", {**error_data(err), "component_id": self.failed_component or None},
-                                      node_name=self.failed_component))
+            # (No local keeps the exception past this block: its traceback holds this frame, a cycle.)
+            yield frame(self.envelope("error", {
+                **error_data(exc if isinstance(exc, GatewayError) else unexpected(exc)),
+                "component_id": self.failed_component or None}, node_name=self.failed_component))
         if not done:
             yield frame(self.envelope("done", {"outputs": {}, "usage": None, "elapsed_time": None, "cancelled": False}))

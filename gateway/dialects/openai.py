@@ -131,10 +131,11 @@ class OpenAIRun(DialectRun):
                 if delta is not None:
                     yield frame(self.chunk(delta))
         except Exception as exc:  # noqa: BLE001 (GatewayError, or a bug: either ends the stream cleanly)
-            err = exc if isinstance(exc, GatewayError) else unexpected(exc)
+            # (No local keeps the exception past this block: its traceback holds this frame, a cycle.)
+            error = OPENAI.error_body(exc if isinstance(exc, GatewayError) else unexpected(exc))
             if role_due:
                 yield frame(self.role_chunk())
-            yield frame(OPENAI.error_body(err))
+            yield frame(error)
             yield DONE
             return
         if role_due:

@@ -152,6 +152,14 @@ class TurnServer:
                 del turns[turn_id]
             if not turns:
                 outbox.wake()
+            if task.cancelled():
+                # A cancelled task keeps the CancelledError it ended with until asked for it, and that error's
+                # traceback holds the turn's frames, which refer back to the task (its deadline's asyncio.timeout
+                # does): a cycle that only a full collection frees. Asked for here, the frames go at once.
+                try:
+                    task.exception()
+                except asyncio.CancelledError:
+                    pass
 
         async def take_requests() -> None:
             nonlocal closed
