@@ -5,7 +5,13 @@ BENCH_HEAP_PROBE_DIR set, every Trellis process (`-m gateway`, `-m services.*`) 
 (tracemalloc, BENCH_HEAP_PROBE_FRAMES frames each; 0: not traced) and, when the file `<dir>/take-<label>` appears,
 writes `<dir>/<pid>-<label>.snap` (a tracemalloc snapshot, when traced), `<dir>/<pid>-<label>.types.json` (live
 objects the collector tracks, by type: count and bytes by sys.getsizeof) and `<dir>/<pid>-<label>.pymalloc.txt`
-(sys._debugmallocstats: pymalloc's arenas and blocks), then `<dir>/<pid>-<label>.done`. A thread polls
+(sys._debugmallocstats: pymalloc's arenas and blocks), then `<dir>/<pid>-<label>.done`. With
+BENCH_HEAP_PROBE_CYCLES=1 the collector keeps what it frees (gc.DEBUG_SAVEALL), and each take also writes
+`<dir>/<pid>-<label>.cycles.json`: what only the cycle collector freed since the previous take, by type (functions
+and methods by name) and by the generation whose collection freed it ("2": full collections; "pending": what a
+collection at the take found), and `<dir>/<pid>-<label>.chains.txt`: one reference cycle of each kind of object the
+full collections freed. Objects freed by reference counting never show there: a type whose count in "2" grows with
+the runs served is a per-run cycle that outlived the young collections, the kind that lets memory peak. A thread polls
 for the files, so a process busy or idle on any loop answers within a quarter second. With BENCH_GC_LOG_DIR set
 instead (or as well), each collection of the garbage collector that takes 5 ms or more is written to
 `<dir>/<pid>-gc.txt` as `<monotonic time> <generation> <ms> <objects collected> <CPU ms of the thread>`: a pause
@@ -39,6 +45,9 @@ def _install(out_dir: str, frames: int) -> None:
 
     if frames:
         tracemalloc.start(frames)
+    cycles = os.environ.get("BENCH_HEAP_PROBE_CYCLES") == "1"
+    if cycles:
+        gc.set_debug(gc.DEBUG_SAVEALL)
     pid = os.getpid()
     taken: set[str] = set()
 
@@ -52,6 +61,71 @@ def _install(out_dir: str, frames: int) -> None:
             except TypeError:
                 pass
         return dict(counts)
+
+    # With BENCH_HEAP_PROBE_CYCLES: what each collection found only in cycles, by the generation it collected
+    # (2: a full collection, which is what lets such garbage pile up), and the full collections' objects for `chains`.
+    freed: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    full: list = []
+
+    def name(obj) -> str:
+        kind = type(obj).__qualname__
+        if kind in ("function", "method", "coroutine", "async_generator"):
+            return f"{kind} {obj.__qualname__}"
+        if kind == "frame":
+            return f"frame {obj.f_code.co_qualname}"
+        return kind
+
+    def tally(phase: str, info: dict) -> None:
+        if phase == "stop" and gc.garbage:
+            found = list(gc.garbage)
+            gc.garbage.clear()
+            freed[str(info["generation"])].update(name(obj) for obj in found)
+            if info["generation"] == 2:
+                full.extend(found)
+
+    def chain(start, among: set[int]) -> list | None:
+        """A shortest way from `start` back to itself through `among`: the cycle that kept it."""
+        paths = collections.deque([(start, [start])])
+        seen = {id(start)}
+        while paths:
+            obj, path = paths.popleft()
+            for ref in gc.get_referents(obj):
+                if ref is start:
+                    return path
+                if id(ref) in among and id(ref) not in seen:
+                    seen.add(id(ref))
+                    paths.append((ref, path + [ref]))
+        return None
+
+    def chains(found: list) -> list[str]:
+        """One cycle for each kind of object a full collection freed (plain containers only inside others)."""
+        among = {id(obj) for obj in found}
+        plain = ("dict", "list", "tuple", "set", "frozenset", "cell")
+        done: set[str] = set()
+        lines = []
+        for obj in found:
+            kind = name(obj)
+            if kind in done or type(obj).__qualname__ in plain:
+                continue
+            done.add(kind)
+            path = chain(obj, among)
+            if path:
+                done.update(name(o) for o in path)
+                lines.append(" -> ".join(name(o) for o in path))
+        return lines
+
+    def cyclic_garbage(base: str) -> None:
+        gc.collect()  # what waits for a collection now: "pending"
+        pending = collections.Counter(name(obj) for obj in gc.garbage)
+        gc.garbage.clear()
+        report = {gen: dict(counts.most_common()) for gen, counts in sorted(freed.items())}
+        report["pending"] = dict(pending.most_common())
+        with open(base + ".cycles.json", "w") as f:
+            json.dump(report, f, indent=0)
+        with open(base + ".chains.txt", "w") as f:
+            f.write("\n".join(chains(full)) + "\n")
+        freed.clear()
+        full.clear()
 
     def mallocstats(path: str) -> None:
         """pymalloc's own account (arenas allocated and their high-water mark, bytes in used and free blocks):
@@ -84,8 +158,12 @@ def _install(out_dir: str, frames: int) -> None:
                 with open(base + ".types.json", "w") as f:
                     json.dump(census(), f)
                 mallocstats(base + ".pymalloc.txt")
+                if cycles:
+                    cyclic_garbage(base)
                 open(base + ".done", "w").close()
 
+    if cycles:
+        gc.callbacks.append(tally)
     threading.Thread(target=poll, name="heap-probe", daemon=True).start()
 
 
