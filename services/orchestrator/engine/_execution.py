@@ -195,7 +195,7 @@ class Execution:
                 await asyncio.gather(*sr.tasks, return_exceptions=True)
             raise
         if sr.error is not None:
-            raise sr.error
+            raise sr.take_error()
         if sr.paused and not top:
             raise RunPaused()
 
@@ -223,6 +223,9 @@ class Execution:
         except asyncio.CancelledError:
             if sr.error is None:  # cancelled from outside: let the owner see it
                 raise
+        except NodeFailed as exc:
+            # Its message says it all; its traceback would hold the frames it came through, and they `sr`.
+            sr.fail(exc.with_traceback(None))
         except BaseException as exc:
             sr.fail(exc)
 
@@ -300,6 +303,9 @@ class Execution:
             ctx.outputs.clear()
             ctx.inputs.clear()
 
+        if err is not None:
+            # What is kept of it is its message; its traceback holds this frame, which holds it (a cycle).
+            err.__traceback__ = None
         if started is not None:
             RunTrace.node_ran(started, attempt)
         taken: Any = None  # None: every normal edge; else the set of ids routed to

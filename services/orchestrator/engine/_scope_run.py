@@ -35,6 +35,13 @@ class ScopeRun:
         if self.active == 0 and not self.done.done():
             self.done.set_result(None)
 
+    def take_error(self) -> BaseException:
+        """The scope's failure, to raise once its tasks are done; no longer kept here, so that the frame raising
+        it (which holds this scope run) and the error's traceback (which holds that frame) make no cycle."""
+        error, self.error = self.error, None
+        assert error is not None
+        return error
+
     def fail(self, exc: BaseException) -> None:
         if self.error is None:
             self.error = exc

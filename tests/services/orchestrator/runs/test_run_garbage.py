@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 
 import grpc
 import pytest
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 
-from tests.services.orchestrator.runs.test_durable_runs import SCRIPTS, SLOW_DSL, run_all
+from tests.services.orchestrator.runs.test_durable_runs import SCRIPTS, SLOW_DSL, cpn, run_all
 from tests.support.llm_gateway import llm_gateway
 from tests.support.orchestrator import orchestrator
 from tests.support.waiting import eventually
@@ -82,3 +83,19 @@ async def test_a_run_whose_caller_left_leaves_no_cycle(stub) -> None:
 
     assert await _cyclic_garbage_of(runs) == {}
 
+
+
+FAILING_DSL = json.dumps({"components": {
+    "begin": cpn("Begin", ["LLM:Gone"]),
+    "LLM:Gone": cpn("LLM", ["Message:Out"], {"llm_id": "no-such-model@Scripted", "sys_prompt": "S.",
+                                              "prompts": [{"role": "user", "content": "{sys.query}"}]}, ["begin"]),
+    "Message:Out": cpn("Message", [], {"content": ["{LLM:Gone@content}"]}, ["LLM:Gone"]),
+}})
+
+
+async def test_a_failed_run_leaves_no_cycle(stub) -> None:
+    async def runs():
+        events = await run_all(stub, dsl_json=FAILING_DSL, query="q")
+        assert events[-1].run_finished.error
+
+    assert await _cyclic_garbage_of(runs) == {}
