@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
+from typing import Callable
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -45,3 +47,36 @@ def configure(service: str, level: str = "INFO") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     _configured = True
+
+
+class Outage:
+    """How a background loop reports a dependency that fails pass after pass (Redis away, say): the first failure
+    with its trace, then one line every `every_s` while it lasts, then one line when a pass works again; not a
+    trace every pass. Call `failed()` inside the `except` block, `ok()` after a pass that worked."""
+
+    def __init__(self, logger: logging.Logger, what: str, *, every_s: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.log = logger
+        self.what = what
+        self.every_s = every_s
+        self.clock = clock
+        self._since: float | None = None  # when the failures began
+        self._said = 0.0  # when the last line about them went out
+        self._failures = 0
+
+    def failed(self) -> None:
+        now = self.clock()
+        self._failures += 1
+        if self._since is None:
+            self._since = self._said = now
+            self.log.warning("%s", self.what, exc_info=True)
+        elif now - self._said >= self.every_s:
+            self._said = now
+            self.log.warning("%s: still failing, %d times in %.0f s (%s)", self.what, self._failures,
+                             now - self._since, sys.exception())
+
+    def ok(self) -> None:
+        if self._since is not None:
+            self.log.info("%s: works again after %.0f s (%d failures)", self.what, self.clock() - self._since,
+                          self._failures)
+            self._since, self._failures = None, 0

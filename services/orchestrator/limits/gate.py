@@ -21,6 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
+from services.common.logs import Outage
 from services.orchestrator import metrics
 from services.orchestrator.limits.fair_queue import FairQueue, QueueFull, Slot
 from services.orchestrator.limits.policy import (
@@ -155,6 +156,7 @@ class TenantGate:
                 await asyncio.gather(task, return_exceptions=True)
 
     async def _reconcile_loop(self) -> None:
+        outage = Outage(log, "limits: could not reconcile this replica's leases")
         while True:
             await asyncio.sleep(self.reconcile_s)
             try:
@@ -162,7 +164,9 @@ class TenantGate:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.warning("limits: could not reconcile this replica's leases", exc_info=True)
+                outage.failed()
+            else:
+                outage.ok()
 
     async def reconcile(self) -> None:
         """Renew this replica's leases and give back what it does not use (a dead replica's expire)."""
@@ -326,6 +330,7 @@ class TenantGate:
             self._written.update((tenant, (counts, now)) for tenant, counts in due.items())
 
     async def _write_figures_loop(self) -> None:
+        outage = Outage(log, "limits: could not write this replica's admission figures")
         while True:
             await asyncio.sleep(FIGURES_EVERY_S)
             try:
@@ -333,7 +338,9 @@ class TenantGate:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.warning("limits: could not write this replica's admission figures", exc_info=True)
+                outage.failed()
+            else:
+                outage.ok()
 
     async def admission(self, tenant: str) -> TenantAdmission:
         """The tenant's figures over every live replica (as each wrote them, at most FIGURES_EVERY_S ago), and

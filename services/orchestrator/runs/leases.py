@@ -19,6 +19,7 @@ import random
 import time
 from typing import TYPE_CHECKING
 
+from services.common.logs import Outage
 from services.orchestrator.runs.local import LocalRuns
 from services.orchestrator.store import RunStore
 
@@ -41,6 +42,7 @@ class Renewal:
         self.runs = runs
         self.local = local
         self._on_its_way: asyncio.Future | None = None
+        self._outage = Outage(log, "could not renew run leases")
 
     async def now(self) -> None:
         if self._on_its_way is None:
@@ -59,8 +61,9 @@ class Renewal:
         try:
             held = await self.runs.renew([(p.spec.tenant_id, p.run_id, p.session_id, p.epoch) for p in pumps])
         except Exception:
-            log.warning("could not renew run leases", exc_info=True)
+            self._outage.failed()
             return
+        self._outage.ok()
         sure_until = sent + self.runs.lease_s * SURE
         for pump, ok in zip(pumps, held):
             if ok:
@@ -79,6 +82,7 @@ class Leases:
         self.resumes = resumes
         self.renewal = renewal
         self._loops: list[asyncio.Task] = []
+        self._reaper_outage = Outage(log, "reaper pass failed")
 
     def start(self) -> None:
         self._loops = [asyncio.create_task(self._heartbeat(), name="run-heartbeat"),
@@ -106,7 +110,9 @@ class Leases:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.warning("reaper pass failed", exc_info=True)
+                self._reaper_outage.failed()
+            else:
+                self._reaper_outage.ok()
 
     async def reap(self) -> None:
         """Take over the runs whose owner stopped renewing their lease, and resume each."""
