@@ -20,6 +20,7 @@ from services.orchestrator.store._redis_fast import Connection, closed_by_peer
 from services.orchestrator.store.redis_client import connect
 from tests.support.net import free_port
 from tests.support.timers import timers_armed
+from tests.support.waiting import eventually
 
 COMMANDS = [
     ("SET", "k", "välue"),
@@ -169,6 +170,34 @@ async def test_callers_beyond_the_pool_wait_for_a_connection_and_all_get_one(red
         assert len(pool._available_connections) + len(pool._in_use_connections) <= 2
     finally:
         await client.aclose()
+
+
+async def test_connections_a_burst_opened_are_closed_once_idle_and_the_pool_opens_them_again(redis_server):
+    """Eight blocking reads at once take eight pooled connections; once idle for `idle_close_s` they are closed
+    (Redis sees them go), and the next burst is served as the first was."""
+    client = connect(redis_server.url)
+    watcher = aioredis.Redis.from_url(redis_server.url)
+    pool = client.connection_pool
+    pool.idle_close_s = 0.2
+
+    async def clients() -> int:  # the connections Redis has, the watcher's own among them
+        return len(await watcher.client_list())
+
+    try:
+        before = await clients()
+        for _ in range(2):
+            replies = await asyncio.gather(*(client.blpop([f"rc:idle:{i}"], timeout=0.1) for i in range(8)))
+            assert replies == [None] * 8
+            assert await clients() >= before + 8
+            await eventually(lambda: _at_most(clients, before), what="the idle ones closed")
+            assert pool._in_use_connections == set() and pool._available_connections == []
+    finally:
+        await client.aclose()
+        await watcher.aclose()
+
+
+async def _at_most(count, limit: int) -> bool:
+    return await count() <= limit
 
 
 async def _batch(client, p: str) -> list:
