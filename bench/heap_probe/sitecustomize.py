@@ -11,7 +11,8 @@ BENCH_HEAP_PROBE_CYCLES=1 the collector keeps what it frees (gc.DEBUG_SAVEALL), 
 and methods by name) and by the generation whose collection freed it ("2": full collections; "pending": what a
 collection at the take found), and `<dir>/<pid>-<label>.chains.txt`: one reference cycle of each kind of object the
 full collections freed. Objects freed by reference counting never show there: a type whose count in "2" grows with
-the runs served is a per-run cycle that outlived the young collections, the kind that lets memory peak. A thread polls
+the runs served is a per-run cycle that outlived the young collections, the kind that lets memory peak. (The
+full collections' garbage is kept until the next take, for its chains: this mode raises the RSS it looks at.) A thread polls
 for the files, so a process busy or idle on any loop answers within a quarter second. With BENCH_GC_LOG_DIR set
 instead (or as well), each collection of the garbage collector that takes 5 ms or more is written to
 `<dir>/<pid>-gc.txt` as `<monotonic time> <generation> <ms> <objects collected> <CPU ms of the thread>`: a pause
@@ -75,8 +76,10 @@ def _install(out_dir: str, frames: int) -> None:
             return f"frame {obj.f_code.co_qualname}"
         return kind
 
+    taking = [False]  # while a take collects: its garbage is "pending", not a generation's
+
     def tally(phase: str, info: dict) -> None:
-        if phase == "stop" and gc.garbage:
+        if phase == "stop" and gc.garbage and not taking[0]:
             found = list(gc.garbage)
             gc.garbage.clear()
             freed[str(info["generation"])].update(name(obj) for obj in found)
@@ -115,7 +118,11 @@ def _install(out_dir: str, frames: int) -> None:
         return lines
 
     def cyclic_garbage(base: str) -> None:
-        gc.collect()  # what waits for a collection now: "pending"
+        taking[0] = True
+        try:
+            gc.collect()  # what waits for a collection now: "pending"
+        finally:
+            taking[0] = False
         pending = collections.Counter(name(obj) for obj in gc.garbage)
         gc.garbage.clear()
         report = {gen: dict(counts.most_common()) for gen, counts in sorted(freed.items())}

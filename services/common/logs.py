@@ -52,7 +52,8 @@ def configure(service: str, level: str = "INFO") -> None:
 class Outage:
     """How a background loop reports a dependency that fails pass after pass (Redis away, say): the first failure
     with its trace, then one line every `every_s` while it lasts, then one line when a pass works again; not a
-    trace every pass. Call `failed()` inside the `except` block, `ok()` after a pass that worked."""
+    trace every pass (a failure of another kind meanwhile is told with its trace too). Call `failed()` inside the
+`except` block, `ok()` after a pass that worked."""
 
     def __init__(self, logger: logging.Logger, what: str, *, every_s: float = 60.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -63,20 +64,23 @@ class Outage:
         self._since: float | None = None  # when the failures began
         self._said = 0.0  # when the last line about them went out
         self._failures = 0
+        self._kind: type | None = None  # the failure's kind, as last told with its trace
 
     def failed(self) -> None:
         now = self.clock()
+        exc = sys.exception()
         self._failures += 1
-        if self._since is None:
-            self._since = self._said = now
+        if self._since is None or type(exc) is not self._kind:  # a new failure, or another kind: its trace
+            self._since = self._since if self._since is not None else now
+            self._said, self._kind = now, type(exc)
             self.log.warning("%s", self.what, exc_info=True)
         elif now - self._said >= self.every_s:
             self._said = now
-            self.log.warning("%s: still failing, %d times in %.0f s (%s)", self.what, self._failures,
-                             now - self._since, sys.exception())
+            self.log.warning("%s: still failing, %d times in %.0f s (%s: %s)", self.what, self._failures,
+                             now - self._since, type(exc).__name__, exc)
 
     def ok(self) -> None:
         if self._since is not None:
             self.log.info("%s: works again after %.0f s (%d failures)", self.what, self.clock() - self._since,
                           self._failures)
-            self._since, self._failures = None, 0
+            self._since, self._failures, self._kind = None, 0, None

@@ -48,6 +48,12 @@ def _failure(code: grpc.StatusCode, details: str, trailing: Any = None) -> grpc.
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), metadata, details)
 
 
+def _again(error: grpc.aio.AioRpcError) -> grpc.aio.AioRpcError:
+    """The same error, as a new exception: a turn keeps one for its further reads, and raises copies of it. (One
+    kept and raised would hold, in its traceback, the frames that hold the turn: a cycle.)"""
+    return grpc.aio.AioRpcError(error.code(), error.initial_metadata(), error.trailing_metadata(), error.details())
+
+
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
@@ -247,7 +253,7 @@ class TurnCall:
         if self._outcome is grpc.aio.EOF:
             return grpc.aio.EOF
         if self._outcome is not None:
-            raise self._outcome
+            raise _again(self._outcome)
         message_type = self._client.types.message
         try:
             if self._stream is None:
@@ -276,12 +282,12 @@ class TurnCall:
                     self._finish(cancel=True)
                     raise _failure(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
                 if item.__class__ is _Cancelled:
-                    raise self._outcome
+                    raise _again(self._outcome)
                 if item.unstarted and self._reopen():  # the stream ended while the turn waited: no peer started it
                     continue
                 raise _failure(item.error.code(), item.error.details() or "")  # each turn its own exception
         except grpc.aio.AioRpcError as exc:
-            self._outcome = exc
+            self._outcome = _again(exc)
             self._finish(cancel=False)
             raise
 

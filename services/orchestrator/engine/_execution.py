@@ -304,8 +304,9 @@ class Execution:
             ctx.inputs.clear()
 
         if err is not None:
-            # What is kept of it is its message; its traceback holds this frame, which holds it (a cycle).
-            err.__traceback__ = None
+            # What is kept of it is its message. Its traceback holds this frame, which holds it, and so may what
+            # it was raised during (a timeout's cancel, an Iteration's group): cycles, dropped here.
+            err.__traceback__ = err.__context__ = err.__cause__ = None
         if started is not None:
             RunTrace.node_ran(started, attempt)
         taken: Any = None  # None: every normal edge; else the set of ids routed to

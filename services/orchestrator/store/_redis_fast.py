@@ -436,6 +436,7 @@ class Pool(aioredis.BlockingConnectionPool):
         if self._trimming is not None:
             self._trimming.cancel()
             self._trimming = None
+        await asyncio.gather(*self._closing)
         await super().disconnect(inuse_connections)
 
     def _close_idle(self) -> None:
@@ -449,7 +450,7 @@ class Pool(aioredis.BlockingConnectionPool):
                 kept.append(connection)
                 continue
             self._idle_since.pop(connection, None)
-            closing = asyncio.ensure_future(connection.disconnect())
+            closing = asyncio.ensure_future(_close_quietly(connection))
             self._closing.add(closing)
             closing.add_done_callback(self._closing.discard)
         self._available_connections[:] = kept
@@ -457,6 +458,14 @@ class Pool(aioredis.BlockingConnectionPool):
             oldest = min(self._idle_since.get(connection, now) for connection in kept)
             self._trimming = asyncio.get_running_loop().call_later(
                 max(0.0, oldest + self.idle_close_s - now), self._close_idle)
+
+
+async def _close_quietly(connection: Any) -> None:
+    """An idle connection's close: whatever goes wrong closing it (a peer gone already), it is closed."""
+    try:
+        await connection.disconnect()
+    except (RedisConnectionError, RedisTimeout, OSError):
+        pass
 
 
 def fast_client(url: str, retry: Retry, **pool_options: Any) -> aioredis.Redis:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+from contextlib import asynccontextmanager
 
 import grpc
 import pytest
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 
+from services.orchestrator.engine.settings import EngineSettings
 from tests.services.orchestrator.runs.test_durable_runs import SCRIPTS, SLOW_DSL, cpn, run_all
 from tests.support.llm_gateway import llm_gateway
 from tests.support.orchestrator import orchestrator
@@ -27,11 +29,26 @@ RUN_OBJECTS = {"Pump", "Running", "Execution", "RunEnv", "RunJournal", "Plan", "
                "SessionState", "RunRequest", "RunSpec", "TurnRecord", "Inbox"}
 
 
-@pytest.fixture
-async def stub(redis_server):
-    async with llm_gateway(SCRIPTS) as llm, orchestrator(redis_server.url, llm_gateway_addr=llm.addr) as orch:
+@asynccontextmanager
+async def _stack(redis_url: str, engine: EngineSettings | None = None):
+    async with llm_gateway(SCRIPTS) as llm, orchestrator(redis_url, llm_gateway_addr=llm.addr,
+                                                          engine=engine) as orch:
         async with grpc.aio.insecure_channel(orch.addr) as channel:
             yield canvas_grpc.CanvasServiceStub(channel)
+
+
+@pytest.fixture
+async def stub(redis_server):
+    async with _stack(redis_server.url) as stub:
+        yield stub
+
+
+@pytest.fixture
+async def impatient_stub(redis_server):
+    """Every LLM component times out: one may take a tenth of a second, and the slow model's answer takes 0.4 s
+    (8 chunks 50 ms apart)."""
+    async with _stack(redis_server.url, EngineSettings(component_timeouts={"LLM": 0.1})) as stub:
+        yield stub
 
 
 def _pumps_running() -> list[str]:
@@ -63,7 +80,6 @@ async def _cyclic_garbage_of(runs) -> dict[str, int]:
 
 
 async def test_a_finished_run_leaves_no_cycle(stub) -> None:
-
     async def runs():
         for _ in range(3):
             events = await run_all(stub, dsl_json=SLOW_DSL, query="hi")
@@ -84,7 +100,6 @@ async def test_a_run_whose_caller_left_leaves_no_cycle(stub) -> None:
     assert await _cyclic_garbage_of(runs) == {}
 
 
-
 FAILING_DSL = json.dumps({"components": {
     "begin": cpn("Begin", ["LLM:Gone"]),
     "LLM:Gone": cpn("LLM", ["Message:Out"], {"llm_id": "no-such-model@Scripted", "sys_prompt": "S.",
@@ -97,5 +112,13 @@ async def test_a_failed_run_leaves_no_cycle(stub) -> None:
     async def runs():
         events = await run_all(stub, dsl_json=FAILING_DSL, query="q")
         assert events[-1].run_finished.error
+
+    assert await _cyclic_garbage_of(runs) == {}
+
+
+async def test_a_run_whose_component_timed_out_leaves_no_cycle(impatient_stub) -> None:
+    async def runs():
+        events = await run_all(impatient_stub, dsl_json=SLOW_DSL, query="q")
+        assert "Deadline Exceeded" in events[-1].run_finished.error  # (the model call carries the time left)
 
     assert await _cyclic_garbage_of(runs) == {}

@@ -173,8 +173,8 @@ async def test_callers_beyond_the_pool_wait_for_a_connection_and_all_get_one(red
 
 
 async def test_connections_a_burst_opened_are_closed_once_idle_and_the_pool_opens_them_again(redis_server):
-    """Eight blocking reads at once take eight pooled connections; once idle for `idle_close_s` they are closed
-    (Redis sees them go), and the next burst is served as the first was."""
+    """Eight blocking reads at once hold eight pooled connections; once given back and idle for `idle_close_s`
+    they are closed (Redis sees them go), except one still in use, and the next burst is served as the first."""
     client = connect(redis_server.url)
     watcher = aioredis.Redis.from_url(redis_server.url)
     pool = client.connection_pool
@@ -183,21 +183,28 @@ async def test_connections_a_burst_opened_are_closed_once_idle_and_the_pool_open
     async def clients() -> int:  # the connections Redis has, the watcher's own among them
         return len(await watcher.client_list())
 
+    async def at_most(limit: int) -> bool:
+        return await clients() <= limit
+
+    async def at_least(limit: int) -> bool:
+        return await clients() >= limit
+
     try:
         before = await clients()
-        for _ in range(2):
-            replies = await asyncio.gather(*(client.blpop([f"rc:idle:{i}"], timeout=0.1) for i in range(8)))
-            assert replies == [None] * 8
-            assert await clients() >= before + 8
-            await eventually(lambda: _at_most(clients, before), what="the idle ones closed")
+        for burst in range(2):
+            reads = [asyncio.ensure_future(client.blpop([f"rc:idle:{burst}:{i}"], timeout=0)) for i in range(8)]
+            await eventually(lambda: at_least(before + 8), what="eight connections, each blocked in a read")
+            for i in range(7):  # the eighth read stays blocked, its connection in use
+                await watcher.lpush(f"rc:idle:{burst}:{i}", "v")
+            assert [r[1] for r in await asyncio.gather(*reads[:7])] == [b"v"] * 7
+            await eventually(lambda: at_most(before + 1), what="the seven idle ones closed")
+            await watcher.lpush(f"rc:idle:{burst}:7", "v")
+            assert (await reads[7])[1] == b"v"  # the one in use was left alone
+            await eventually(lambda: at_most(before), what="the last one closed once idle")
             assert pool._in_use_connections == set() and pool._available_connections == []
     finally:
         await client.aclose()
         await watcher.aclose()
-
-
-async def _at_most(count, limit: int) -> bool:
-    return await count() <= limit
 
 
 async def _batch(client, p: str) -> list:
