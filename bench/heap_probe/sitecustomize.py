@@ -5,7 +5,10 @@ BENCH_HEAP_PROBE_DIR set, every Trellis process (`-m gateway`, `-m services.*`) 
 (tracemalloc, BENCH_HEAP_PROBE_FRAMES frames each; 0: not traced) and, when the file `<dir>/take-<label>` appears,
 writes `<dir>/<pid>-<label>.snap` (a tracemalloc snapshot, when traced), `<dir>/<pid>-<label>.types.json` (live
 objects the collector tracks, by type: count and bytes by sys.getsizeof) and `<dir>/<pid>-<label>.pymalloc.txt`
-(sys._debugmallocstats: pymalloc's arenas and blocks), then `<dir>/<pid>-<label>.done`. With
+(sys._debugmallocstats: pymalloc's arenas and blocks) and `<dir>/<pid>-<label>.glibc.xml` (glibc's malloc_info:
+the C heap's arenas and what is free in them), then `<dir>/<pid>-<label>.done`. The file `<dir>/trim-<label>`
+makes each process call glibc's malloc_trim(0) and write its RSS before and after to `<pid>-<label>.trim.json`:
+how much of it was memory the C heap held free. With
 BENCH_HEAP_PROBE_CYCLES=1 the collector keeps what it frees (gc.DEBUG_SAVEALL), and each take also writes
 `<dir>/<pid>-<label>.cycles.json`: what only the cycle collector freed since the previous take, by type (functions
 and methods by name) and by the generation whose collection freed it ("2": full collections; "pending": what a
@@ -37,6 +40,7 @@ def _ours() -> bool:
 
 def _install(out_dir: str, frames: int) -> None:
     import collections
+    import ctypes
     import gc
     import json
     import sys
@@ -148,14 +152,42 @@ def _install(out_dir: str, frames: int) -> None:
             os.close(saved)
             os.close(fd)
 
+    libc = ctypes.CDLL(None)
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+
+    def glibc_info(path: str) -> None:
+        """glibc's own account of the memory the C heap holds (its arenas, what is free in them), as XML."""
+        fp = libc.fopen(path.encode(), b"w")
+        if fp:
+            libc.malloc_info(0, fp)
+            libc.fclose(fp)
+
+    def rss_kib() -> int:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+    def trim(path: str) -> None:
+        """How much of the RSS is memory glibc holds free: given back by malloc_trim(0)."""
+        before = rss_kib()
+        libc.malloc_trim(0)
+        with open(path, "w") as f:
+            json.dump({"rss_kib_before": before, "rss_kib_after": rss_kib()}, f)
+
     def poll() -> None:
         while True:
             time.sleep(0.25)
             try:
-                labels = [n[5:] for n in os.listdir(out_dir) if n.startswith("take-")]
+                names = os.listdir(out_dir)
             except OSError:
                 continue
-            for label in labels:
+            for label in [n[5:] for n in names if n.startswith("trim-")]:
+                if "trim-" + label not in taken:
+                    taken.add("trim-" + label)
+                    trim(os.path.join(out_dir, f"{pid}-{label}.trim.json"))
+            for label in [n[5:] for n in names if n.startswith("take-")]:
                 if label in taken:
                     continue
                 taken.add(label)
@@ -165,6 +197,7 @@ def _install(out_dir: str, frames: int) -> None:
                 with open(base + ".types.json", "w") as f:
                     json.dump(census(), f)
                 mallocstats(base + ".pymalloc.txt")
+                glibc_info(base + ".glibc.xml")
                 if cycles:
                     cyclic_garbage(base)
                 open(base + ".done", "w").close()
