@@ -53,7 +53,7 @@ class Outage:
     """How a background loop reports a dependency that fails pass after pass (Redis away, say): the first failure
     with its trace, then one line every `every_s` while it lasts, then one line when a pass works again; not a
     trace every pass (a failure of another kind meanwhile is told with its trace too). Call `failed()` inside the
-`except` block, `ok()` after a pass that worked."""
+    `except` block, `ok()` after a pass that worked."""
 
     def __init__(self, logger: logging.Logger, what: str, *, every_s: float = 60.0,
                  clock: Callable[[], float] = time.monotonic) -> None:

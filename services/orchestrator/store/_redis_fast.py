@@ -431,7 +431,6 @@ class Pool(aioredis.BlockingConnectionPool):
         done.set_result(None)
         return done
 
-
     async def disconnect(self, inuse_connections: bool = True) -> None:
         if self._trimming is not None:
             self._trimming.cancel()
