@@ -34,7 +34,7 @@ from services.orchestrator.store.attachments import AttachmentStore
 from services.orchestrator.store.limits import LimitStore
 from services.orchestrator.store.mcp_servers import McpServerStore
 from services.orchestrator.store.redis_client import wait_until_ready
-from services.orchestrator.store.runs import CancelListener
+from services.orchestrator.store.cancels import CancelListener
 from services.orchestrator.triggers import Triggers
 
 

@@ -5,8 +5,8 @@ heartbeat renews it (every third of `lease_s`). The session's claim expires with
 holds its session for at most one lease. Every replica's reaper looks for running runs whose lease ran out
 (`ACTIVE_RUNS`, scored by expiry), takes one over atomically, and resumes it from its checkpoint or fails it.
 Each take-over moves the run to a new epoch (its attempt number): an owner that stalled past its lease and
-comes back finds every write it makes to the run or its session refused (fencing: the comment above the
-scripts), and stops driving the run.
+comes back finds every write it makes to the run or its session refused (fencing: the comment atop
+store/run_scripts.py), and stops driving the run.
 
 A cancel sets a flag (checked when a run starts) and publishes on one channel that every replica listens to,
 so a running run stops within a round trip; a run whose owner is gone is marked cancelled right away.
@@ -20,13 +20,14 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Callable
 
 import redis.asyncio as aioredis
 
 from services.common.errors import AlreadyExists, FailedPrecondition
 from services.common.json_fields import dump_bytes
 from services.orchestrator.store import keys, session_fence
+from services.orchestrator.store import run_scripts as scripts
 from services.orchestrator.store._records import queue_script
 from services.orchestrator.store.journal import read_events, tail_events
 from services.orchestrator.store.outbox import queue_notice
@@ -40,157 +41,6 @@ LOG_KINDS = ("tool_calls", "thoughts")
 CANCEL_TTL_S = 600
 FIRST_EPOCH = 1  # the epoch of a run's first owner (its attempt number)
 TERMINAL = ("succeeded", "failed", "cancelled")
-
-# Each script touches the keys of one hash tag (store/keys.py): a run's, or a session's. The active set is
-# written beside them in the same pipeline.
-#
-# Fencing: a run's owner holds it under an epoch, its attempt number (`attempts`: 1 at its start, one more with
-# each take-over). Every write of the owner to the run's keys checks that epoch in the same script (here, and
-# the journal's in store/journal.py), and every write to its session checks the session's fence
-# (store/session_fence.py): an owner that stalled (paused, cut off) past its lease while another replica took
-# the run over finds its writes refused, and stops. Every script is also safe to run twice: redis-py sends a
-# command again when its connection breaks before the reply, and Redis may have run it already.
-
-# KEYS: lease, run hash. ARGV: owner, lease ms, epoch. Renews a lease this owner still holds; 0 tells the owner
-# it lost the run. A lease that ran out (its owner stalled past it: a long pause of its event loop) while no other
-# replica took the run over is still this owner's at its epoch: it is taken again, rather than the owner stopping
-# a run that nobody else drives (and its own reaper resuming it from the checkpoint).
-_RENEW = """
-local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-if holder then return 0 end
-local run = redis.call('HMGET', KEYS[2], 'owner', 'attempts', 'status')
-if run[1] ~= ARGV[1] or run[2] ~= ARGV[3] or run[3] ~= 'running' then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
-"""
-# KEYS: session claim, session hash. ARGV: run id, lease ms, epoch. The claim lives as long as the lease of the
-# run holding it; one that ran out with its run's lease is taken again while the session's fence is still the
-# run's (no other run claimed the session meanwhile).
-_RENEW_CLAIM = session_fence.LUA + """
-local claim = redis.call('GET', KEYS[1])
-if claim == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif not claim and held_by(KEYS[2], ARGV[1], ARGV[3]) then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-end
-return 1
-"""
-# KEYS: lease, run hash. ARGV: owner, lease ms.
-# Takes a run whose owner stopped renewing: its new epoch; 0 when it is alive, -1 when gone or no longer running.
-# Its lease held by this owner while the run still says it is resuming here: this take-over, sent again after
-# its reply was lost (the owner is this process's id, and it takes over only runs it does not drive).
-_TAKE_OVER = """
-local holder = redis.call('GET', KEYS[1])
-if holder then
-  if holder == ARGV[1] and redis.call('HGET', KEYS[2], 'owner') == ARGV[1]
-      and redis.call('HGET', KEYS[2], 'resuming') == '1' then
-    return tonumber(redis.call('HGET', KEYS[2], 'attempts'))
-  end
-  return 0
-end
-if redis.call('HGET', KEYS[2], 'status') ~= 'running' then return -1 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'resuming', '1')
-return redis.call('HINCRBY', KEYS[2], 'attempts', 1)
-"""
-# KEYS: session claim, session's runs, session hash. ARGV: run id, lease ms, now, the fence, the runs' TTL (s).
-# One run at a time per session: 'busy' and the holder, or 'ok' with the run listed in the session's runs and
-# its fence on the session; 'again' when this run holds it already (this start sent again after its reply was
-# lost, or a run id used twice: the start's own reply tells which).
-_CLAIM = """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local holder = redis.call('GET', KEYS[1])
-  if holder ~= ARGV[1] then return {'busy', holder or '?'} end
-  return {'again', ''}
-end
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-redis.call('EXPIRE', KEYS[2], ARGV[5])
-if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('HSET', KEYS[3], 'fence', ARGV[4]) end
-return {'ok', ''}
-"""
-# KEYS: session claim, session hash. ARGV: run id, lease ms, epoch.
-# A taken-over run takes its session back (free, or still claimed by it) and moves the session's fence to its
-# new epoch (a turn stored already stays stored); 0 when another run took the session meanwhile.
-_RECLAIM = session_fence.LUA + """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
-end
-local holder, at, saved = fence(KEYS[2])
-if holder ~= nil and (holder ~= ARGV[1] or at > tonumber(ARGV[3])) then return 0 end
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('HSET', KEYS[2], 'fence', ARGV[1] .. ':' .. ARGV[3] .. (saved and ':saved' or ''))
-end
-return 1
-"""
-# KEYS: run hash, lease, cancel flag. ARGV: owner, lease ms, started_at, the run's TTL (s), then the run record's
-# fields as name, value pairs. Records the run (at epoch 1) and takes its lease: 'exists' and its session when the id is taken,
-# else 'ok' and whether a cancel came first. The same start sent again (its reply lost) is 'ok' again.
-_START = """
-if redis.call('HSETNX', KEYS[1], 'status', 'running') == 0 then
-  if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'started_at') ~= ARGV[3] then
-    return {'exists', redis.call('HGET', KEYS[1], 'session_id') or ''}
-  end
-  return {'ok', tostring(redis.call('EXISTS', KEYS[3]))}
-end
-local fields = {}
-for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
-redis.call('HSET', KEYS[1], unpack(fields))
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-return {'ok', tostring(redis.call('EXISTS', KEYS[3]))}
-"""
-# KEYS: session claim, session's runs. ARGV: run id, drop from the runs (1/0). Undoes a claim (the run did not start).
-_UNCLAIM = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-if ARGV[2] == '1' then redis.call('ZREM', KEYS[2], ARGV[1]) end
-return 1
-"""
-# KEYS: run hash, cancel flag, lease, tool-call log, thoughts log. ARGV: epoch ('' for a run no engine drives:
-# waiting for the user, or without an owner), status, finished_at, error, the component it paused at (''), the
-# number of tool calls, the trace's TTL (s), then the tool calls and the thoughts (JSON each). 1, or 0 when the run is not this
-# owner's to end: another replica took it over, or it ended already (this end sent again after its reply was
-# lost, or cancelled while its owner was away).
-_END = """
-if ARGV[1] ~= '' and (redis.call('HGET', KEYS[1], 'attempts') ~= ARGV[1]
-                      or redis.call('HGET', KEYS[1], 'status') ~= 'running') then
-  return 0
-end
-redis.call('HSET', KEYS[1], 'status', ARGV[2], 'finished_at', ARGV[3], 'error', ARGV[4])
-if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'paused_node', ARGV[5]) end
-redis.call('DEL', KEYS[2], KEYS[3])
-local calls = tonumber(ARGV[6])
-for i = 8, #ARGV do redis.call('RPUSH', i < 8 + calls and KEYS[4] or KEYS[5], ARGV[i]) end
-if calls > 0 then redis.call('EXPIRE', KEYS[4], ARGV[7]) end
-if #ARGV > 7 + calls then redis.call('EXPIRE', KEYS[5], ARGV[7]) end
-return 1
-"""
-# KEYS: paused runs. ARGV: member, now, retry at. Claims a pause whose wait expired for one replica: its score
-# moves to `retry at` (another replica takes it then only if this one died before ending the pause).
-_CLAIM_EXPIRED = """
-local due = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not due or tonumber(due) > tonumber(ARGV[2]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-return 1
-"""
-# KEYS: run hash. ARGV: by. Marks a paused run's wait answered, once: 1 when it is marked by `by` (now, or by
-# this same mark sent again after its reply was lost), 0 when something else answered it first.
-_MARK_ANSWERED = """
-if redis.call('HSETNX', KEYS[1], 'answered', ARGV[1]) == 1 then return 1 end
-return redis.call('HGET', KEYS[1], 'answered') == ARGV[1] and 1 or 0
-"""
-# KEYS: session claim, session hash. ARGV: run id, epoch ('': unchecked). Frees the session if this run holds
-# it, and its owner at this epoch still owns the session's writes.
-_RELEASE = session_fence.LUA + """
-if redis.call('GET', KEYS[1]) == ARGV[1] and (ARGV[2] == '' or held_by(KEYS[2], ARGV[1], ARGV[2])) then
-  redis.call('DEL', KEYS[1])
-end
-return 1
-"""
-
 
 class SessionBusy(FailedPrecondition):
     """A run cannot start: its session runs another one (`holder`). What a double-text does about it is
@@ -214,17 +64,17 @@ class RunStore:
         self.owner = owner  # this replica's id in the leases it holds
         self.lease_s = lease_s
         self.ttl_s = ttl_s
-        self._renew = redis.register_script(_RENEW)
-        self._renew_claim = redis.register_script(_RENEW_CLAIM)
-        self._claim = redis.register_script(_CLAIM)
-        self._unclaim = redis.register_script(_UNCLAIM)
-        self._start = redis.register_script(_START)
-        self._end = redis.register_script(_END)
-        self._release = redis.register_script(_RELEASE)
-        self._take_over = redis.register_script(_TAKE_OVER)
-        self._reclaim = redis.register_script(_RECLAIM)
-        self._claim_expired = redis.register_script(_CLAIM_EXPIRED)
-        self._mark_answered = redis.register_script(_MARK_ANSWERED)
+        self._renew = redis.register_script(scripts.RENEW)
+        self._renew_claim = redis.register_script(scripts.RENEW_CLAIM)
+        self._claim = redis.register_script(scripts.CLAIM)
+        self._unclaim = redis.register_script(scripts.UNCLAIM)
+        self._start = redis.register_script(scripts.START)
+        self._end = redis.register_script(scripts.END)
+        self._release = redis.register_script(scripts.RELEASE)
+        self._take_over = redis.register_script(scripts.TAKE_OVER)
+        self._reclaim = redis.register_script(scripts.RECLAIM)
+        self._claim_expired = redis.register_script(scripts.CLAIM_EXPIRED)
+        self._mark_answered = redis.register_script(scripts.MARK_ANSWERED)
 
     @property
     def _lease_ms(self) -> int:
@@ -488,44 +338,3 @@ class RunStore:
 
     async def is_cancelled(self, run_id: str) -> bool:
         return bool(await self.redis.exists(keys.cancel_flag(run_id)))
-
-
-class CancelListener:
-    """Subscribes once per process; calls `on_cancel(run_id)` for every cancel published by any replica."""
-
-    def __init__(self, redis: aioredis.Redis, on_cancel: Callable[[str], None],
-                 on_subscribed: Callable[[], Awaitable[None]] | None = None) -> None:
-        self.redis = redis
-        self.on_cancel = on_cancel
-        self.on_subscribed = on_subscribed  # after every (re)subscribe: catch cancels sent while away
-        self._task: asyncio.Task | None = None
-        self._ready = asyncio.Event()
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._listen(), name="cancel-listener")
-        await asyncio.wait_for(self._ready.wait(), 10)
-
-    async def _listen(self) -> None:
-        while True:
-            try:
-                async with self.redis.pubsub() as pubsub:
-                    await pubsub.subscribe(keys.CANCEL_CHANNEL)
-                    self._ready.set()
-                    if self.on_subscribed is not None:
-                        await self.on_subscribed()
-                    async for msg in pubsub.listen():
-                        if msg.get("type") == "message":
-                            self.on_cancel(msg["data"].decode())
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("cancel listener lost Redis; resubscribing")
-                await asyncio.sleep(0.5)
-
-    async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass

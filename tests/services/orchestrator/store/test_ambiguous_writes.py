@@ -23,7 +23,7 @@ from trellis.canvas.v1 import session_service_pb2 as session_pb
 from services.orchestrator.engine.state import SessionState
 from services.orchestrator.store import RunStore, SessionStore, keys, redis_client
 from services.orchestrator.store import journal as journal_module
-from services.orchestrator.store import runs as runs_module
+from services.orchestrator.store import run_scripts
 from services.orchestrator.store import sessions as sessions_module
 from services.orchestrator.store.journal import (JournalWriter, RunJournal, copy_checkpoint, drop_unfinished,
                                                  read_checkpoint, read_events)
@@ -59,7 +59,7 @@ async def messages(redis, tenant: str, session: str) -> list[str]:
 async def test_a_start_and_its_new_session_sent_again_are_stored_once(proxy, cut_client, redis_client, tenant):
     sessions, runs = SessionStore(cut_client), RunStore(cut_client, owner="a")
     session, run = uuid.uuid4().hex, f"run-{uuid.uuid4().hex[:8]}"
-    cut = proxy.cut_after(script_call(runs_module._START))
+    cut = proxy.cut_after(script_call(run_scripts.START))
     assert not await runs.start(tenant, run, session, "agent-1", before=lambda pipe: sessions.queue_create(
         pipe, tenant, agent_id="agent-1", session_id=session, messages=[message("assistant", "Hi!")]))
     assert cut.done() and proxy.cut_connections == 1  # Redis ran it, the caller never heard: sent again
@@ -89,7 +89,7 @@ async def test_an_end_with_its_turn_and_trace_sent_again_is_stored_once(proxy, c
     run = f"run-{uuid.uuid4().hex[:8]}"
     await RunStore(redis_client, owner="a").start(tenant, run, session, "agent-1")
     sessions, runs = SessionStore(cut_client), RunStore(cut_client, owner="a")
-    for cut_on in (sessions_module._SAVE_TURN, runs_module._END):  # the turn's reply lost, then the end's
+    for cut_on in (sessions_module._SAVE_TURN, run_scripts.END):  # the turn's reply lost, then the end's
         proxy.cut_after(script_call(cut_on))
     async with cut_client.pipeline(transaction=False) as pipe:  # as runs/ending.py sends it
         sessions.queue_save_turn(pipe, tenant, session, [message("user", "q"), message("assistant", "a")],
@@ -114,7 +114,7 @@ async def test_a_take_over_and_its_clean_up_sent_again_happen_once(proxy, cut_cl
     await died.aclose()
     await redis_client.delete(keys.run_lease(run))  # its owner died: the lease ran out
     other = RunStore(cut_client, owner="b")
-    for cut_on in (runs_module._TAKE_OVER, runs_module._RECLAIM, journal_module._DROP):
+    for cut_on in (run_scripts.TAKE_OVER, run_scripts.RECLAIM, journal_module._DROP):
         await redis_client.script_load(cut_on)  # (sent as EVALSHA: a Redis without it answers NOSCRIPT first)
         proxy.cut_after(script_call(cut_on))
     assert await other.take_over(tenant, run) == 2  # not "another replica was faster"
@@ -143,8 +143,8 @@ async def test_an_answer_marked_again_after_its_reply_was_lost_is_still_its_own(
                                                                                 tenant):
     run = f"run-{uuid.uuid4().hex[:8]}"
     await redis_client.hset(keys.run(tenant, run), "status", "waiting_for_user")
-    await redis_client.script_load(runs_module._MARK_ANSWERED)
-    cut = proxy.cut_after(script_call(runs_module._MARK_ANSWERED))
+    await redis_client.script_load(run_scripts.MARK_ANSWERED)
+    cut = proxy.cut_after(script_call(run_scripts.MARK_ANSWERED))
     assert await RunStore(cut_client).mark_answered(tenant, run, "answer-1")  # not "answered already"
     assert cut.done()
     assert not await RunStore(redis_client).mark_answered(tenant, run, "answer-2")
@@ -164,7 +164,7 @@ DSL = json.dumps({"components": {
 
 async def test_a_run_whose_writes_lose_their_replies_is_stored_once(proxy, redis_server, redis_client):
     await redis_client.script_load(journal_module._APPEND)  # (a Redis without it answers NOSCRIPT first)
-    for cut_on in (runs_module._START, journal_module._APPEND, sessions_module._SAVE_TURN):
+    for cut_on in (run_scripts.START, journal_module._APPEND, sessions_module._SAVE_TURN):
         proxy.cut_after(script_call(cut_on))
     async with llm_gateway({"chat": {"writer": ["the answer"]}}) as llm, \
             orchestrator(proxy.url("redis", "/0"), llm_gateway_addr=llm.addr) as orch, \

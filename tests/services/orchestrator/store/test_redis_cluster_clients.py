@@ -17,7 +17,7 @@ from redis.crc import key_slot
 from services.common.errors import NotFound
 from services.orchestrator.store import AgentStore, SessionStore, keys
 from services.orchestrator.store.redis_client import connect, limits_storage
-from services.orchestrator.store.runs import CancelListener
+from services.orchestrator.store.cancels import CancelListener
 from services.orchestrator.store.sessions import message
 from tests.services.orchestrator.store.test_redis_client import tasks_cancelled_while_writing
 from tests.support.redis_cluster import RedisClusterServers

@@ -10,7 +10,7 @@ import pytest
 from services.common.errors import AlreadyExists, InvalidArgument, NotFound
 from services.orchestrator.engine.state import SessionState
 from services.orchestrator.store import AgentStore, RunStore, SessionStore, keys
-from services.orchestrator.store.runs import CancelListener
+from services.orchestrator.store.cancels import CancelListener
 from services.orchestrator.store.sessions import message
 from tests.support.redis_round_trips import count_round_trips
 
