@@ -8,9 +8,10 @@ do is keep growing).
   tasks are back within `SLACK` of what that process had in its first quiet window past its own first minutes
   (pools and carriers open lazily, with the first load).
 - `redis`: in every quiet window no run is active, no session claimed, the keys without a TTL are back to their
-  first quiet window's count (everything a run writes expires), and its memory is within `REDIS_RATIO` of the
-  first quiet window's (the soak keeps runs and sessions for minutes, not the default week: what Redis holds
-  is then what the last minutes' runs wrote, the same at the end as at the start).
+  first quiet window's count (everything a run writes expires), and its memory and keys per run kept are within
+  `REDIS_RATIO` of the first quiet window's (the soak keeps runs and sessions for minutes, not the default week:
+  what Redis holds above its empty start is then what the runs of the last retention wrote; their number moves
+  with the arrivals, which are random, so what must stay is what each of them costs).
 - `p99`: the run time's p99 in the last window is within `P99_RATIO` of the first window's (runs that a kill or
   a quiet window met are left out of both).
 """
@@ -100,15 +101,25 @@ def baseline_gate(name: str, quiet: list[list[ProcessSample]], samples: list[Pro
     return gate
 
 
-def redis_gate(quiet: list[RedisSample]) -> Gate:
+def redis_gate(quiet: list[RedisSample], runs_kept: list[int], empty: RedisSample) -> Gate:
+    """`runs_kept[i]`: the runs started within one retention before quiet window i; `empty`: Redis before any
+    run (its own memory, the agent's keys)."""
     gate = Gate("redis")
     base = quiet[0].keys_without_ttl if quiet else None
-    memory = quiet[0].used_memory_mib if quiet else 0.0
-    for i, s in enumerate(quiet):
+    per_run: list[tuple[float, float] | None] = []
+    for s, kept in zip(quiet, runs_kept):
+        per_run.append(((s.used_memory_mib - empty.used_memory_mib) * 1024 / kept, (s.keys - empty.keys) / kept)
+                       if kept else None)
+    first = per_run[0] if per_run else None
+    for i, (s, kept, costs) in enumerate(zip(quiet, runs_kept, per_run)):
+        within = (costs is not None and first is not None
+                  and costs[0] <= first[0] * REDIS_RATIO and costs[1] <= first[1] * REDIS_RATIO)
         gate.add(s.active_runs == 0 and s.claimed_sessions == 0 and (s.keys_without_ttl or 0) <= (base or 0)
-                 and s.used_memory_mib <= memory * REDIS_RATIO,
+                 and within,
                  window=i, active_runs=s.active_runs, claimed_sessions=s.claimed_sessions,
-                 keys_without_ttl=s.keys_without_ttl, keys=s.keys, used_memory_mib=s.used_memory_mib)
+                 keys_without_ttl=s.keys_without_ttl, keys=s.keys, used_memory_mib=s.used_memory_mib,
+                 runs_kept=kept, kib_per_run=round(costs[0], 2) if costs else None,
+                 keys_per_run=round(costs[1], 2) if costs else None)
     return gate
 
 

@@ -87,8 +87,10 @@ async def capacity(stack: ChaosStack, agent_id: str, seed: int, step_s: float) -
 
 
 class Soak:
-    def __init__(self, stack: ChaosStack, agent_id: str, args: argparse.Namespace, rate: float) -> None:
+    def __init__(self, stack: ChaosStack, agent_id: str, args: argparse.Namespace, rate: float,
+                 empty: RedisSample) -> None:
         self.stack, self.args, self.rate = stack, args, rate
+        self.empty = empty  # Redis before the first run
         self.rng = random.Random(args.seed)
         self.load = Load(LoadConfig(stack.url, stack.key, agent_id, 0, leave_probability=args.leave),
                          self.rng.randrange(2**32))
@@ -164,6 +166,10 @@ class Soak:
                 and not any(s.started_at <= k["at"] <= end + 1 for k in self.kills)
                 and not any(s.started_at <= q_end and q_start <= end for q_start, q_end, _, _ in self.quiet))
 
+    def _runs_kept(self, at: float) -> int:
+        """The runs Redis still keeps at `at`: those started within one retention before it."""
+        return sum(1 for s in self.load.seen if s.run_id and at - self.args.retention_s <= s.started_at <= at)
+
     def verdict(self) -> list[gates.Gate]:
         window = max(120.0, 0.15 * (self.end - self.warm))
         times = [(s.started_at, s.ended_at - s.started_at) for s in self.load.seen if self._clean(s)]
@@ -173,27 +179,15 @@ class Soak:
         return [gates.rss_gate(self.samples, self.warm, self.end),
                 gates.baseline_gate("fds", [q[2] for q in quiet], self.samples),
                 gates.baseline_gate("tasks", [q[2] for q in quiet], self.samples),
-                gates.redis_gate([q[3] for q in quiet]),
+                gates.redis_gate([q[3] for q in quiet], [self._runs_kept(q[3].t) for q in quiet], self.empty),
                 gates.p99_gate(first, last)]
-
-
-def _kib_per_run(soak: Soak) -> float | None:
-    """What Redis holds per run kept (`--retention-s`): its memory in the last quiet window above its first
-    sample (before any load), per run started within one retention before that window (None: too short)."""
-    if not soak.quiet or not soak.redis_samples:
-        return None
-    last = soak.quiet[-1][3]
-    kept = [s for s in soak.load.seen if s.run_id and last.t - soak.args.retention_s <= s.started_at <= last.t]
-    if not kept:
-        return None
-    return round((last.used_memory_mib - soak.redis_samples[0].used_memory_mib) * 1024 / len(kept), 2)
 
 
 def render(result: dict[str, Any]) -> str:
     lines = [f"soak: {result['minutes']:g} min at {result['offered_runs_per_s']:.2f} runs/s offered "
              f"({result['config']['load']:.0%} of {result['capacity_runs_per_s']:.2f}), {result['runs']} runs, "
-             f"kills {len(result['kills'])}, quiet windows {len(result['quiet_windows'])}, Redis keeps "
-             f"{result['redis_kib_per_run']} KiB per run (kept {result['config']['retention_s']} s)",
+             f"kills {len(result['kills'])}, quiet windows {len(result['quiet_windows'])}, runs kept "
+             f"{result['config']['retention_s']} s",
              tabulate([[r["clients"], r["runs_per_s"], r["p99_s"], r["not_finished"]] for r in result["capacity"]],
                       headers=["capacity: clients", "runs/s", "p99 s", "not finished"]), ""]
     for gate in result["gates"]:
@@ -213,8 +207,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with ChaosStack(workdir, replicas=args.replicas, replicated=False, proxied=False, model_url=model_url,
                               lease_s=10.0, retention_s=args.retention_s) as stack:
             agent_id = await create_agent(stack)
+            redis = stack.redis_client()
+            empty = await sample_redis(redis, scan=False)
+            await redis.aclose()
             best, steps = await capacity(stack, agent_id, args.seed, args.step_s)
-            soak = Soak(stack, agent_id, args, args.load * best)
+            soak = Soak(stack, agent_id, args, args.load * best, empty)
             await soak.run()
     finally:
         await model.stop()
@@ -231,9 +228,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "quiet_windows": [{"at_min": round((q[0] - soak.t0) / 60, 1), "redis": q[3].as_dict()} for q in soak.quiet],
         "gates": [{"name": g.name, "passed": g.passed, "rows": g.rows} for g in verdict],
         "passed": all(g.passed is True for g in verdict),
+        "redis_empty": soak.empty.as_dict(),
         "redis_memory_mib": [[round((r.t - soak.t0) / 60, 1), r.used_memory_mib, r.keys]
                              for r in soak.redis_samples[::6]],
-        "redis_kib_per_run": _kib_per_run(soak),
         "rss_mib": _rss_by_minute(soak),
     }
 

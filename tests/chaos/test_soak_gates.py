@@ -1,22 +1,40 @@
-"""The soak's Redis gate (chaos/gates.py) on samples: it passes while what Redis holds stays what the last
-retention's runs wrote, and fails on memory that keeps growing, a key written without a TTL, or a run or
-session left behind."""
+"""The soak's Redis gate (chaos/gates.py) on samples: it passes while what Redis holds is what the last
+retention's runs wrote, as many or as few as they were, and fails on memory or keys per run that keep growing, a
+key written without a TTL, or a run or session left behind."""
 
 from __future__ import annotations
 
 from chaos.gates import redis_gate
 from chaos.sampling import RedisSample
 
+EMPTY = RedisSample(t=0.0, used_memory_mib=2.0, keys=10, active_runs=0)
 
-def window(used_mib: float, *, without_ttl: int = 3, active: int = 0, claimed: int = 0) -> RedisSample:
-    return RedisSample(t=0.0, used_memory_mib=used_mib, keys=1000, active_runs=active, claimed_sessions=claimed,
+
+def window(used_mib: float, keys: int = 1010, *, without_ttl: int = 3, active: int = 0,
+           claimed: int = 0) -> RedisSample:
+    return RedisSample(t=0.0, used_memory_mib=used_mib, keys=keys, active_runs=active, claimed_sessions=claimed,
                        keys_without_ttl=without_ttl)
 
 
+def failed(gate) -> list[int]:
+    return [row["window"] for row in gate.rows if not row["ok"]]
+
+
 def test_a_plateau_passes_and_growth_or_leftovers_fail():
-    assert redis_gate([window(20.0), window(21.5), window(19.0)]).passed is True
-    growing = redis_gate([window(20.0), window(24.0), window(28.0)])
-    assert growing.passed is False and [row["window"] for row in growing.rows if not row["ok"]] == [2]
-    assert redis_gate([window(20.0), window(20.0, without_ttl=4)]).passed is False
-    assert redis_gate([window(20.0), window(20.0, active=1)]).passed is False
-    assert redis_gate([window(20.0), window(20.0, claimed=1)]).passed is False
+    assert redis_gate([window(20.0), window(21.5), window(19.0)], [250, 250, 250], EMPTY).passed is True
+    growing = redis_gate([window(20.0), window(24.0), window(28.0)], [250, 250, 250], EMPTY)
+    assert growing.passed is False and failed(growing) == [2]
+    assert redis_gate([window(20.0), window(20.0, without_ttl=4)], [250, 250], EMPTY).passed is False
+    assert redis_gate([window(20.0), window(20.0, active=1)], [250, 250], EMPTY).passed is False
+    assert redis_gate([window(20.0), window(20.0, claimed=1)], [250, 250], EMPTY).passed is False
+
+
+def test_what_is_gated_is_each_kept_run_s_cost_not_how_many_runs_were_kept():
+    # A fifth more runs in the last retention: a fifth more memory and keys is what they cost, not growth.
+    more_runs = redis_gate([window(20.0, 1010), window(23.6, 1210)], [250, 300], EMPTY)
+    assert more_runs.passed is True
+    assert more_runs.rows[1]["kib_per_run"] == more_runs.rows[0]["kib_per_run"] == round(18 * 1024 / 250, 2)
+    # The same runs kept, and keys that do not expire pile up: the keys per run fail though memory stays.
+    assert failed(redis_gate([window(20.0, 1010), window(20.0, 1400)], [250, 250], EMPTY)) == [1]
+    # A window that kept no run cannot be judged per run: it fails rather than passing unseen.
+    assert failed(redis_gate([window(20.0), window(2.0, 10)], [250, 0], EMPTY)) == [1]
