@@ -486,7 +486,7 @@ def _caller() -> str:
     frame = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
-        if "/services/orchestrator/" in path and not path.endswith(("/redis_client.py", "/_redis_fast.py")):
+        if "/services/orchestrator/" in path and not path.endswith("/redis_client.py") and "/_redis_fast/" not in path:
             return f"{path.rsplit('/services/orchestrator/', 1)[1]}:{frame.f_code.co_name}"
         frame = frame.f_back
     return "other"

@@ -1,4 +1,4 @@
-"""What the orchestrator's Redis client buys: its fast path (services/orchestrator/store/_redis_fast.py: one shared
+"""What the orchestrator's Redis client buys: its fast path (services/orchestrator/store/_redis_fast/: one shared
 auto-pipelined connection, hiredis packing, a pool fast path, no timer per reply) beside redis-py through its
 public API (hiredis parser, a BlockingConnectionPool, its own pipelines; the same pool size, timeouts and
 retry rule), on the orchestrator's own work, in the same run, rounds alternating.

@@ -2,7 +2,7 @@
 loop (one orchestrator in this process, its servicer called directly; 100 concurrent runs of a 3-node canvas
 without a model, each creating its session), on
 
-- `single`: one redis-server, the orchestrator's client (its fast path: services/orchestrator/store/_redis_fast.py:
+- `single`: one redis-server, the orchestrator's client (its fast path: services/orchestrator/store/_redis_fast/:
   one auto-pipelined connection for every pipeline, fast connections);
 - `cluster`: three primaries with a replica each (tests/support/redis_cluster.py), reached as
   TRELLIS_REDIS_URL=redis+cluster://..., redis-py's cluster client (services/orchestrator/store/_redis_cluster.py:

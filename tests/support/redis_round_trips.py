@@ -1,5 +1,5 @@
 """Counting the orchestrator's Redis round trips: a pipeline is one (it goes through the shared connection:
-services/orchestrator/store/_redis_fast.py), and so is a single command (it goes through a pooled connection)."""
+services/orchestrator/store/_redis_fast/), and so is a single command (it goes through a pooled connection)."""
 from __future__ import annotations
 
 import asyncio

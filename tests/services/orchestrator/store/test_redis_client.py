@@ -1,4 +1,4 @@
-"""The orchestrator's Redis client (services/orchestrator/store/redis_client.py and its fast path, _redis_fast.py):
+"""The orchestrator's Redis client (services/orchestrator/store/redis_client.py and its fast path, _redis_fast/):
 redis-py with hiredis packing, untasked writes and shared pipelines, against a real Redis and against peers that
 stop reading, stop answering or drop the connection."""
 from __future__ import annotations

