@@ -121,15 +121,20 @@ class GcPolicy:
     live requests' objects only, and young collections run every `young_threshold` allocations instead of
     CPython's 700, so fewer pauses land on whichever request is running. What it costs: each young collection
     walks more, so a threshold set too high makes the rarer pauses long enough to show in a closed loop's p99.
+    And a full collection at least every `full_every_s`: CPython counts allocations net of what reference
+    counting frees, so with that threshold a process whose objects mostly die young goes tens of minutes
+    without one, while the cycles its requests leave once they outlived a young collection (a gRPC call's
+    handler, an exception's frames, a closed connection) wait for it, and its peak sets the heap's size.
     """
 
     name: str
     freeze_startup_heap: bool = False
     young_threshold: int = 0  # 0: CPython's
+    full_every_s: float = 0.0  # 0: whenever CPython decides
 
 
 GC_POLICIES = {
-    "frozen_startup": GcPolicy("frozen_startup", freeze_startup_heap=True, young_threshold=20_000),
+    "frozen_startup": GcPolicy("frozen_startup", freeze_startup_heap=True, young_threshold=20_000, full_every_s=60.0),
     "default": GcPolicy("default"),
 }
 DEFAULT_GC_POLICY = "frozen_startup"
