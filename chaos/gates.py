@@ -101,25 +101,24 @@ def baseline_gate(name: str, quiet: list[list[ProcessSample]], samples: list[Pro
     return gate
 
 
-def redis_gate(quiet: list[RedisSample], runs_kept: list[int], empty: RedisSample) -> Gate:
-    """`runs_kept[i]`: the runs started within one retention before quiet window i; `empty`: Redis before any
-    run (its own memory, the agent's keys)."""
+def redis_gate(quiet: list[RedisSample], runs_kept: list[int | None], empty: RedisSample) -> Gate:
+    """`runs_kept[i]`: the runs started within one retention before quiet window i (None: not all of them are
+    known, so that window's cost per run is not judged); `empty`: Redis before any run (its own memory, the
+    agent's keys). The first window whose cost per run is known is the baseline of the rest."""
     gate = Gate("redis")
     base = quiet[0].keys_without_ttl if quiet else None
-    per_run: list[tuple[float, float] | None] = []
-    for s, kept in zip(quiet, runs_kept):
-        per_run.append(((s.used_memory_mib - empty.used_memory_mib) * 1024 / kept, (s.keys - empty.keys) / kept)
-                       if kept else None)
-    first = per_run[0] if per_run else None
-    for i, (s, kept, costs) in enumerate(zip(quiet, runs_kept, per_run)):
-        within = (costs is not None and first is not None
-                  and costs[0] <= first[0] * REDIS_RATIO and costs[1] <= first[1] * REDIS_RATIO)
+    costs = [((s.used_memory_mib - empty.used_memory_mib) * 1024 / kept, (s.keys - empty.keys) / kept)
+             if kept else None for s, kept in zip(quiet, runs_kept)]
+    first = next((c for c, kept in zip(costs, runs_kept) if kept is not None), None)
+    for i, (s, kept, cost) in enumerate(zip(quiet, runs_kept, costs)):
+        within = kept is None or (cost is not None and first is not None and cost[0] <= first[0] * REDIS_RATIO
+                                  and cost[1] <= first[1] * REDIS_RATIO)
         gate.add(s.active_runs == 0 and s.claimed_sessions == 0 and (s.keys_without_ttl or 0) <= (base or 0)
                  and within,
                  window=i, active_runs=s.active_runs, claimed_sessions=s.claimed_sessions,
                  keys_without_ttl=s.keys_without_ttl, keys=s.keys, used_memory_mib=s.used_memory_mib,
-                 runs_kept=kept, kib_per_run=round(costs[0], 2) if costs else None,
-                 keys_per_run=round(costs[1], 2) if costs else None)
+                 runs_kept=kept, kib_per_run=round(cost[0], 2) if cost else None,
+                 keys_per_run=round(cost[1], 2) if cost else None)
     return gate
 
 

@@ -166,8 +166,11 @@ class Soak:
                 and not any(s.started_at <= k["at"] <= end + 1 for k in self.kills)
                 and not any(s.started_at <= q_end and q_start <= end for q_start, q_end, _, _ in self.quiet))
 
-    def _runs_kept(self, at: float) -> int:
-        """The runs Redis still keeps at `at`: those started within one retention before it."""
+    def _runs_kept(self, at: float) -> int | None:
+        """The runs Redis still keeps at `at`: those started within one retention before it (None within one
+        retention of the soak's start: Redis still keeps runs of the capacity steps, which are not counted)."""
+        if at - self.args.retention_s < self.t0:
+            return None
         return sum(1 for s in self.load.seen if s.run_id and at - self.args.retention_s <= s.started_at <= at)
 
     def verdict(self) -> list[gates.Gate]:

@@ -38,3 +38,9 @@ def test_what_is_gated_is_each_kept_run_s_cost_not_how_many_runs_were_kept():
     assert failed(redis_gate([window(20.0, 1010), window(20.0, 1400)], [250, 250], EMPTY)) == [1]
     # A window that kept no run cannot be judged per run: it fails rather than passing unseen.
     assert failed(redis_gate([window(20.0), window(2.0, 10)], [250, 0], EMPTY)) == [1]
+
+
+def test_a_window_whose_kept_runs_are_not_all_known_is_not_the_baseline():
+    # Window 0 came within one retention of the start: Redis still kept runs the soak did not count.
+    gate = redis_gate([window(30.0), window(20.0), window(21.0), window(26.0)], [None, 250, 250, 250], EMPTY)
+    assert failed(gate) == [3] and gate.rows[0]["kib_per_run"] is None
