@@ -9,6 +9,7 @@ from typing import Awaitable, Callable
 
 import redis.asyncio as aioredis
 
+from services.common.logs import Outage
 from services.orchestrator.store import keys
 
 log = logging.getLogger(__name__)
@@ -24,6 +25,7 @@ class CancelListener:
         self.on_subscribed = on_subscribed  # after every (re)subscribe: catch cancels sent while away
         self._task: asyncio.Task | None = None
         self._ready = asyncio.Event()
+        self._outage = Outage(log, "cancel listener lost Redis; resubscribing")
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._listen(), name="cancel-listener")
@@ -34,6 +36,7 @@ class CancelListener:
             try:
                 async with self.redis.pubsub() as pubsub:
                     await pubsub.subscribe(keys.CANCEL_CHANNEL)
+                    self._outage.ok()
                     self._ready.set()
                     if self.on_subscribed is not None:
                         await self.on_subscribed()
@@ -43,7 +46,7 @@ class CancelListener:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("cancel listener lost Redis; resubscribing")
+                self._outage.failed()
                 await asyncio.sleep(0.5)
 
     async def stop(self) -> None:
