@@ -346,10 +346,19 @@ async def test_a_caller_gone_while_the_start_is_written_ends_the_run_as_cancelle
     import redis.asyncio as aioredis
 
     left = asyncio.Event()  # the caller's Run call has ended on the server
+    sent = asyncio.Event()  # the run's start has gone to Redis
 
     def watch_calls(service) -> None:
         servicer = canvas_servicer(service)
         run = servicer.Run
+        store = servicer.runs.starts.runs
+        start = store.start
+
+        async def watched_start(*args, **kwargs):
+            sent.set()
+            return await start(*args, **kwargs)
+
+        store.start = watched_start
 
         async def watched(request, context):
             try:
@@ -362,8 +371,11 @@ async def test_a_caller_gone_while_the_start_is_written_ends_the_run_as_cancelle
 
     admin = aioredis.from_url(redis_server.url)
 
-    async def start_held() -> bool:  # a write of the orchestrator's waits in Redis (flags: b, blocked)
-        return any("b" in c["flags"] and c["cmd"] != "xread" for c in await admin.client_list())
+    async def start_held() -> bool:
+        """The start was sent and a write waits in Redis (flags: b, blocked). A held write alone is not enough: a
+        background write of the replica (a lease's renewal) may be the one held, before the call reached its
+        handler, and a call cancelled before its handler runs never starts one."""
+        return sent.is_set() and any("b" in c["flags"] and c["cmd"] != "xread" for c in await admin.client_list())
 
     async with serving_orchestrator(redis_server.url, prepare=watch_calls) as orch, \
             grpc.aio.insecure_channel(orch.addr) as channel:
