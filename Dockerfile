@@ -56,6 +56,12 @@ ENV PATH=/opt/venv/bin:$PATH \
     HOME=/tmp \
     XDG_CACHE_HOME=/tmp/.cache \
     TRELLIS_DATA_DIR=/data
+# The allocator (TRELLIS_ALLOCATOR's default, `jemalloc`: services/common/speed_policies.py AllocatorPolicy, which
+# `trellis up` applies itself); libjemalloc2 comes with install_system_deps.sh. A part keeps it to itself: what it
+# starts (the sandbox's runs, a browser) gets the system's allocator.
+ENV LD_PRELOAD=libjemalloc.so.2 \
+    PYTHONMALLOC=malloc \
+    MALLOC_CONF=background_thread:true
 WORKDIR /app
 # Numeric, so the kubelet can verify runAsNonRoot without reading /etc/passwd.
 USER 10001:10001

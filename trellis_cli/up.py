@@ -29,7 +29,7 @@ from gateway.auth import ensure_api_key_file
 from gateway.config import API_KEY_FILE
 from services.common.config import env_float, env_int
 from services.common.open_files import OpenFiles, raise_soft_limit
-from trellis_cli.stack import Process, log_dir, plan_stack
+from trellis_cli.stack import Process, allocator_choice, log_dir, plan_stack
 
 _PR_SET_PDEATHSIG = 1
 
@@ -189,7 +189,8 @@ class Stack:
             rows.append(f"  {proc.name:<14} {where:<28} {child.log_path}")
         return "\n".join(
             ["trellis is up.", *rows, f"  HTTP API: http://127.0.0.1:{http}   health: http://127.0.0.1:{http}/healthz",
-             f"  open files: {self.open_files.describe()}", self.api_key_line(), "Ctrl-C stops everything."]
+             f"  open files: {self.open_files.describe()}", f"  allocator: {allocator_choice()[1]}",
+             self.api_key_line(), "Ctrl-C stops everything."]
         )
 
     def supervise(self, policy: RestartPolicy, now: float) -> Child | None:

@@ -13,7 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
-from services.common import heap, logs, metrics, open_files, tracing
+from services.common import allocator, heap, logs, metrics, open_files, tracing
 from services.common.channels import SERVER_OPTIONS
 from services.common.config import ServerConfig
 from services.common.errors import ServiceError
@@ -76,6 +76,8 @@ async def serve(cfg: ServerConfig, service: Service) -> None:
     logs.configure(cfg.name)
     tracing.configure(cfg.name)
     log.info("%s: open files: %s", cfg.name, open_files.raise_soft_limit().describe())  # each stream is a socket
+    log.info("%s: allocator: %s", cfg.name, allocator.in_use())
+    allocator.keep_to_self()
     bindings = service.bindings
     server, health = await build_server(cfg.name, bindings)
     address = f"{cfg.host}:{cfg.port}"

@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import psutil
+import pytest
 import redis
 
 from tests.support.net import free_port
@@ -105,6 +106,10 @@ def test_up_healthy_then_sigterm_stops_everything_and_keeps_aof(tmp_path):
         for child in children:  # every Python part runs its loop on uvloop (services/common/event_loop.py)
             if "python" in os.path.basename(child.cmdline()[0]):
                 assert any("uvloop" in m.path for m in child.memory_maps()), child.cmdline()
+        for part in psutil.Process(proc.pid).children():  # and allocates with jemalloc (TRELLIS_ALLOCATOR); Redis not
+            preloaded = any("libjemalloc" in m.path for m in part.memory_maps())
+            assert preloaded == ("python" in os.path.basename(part.cmdline()[0])), part.cmdline()
+            assert preloaded or "LD_PRELOAD" not in part.environ()
         _check_every_service_answers(ports)
         # state written through the private Redis must land in its AOF
         aof_dir = tmp_path / "data" / "redis"
@@ -121,6 +126,7 @@ def test_up_healthy_then_sigterm_stops_everything_and_keeps_aof(tmp_path):
         key = (tmp_path / "data" / "api_key").read_text().split(":")[0].strip()
         assert f"API key (tenant default): {key}" in out
         assert f"open files: {raised} per process (soft limit raised from {low} to the hard limit)" in out
+        assert "allocator: jemalloc" in out
         gone, alive = psutil.wait_procs(children, timeout=10)
         assert not alive, f"orphans left: {[c.pid for c in alive]}"
         assert in_aof()  # still there after the stop
@@ -177,3 +183,35 @@ def test_replicas_default_to_half_the_cores_and_the_setting_wins(monkeypatch, tm
     assert four[:2] == (2, 2) and four[2].startswith("ipv4:") and four[2].count(",") == 1
     monkeypatch.setenv("TRELLIS_ORCHESTRATOR_REPLICAS", "3")
     assert counts(2)[0] == 3
+
+
+def test_the_python_parts_start_with_their_allocator_and_redis_with_its_own(monkeypatch, tmp_path):
+    """TRELLIS_ALLOCATOR (services/common/speed_policies.py AllocatorPolicy): jemalloc by default, in every Python
+    part's environment and not in the shared one (Redis); pymalloc sets nothing. Without the library the default
+    falls back to pymalloc and says why; asked for by name, it is a configuration error."""
+    import ctypes.util
+
+    from trellis_cli import stack
+
+    monkeypatch.setenv("TRELLIS_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("TRELLIS_REDIS_URL", raising=False)
+    monkeypatch.delenv("TRELLIS_ALLOCATOR", raising=False)
+    procs, env = stack.plan_stack()
+    assert "LD_PRELOAD" not in env and "PYTHONMALLOC" not in env
+    for proc in procs:
+        python = proc.argv[0] == sys.executable
+        assert (proc.env.get("LD_PRELOAD") == "libjemalloc.so.2") == python, proc.name
+        assert (proc.env.get("PYTHONMALLOC") == "malloc") == python, proc.name
+    assert stack.allocator_choice()[1] == "jemalloc"
+
+    monkeypatch.setenv("TRELLIS_ALLOCATOR", "pymalloc")
+    assert not any("LD_PRELOAD" in p.env for p in stack.plan_stack()[0])
+    assert stack.allocator_choice()[1] == "pymalloc"
+
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)  # a machine without libjemalloc2
+    monkeypatch.delenv("TRELLIS_ALLOCATOR")
+    assert not any("LD_PRELOAD" in p.env for p in stack.plan_stack()[0])
+    assert stack.allocator_choice()[1].startswith("pymalloc (libjemalloc.so.2 is not installed")
+    monkeypatch.setenv("TRELLIS_ALLOCATOR", "jemalloc")
+    with pytest.raises(SystemExit, match="TRELLIS_ALLOCATOR=jemalloc, but libjemalloc.so.2 is not installed"):
+        stack.plan_stack()
