@@ -58,7 +58,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     TRELLIS_DATA_DIR=/data
 # The allocator (TRELLIS_ALLOCATOR's default, `jemalloc`: services/common/speed_policies.py AllocatorPolicy, which
 # `trellis up` applies itself); libjemalloc2 comes with install_system_deps.sh. A part keeps it to itself: what it
-# starts (the sandbox's runs, a browser) gets the system's allocator.
+# starts (a browser, a tool's subprocess) gets the system's allocator. Set the three empty for pymalloc.
 ENV LD_PRELOAD=libjemalloc.so.2 \
     PYTHONMALLOC=malloc \
     MALLOC_CONF=background_thread:true

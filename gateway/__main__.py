@@ -16,14 +16,14 @@ log = logging.getLogger(__name__)
 
 
 def main() -> None:
+    allocator_in_use = allocator.keep_to_self()  # before any thread that reads the environment starts
     cfg = GatewayConfig.from_env()
     gc = env_policy(gc_policy)  # TRELLIS_GC_POLICY, as every service's ServerConfig reads it
     logs.configure("gateway")
     tracing.configure("gateway")  # OTEL_* variables; off when none names an exporter
     log.info("gateway listening on http://%s:%s", cfg.host, cfg.port)
     log.info("gateway: open files: %s", open_files.raise_soft_limit().describe())  # a socket per held stream
-    log.info("gateway: allocator: %s", allocator.in_use())
-    allocator.keep_to_self()
+    allocator.log_in_use(log, "gateway", allocator_in_use)
     app = create_app(cfg)
 
     async def set_collector(_app: web.Application) -> None:

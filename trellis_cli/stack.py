@@ -53,7 +53,7 @@ def plan_stack() -> tuple[list[Process], dict[str, str]]:
     """Processes in start order, and the environment they all share (the Python parts add their allocator's)."""
     python_env, _ = allocator_choice()
     root = data_dir()
-    env = dict(os.environ)
+    env = allocator.without_policy(os.environ)  # run inside the image, say: the policy is chosen here, per part
     env["TRELLIS_DATA_DIR"] = str(root)
     env.setdefault("TRELLIS_MODEL_FALLBACK", "0" if provider_configured(env) else "1")  # no key: templates run locally
     procs: list[Process] = []

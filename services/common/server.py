@@ -73,11 +73,11 @@ async def serve(cfg: ServerConfig, service: Service) -> None:
     Order: logs, server with interceptors, servicers + health + reflection, bind, startup hooks, SERVING,
     metrics exporter; on a signal: NOT_SERVING, drain, drain hooks, stop(grace), shutdown hooks.
     """
+    allocator_in_use = allocator.keep_to_self()  # before any thread that reads the environment starts
     logs.configure(cfg.name)
     tracing.configure(cfg.name)
     log.info("%s: open files: %s", cfg.name, open_files.raise_soft_limit().describe())  # each stream is a socket
-    log.info("%s: allocator: %s", cfg.name, allocator.in_use())
-    allocator.keep_to_self()
+    allocator.log_in_use(log, cfg.name, allocator_in_use)
     bindings = service.bindings
     server, health = await build_server(cfg.name, bindings)
     address = f"{cfg.host}:{cfg.port}"

@@ -159,7 +159,7 @@ class AllocatorPolicy:
     `jemalloc` (default): every allocation through malloc (`PYTHONMALLOC=malloc`), malloc preloaded from Debian's
     libjemalloc2, which gives pages that stayed free for `dirty_decay_ms` (10 s) back to the system from a
     background thread, so RSS follows the bytes in use. What it costs: about 1-5% of the engine's CPU per run
-    (bench/engine_bench.py, either way in one run); the C library's malloc instead of either cost 30%.
+    (bench/engine_bench.py, either way in one run); the C library's malloc instead of either cost 21-96%.
     """
 
     name: str

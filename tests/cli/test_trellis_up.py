@@ -185,6 +185,9 @@ def test_replicas_default_to_half_the_cores_and_the_setting_wins(monkeypatch, tm
     assert counts(2)[0] == 3
 
 
+JEMALLOC_ENV = {"LD_PRELOAD": "libjemalloc.so.2", "PYTHONMALLOC": "malloc", "MALLOC_CONF": "background_thread:true"}
+
+
 def test_the_python_parts_start_with_their_allocator_and_redis_with_its_own(monkeypatch, tmp_path):
     """TRELLIS_ALLOCATOR (services/common/speed_policies.py AllocatorPolicy): jemalloc by default, in every Python
     part's environment and not in the shared one (Redis); pymalloc sets nothing. Without the library the default
@@ -196,6 +199,8 @@ def test_the_python_parts_start_with_their_allocator_and_redis_with_its_own(monk
     monkeypatch.setenv("TRELLIS_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("TRELLIS_REDIS_URL", raising=False)
     monkeypatch.delenv("TRELLIS_ALLOCATOR", raising=False)
+    for name in JEMALLOC_ENV:
+        monkeypatch.delenv(name, raising=False)
     procs, env = stack.plan_stack()
     assert "LD_PRELOAD" not in env and "PYTHONMALLOC" not in env
     for proc in procs:
@@ -205,8 +210,14 @@ def test_the_python_parts_start_with_their_allocator_and_redis_with_its_own(monk
     assert stack.allocator_choice()[1] == "jemalloc"
 
     monkeypatch.setenv("TRELLIS_ALLOCATOR", "pymalloc")
-    assert not any("LD_PRELOAD" in p.env for p in stack.plan_stack()[0])
+    for name, value in JEMALLOC_ENV.items():  # inherited, as inside the image: the policy still decides
+        monkeypatch.setenv(name, value)
+    procs, env = stack.plan_stack()
+    assert not any(name in env for name in JEMALLOC_ENV)
+    assert not any("LD_PRELOAD" in p.env for p in procs)
     assert stack.allocator_choice()[1] == "pymalloc"
+    for name in JEMALLOC_ENV:
+        monkeypatch.delenv(name)
 
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)  # a machine without libjemalloc2
     monkeypatch.delenv("TRELLIS_ALLOCATOR")

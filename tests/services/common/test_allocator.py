@@ -17,8 +17,6 @@ from services.common.speed_policies import allocator_policy
 from tests.support.waiting import eventually_sync
 
 JEMALLOC = allocator_policy("jemalloc")
-pytestmark = pytest.mark.skipif(not allocator.installed(JEMALLOC),
-                                reason="libjemalloc2 is missing: scripts/install_system_deps.sh installs it")
 
 # A peak of short-lived objects interleaved with long-lived ones of other sizes (one in 16: about a pool of them
 # in every 1 MiB arena pymalloc takes for the peak, so no arena empties), then the peak is freed. The process
@@ -50,6 +48,7 @@ def _env(policy_env: dict[str, str]) -> dict[str, str]:
 
 
 def test_the_jemalloc_policy_sets_what_a_process_needs_and_pymalloc_nothing():
+    assert allocator.installed(JEMALLOC), "libjemalloc2 is missing: scripts/install_system_deps.sh installs it"
     assert JEMALLOC.environment() == {"LD_PRELOAD": "libjemalloc.so.2", "PYTHONMALLOC": "malloc",
                                       "MALLOC_CONF": "background_thread:true"}
     assert allocator_policy("pymalloc").environment() == {}
@@ -61,8 +60,7 @@ def test_a_process_started_with_it_runs_on_jemalloc_and_its_children_do_not():
     code = textwrap.dedent("""
         import json, subprocess, sys
         from services.common import allocator
-        before = allocator.in_use()
-        allocator.keep_to_self()
+        before = allocator.keep_to_self()
         child = subprocess.run([sys.executable, "-c", "from services.common import allocator; print(allocator.in_use())"],
                                capture_output=True, text=True, check=True).stdout.strip()
         print(json.dumps([before, child]))
@@ -103,8 +101,14 @@ def test_jemalloc_gives_a_freed_peak_back_where_pymalloc_keeps_it():
     base, top, _, proc = _peak_then_free(JEMALLOC.environment())
     try:
         assert top - base > 50_000
-        eventually_sync(lambda: _rss_now(proc) - base < (top - base) // 4, timeout=120,
+        eventually_sync(lambda: _rss_now(proc) - base < (top - base) // 4, timeout=60,
                         what="jemalloc giving most of the freed peak back")
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_preload_the_policy_did_not_set_is_left_to_the_children():
+    foreign = {"LD_PRELOAD": "libfaketime.so.1", "PYTHONMALLOC": "debug", "PATH": "/bin"}
+    assert allocator.without_policy(foreign) == foreign
+    assert allocator.without_policy(JEMALLOC.environment() | {"PATH": "/bin"}) == {"PATH": "/bin"}
