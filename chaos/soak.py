@@ -179,7 +179,7 @@ class Soak:
         first = [d for t, d in times if self.warm <= t < self.warm + window]
         last = [d for t, d in times if self.end - window <= t < self.end]
         quiet = [q for q in self.quiet if q[0] >= self.warm]
-        return [gates.rss_gate(self.samples, self.warm, self.end),
+        return [gates.rss_gate(self.samples, self.warm, self.end, warm_up_s=self.warm - self.t0),
                 gates.baseline_gate("fds", [q[2] for q in quiet], self.samples),
                 gates.baseline_gate("tasks", [q[2] for q in quiet], self.samples),
                 gates.redis_gate([q[3] for q in quiet], [self._runs_kept(q[3].t) for q in quiet], self.empty),

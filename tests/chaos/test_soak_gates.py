@@ -44,3 +44,24 @@ def test_a_window_whose_kept_runs_are_not_all_known_is_not_the_baseline():
     # Window 0 came within one retention of the start: Redis still kept runs the soak did not count.
     gate = redis_gate([window(30.0), window(20.0), window(21.0), window(26.0)], [None, 250, 250, 250], EMPTY)
     assert failed(gate) == [3] and gate.rows[0]["kib_per_run"] is None
+
+
+def rss_samples(pid: int, born_s: float, until_s: float, mib_at) -> list:
+    from chaos.sampling import ProcessSample
+
+    return [ProcessSample(t=float(t), part="orchestrator", pid=pid, rss_mib=mib_at(t - born_s), fds=30, tasks=69)
+            for t in range(int(born_s), int(until_s), 10)]
+
+
+def test_a_restarted_process_gets_the_soaks_warm_up_and_a_steady_rise_still_fails():
+    """The RSS gate on samples (every 10 s of an hour, a 10-minute warm-up): a replica restarted at minute 15
+    that rises 2 MiB over its own first ten minutes and 0.4 MiB an hour after passes; had only its first two
+    minutes been left out (the gate before), its slope would have counted that rise. A process that keeps
+    rising 1.5 MiB an hour fails whenever it was born."""
+    from chaos.gates import rss_gate
+
+    warming = rss_samples(2, 900, 3600, lambda age: 107.6 + min(age, 600) / 600 * 2.0 + max(0, age - 600) / 3600 * 0.4)
+    steady = rss_samples(3, 0, 3600, lambda age: 100.0 + age / 3600 * 1.5)
+    gate = rss_gate(warming + steady, since=600, until=3600, warm_up_s=600)
+    assert [(row["pid"], row["ok"]) for row in gate.rows] == [(2, True), (3, False)]
+    assert rss_gate(warming, since=600, until=3600, warm_up_s=120).passed is False
