@@ -49,9 +49,11 @@ def allocator_choice() -> tuple[dict[str, str], str]:
     return {}, f"pymalloc ({policy.preload} is not installed: scripts/install_system_deps.sh installs it)"
 
 
-def plan_stack() -> tuple[list[Process], dict[str, str]]:
-    """Processes in start order, and the environment they all share (the Python parts add their allocator's)."""
-    python_env, _ = allocator_choice()
+def plan_stack(python_env: dict[str, str] | None = None) -> tuple[list[Process], dict[str, str]]:
+    """Processes in start order, and the environment they all share; the Python parts add `python_env`, their
+    allocator's (`allocator_choice()` when not given)."""
+    if python_env is None:
+        python_env = allocator_choice()[0]
     root = data_dir()
     env = allocator.without_policy(os.environ)  # run inside the image, say: the policy is chosen here, per part
     env["TRELLIS_DATA_DIR"] = str(root)

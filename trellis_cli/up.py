@@ -132,7 +132,8 @@ class RestartPolicy:
 class Stack:
     def __init__(self, open_files: OpenFiles) -> None:
         self.open_files = open_files  # raised before any part starts: every part inherits it
-        self.procs, self.env = plan_stack()
+        allocator_env, self.allocator = allocator_choice()
+        self.procs, self.env = plan_stack(allocator_env)
         self.running: list[Child] = []
         self.stop_requested = False
 
@@ -189,7 +190,7 @@ class Stack:
             rows.append(f"  {proc.name:<14} {where:<28} {child.log_path}")
         return "\n".join(
             ["trellis is up.", *rows, f"  HTTP API: http://127.0.0.1:{http}   health: http://127.0.0.1:{http}/healthz",
-             f"  open files: {self.open_files.describe()}", f"  allocator: {allocator_choice()[1]}",
+             f"  open files: {self.open_files.describe()}", f"  allocator: {self.allocator}",
              self.api_key_line(), "Ctrl-C stops everything."]
         )
 

@@ -71,6 +71,10 @@ def test_a_process_started_with_it_runs_on_jemalloc_and_its_children_do_not():
     plain = subprocess.run([sys.executable, "-c", "from services.common import allocator; print(allocator.in_use())"],
                            env=_env({}), capture_output=True, text=True, check=True).stdout.strip()
     assert plain == "pymalloc"
+    # asked for malloc, but no preload loaded (the library missing): the C library's, which a service warns of
+    bare = subprocess.run([sys.executable, "-c", "from services.common import allocator; print(allocator.in_use())"],
+                          env=_env({"PYTHONMALLOC": "malloc"}), capture_output=True, text=True, check=True).stdout.strip()
+    assert bare == "malloc"
 
 
 def _peak_then_free(policy_env: dict[str, str]) -> tuple[int, int, int, subprocess.Popen]:
