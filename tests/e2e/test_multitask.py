@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import pytest
 
+from services.orchestrator.store import keys
+
 from tests.support.agent_services import cpn
 from tests.support.trigger_stack import gated_canvas, trigger_stack
+from tests.support.waiting import eventually
 
 COMPLETIONS = "/api/v1/agents/chat/completions"
 
@@ -52,6 +55,24 @@ async def test_without_a_strategy_a_busy_session_refuses_as_before(s):
     body = await resp.json()
     assert resp.status == 200 and body["code"] == 103 and "busy" in body["message"]
     assert await status(s, agent_id, first["run_id"]) == "running"
+
+
+async def test_a_claim_left_by_an_ended_run_does_not_make_the_session_busy(s, redis_client):
+    """A run's end frees its session in the round trip that stores its status; on a Redis Cluster the two land
+    on different nodes, so the claim may outlive the end (for a moment, or the lease's rest if that write failed).
+    Here the claim is put back after the run ended, as such a failed write leaves it."""
+    agent_id, first = await first_run_held(s)
+    s.gate.opened.set()
+    await eventually(lambda: _ended(s, agent_id, first["run_id"]), what="the first run's end")
+    claim = keys.session_active_run(s.tenant_a, first["session_id"])
+    await redis_client.set(claim, first["run_id"], px=60_000)
+    body = await (await second(s, agent_id, first["session_id"])).json()
+    assert body["code"] == 0, body
+    assert await user_messages(s, agent_id, first["session_id"]) == ["first", "second"]
+
+
+async def _ended(s, agent_id: str, run_id: str) -> bool:
+    return await status(s, agent_id, run_id) == "succeeded"
 
 
 async def test_reject_answers_409_in_the_dialect(s):

@@ -109,7 +109,10 @@ class RunStarts:
     async def make_way(self, spec: RunSpec, record: SessionRecord | None, dsl: Dsl | None, busy: SessionBusy) -> None:
         """A run that found its session busy (double-texting): apply its strategy (admission.multitask_strategy)
         to the run holding it and return once that run ended, so the caller starts again from the session as it
-        is now; raise when the strategy refuses (none: `busy` itself; reject: ABORTED)."""
+        is now; raise when the strategy refuses (none: `busy` itself; reject: ABORTED). A claim left by a run
+        that has ended is freed first, whatever the strategy."""
+        if await self._left_by_an_ended_run(spec.tenant_id, busy):
+            return
         strategy = admission.multitask_strategy(spec, await self.plan(spec, record, dsl))
         if not strategy:
             raise busy
@@ -123,6 +126,17 @@ class RunStarts:
         if strategy == "rollback":
             query = json.loads(info.get("spec") or "{}").get("query", "")
             await self.sessions.remove_turn(tenant, busy.session_id, busy.holder, query)
+
+    async def _left_by_an_ended_run(self, tenant: str, busy: SessionBusy) -> bool:
+        """Whether the claim was left by a run that has ended, and is now freed. A run's end frees its session in
+        the round trip that stores its status, but on a Redis Cluster the two land on different nodes: a caller
+        that saw the end may find the claim still there for a moment (or for the rest of the lease, when that
+        node's write failed)."""
+        status = (await self.runs.status(tenant, busy.holder)).get("status")
+        if status not in TERMINAL and status != "waiting_for_user":  # running, or its record not written yet
+            return False
+        await self.runs.free_session(tenant, busy.session_id, busy.holder)
+        return True
 
     async def supersede_pause(self, spec: RunSpec, record: SessionRecord, dsl: Dsl | None) -> bool:
         """A new message (no `inputs`) on a session paused at a UserFillUp, under `interrupt` or `rollback`: the

@@ -220,6 +220,11 @@ class RunStore:
                          [keys.session_active_run(tenant, session_id), keys.session(tenant, session_id)], [run_id, fenced])
         return place
 
+    async def free_session(self, tenant: str, session_id: str, run_id: str) -> None:
+        """The session's claim gone if `run_id`, a run that has ended, still holds it (what its end does)."""
+        await self._release(keys=[keys.session_active_run(tenant, session_id), keys.session(tenant, session_id)],
+                            args=[run_id, ""])
+
     async def finish(self, tenant: str, run_id: str, session_id: str, *, status: str, error: str = "",
                      notify: bool = True, epoch: int | None = None) -> bool:
         """End a run no engine ends (cancelled while it waits or without an owner; failed to resume, by its new
