@@ -52,7 +52,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 import pipeline_bench as pb  # noqa: E402  (bench/, on sys.path as the script's directory)
 
-from services.common.event_loop import run as run_loop  # noqa: E402
+from services.common.event_loop import new_loop, run as run_loop  # noqa: E402
 
 perf = time.perf_counter
 KEYS = {"A": "flood-key-a", "B": "flood-key-b"}
@@ -61,6 +61,7 @@ B_CLIENTS = 4
 RELOAD_S = 3.0  # the orchestrator looks at the limits file about once a second
 SETTLE_S = 3.0
 QUIET_LOAD = 3.0  # the bench waits (a while) for the 1-minute load average to fall below this
+FLOOR_PROBES_PER_S = 20.0  # about what the flood's clients are refused at once their delays have grown
 
 
 # ---- a client that honours 429 as the OpenAI SDK does ---------------------------------------------------
@@ -159,11 +160,66 @@ async def closed_loop(url: str, key: str, model: str, clients: int, warm_up_s: f
     return {"clients": clients, "warm_up_s": warm_up_s, "seconds": seconds, **tally.as_dict(seconds)}
 
 
+async def floor_probe(url: str, per_s: float, warm_up_s: float, seconds: float) -> dict[str, Any]:
+    """Requests to the refusal floor (`refusal_floor`) at `per_s` a second, each on its own, for warm_up_s +
+    seconds: the time each 429 took, from the loop that also runs the flood's clients."""
+    times: list[float] = []
+    body = {"model": "floor", "stream": False, "messages": [{"role": "user", "content": "go"}]}
+    begin = perf()
+    window, stop_at = begin + warm_up_s, begin + warm_up_s + seconds
+
+    async def one(s: aiohttp.ClientSession) -> None:
+        start = perf()
+        async with s.post(url, json=body, headers={"Authorization": "Bearer floor"}) as resp:
+            await resp.read()
+            if resp.status != 429:
+                raise SystemExit(f"flood bench: the refusal floor answered {resp.status}")
+        if start >= window:
+            times.append(perf() - start)
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s:
+        probes = []
+        while perf() < stop_at:
+            probes.append(asyncio.create_task(one(s)))
+            await asyncio.sleep(1 / per_s)
+        await asyncio.gather(*probes)
+    return {"per_s": per_s, "refused": len(times), "refusal_p50_ms": pb.pct(times, 50) * 1000,
+            "refusal_p99_ms": pb.pct(times, 99) * 1000}
+
+
 def flood_client(args: argparse.Namespace) -> int:
-    """The flooding tenant's clients, in their own process: says `started`, runs, prints its tally as JSON."""
+    """The flooding tenant's clients, in their own process: says `started`, runs, prints its tally as JSON
+    (with the refusal floor's probe beside them when `--floor-url` names one)."""
     print("started", flush=True)
-    result = run_loop(closed_loop(args.url, args.key, args.model, args.clients, args.warm_up_s, args.seconds))
-    print(json.dumps(result), flush=True)
+
+    async def both() -> dict[str, Any]:
+        flood = closed_loop(args.url, args.key, args.model, args.clients, args.warm_up_s, args.seconds)
+        if not args.floor_url:
+            return await flood
+        result, floor = await asyncio.gather(flood, floor_probe(args.floor_url, FLOOR_PROBES_PER_S, args.warm_up_s,
+                                                                args.seconds))
+        return {**result, "floor": floor}
+
+    print(json.dumps(run_loop(both())), flush=True)
+    return 0
+
+
+def refusal_floor(args: argparse.Namespace) -> int:
+    """The least a refusal can take here: a bare aiohttp server answering every chat completion with the
+    gateway's 429 (its headers and OpenAI error body, the request's JSON read), doing nothing else."""
+    from aiohttp import web
+
+    async def refuse(request: web.Request) -> web.Response:
+        await request.json()
+        return web.json_response(
+            {"error": {"message": "tenant over its share: retry later", "type": "rate_limit_exceeded",
+                       "param": None, "code": "rate_limit_exceeded"}},
+            status=429, headers={"Retry-After": "1", "retry-after-ms": "1000", "RateLimit-Policy": "floor",
+                                 "RateLimit": "limit=0, remaining=0, reset=1"})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", refuse)
+    web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None, loop=new_loop())
     return 0
 
 
@@ -172,10 +228,11 @@ def flood_client(args: argparse.Namespace) -> int:
 class Flood:
     """Tenant A's clients in a process of their own, for the same window as the B clients beside them."""
 
-    def __init__(self, url: str, model: str, clients: int, warm_up_s: float, seconds: float) -> None:
+    def __init__(self, url: str, model: str, clients: int, warm_up_s: float, seconds: float, floor_url: str) -> None:
         self.proc = subprocess.Popen(
             [pb.PY, str(Path(__file__).resolve()), "flood-client", "--url", url, "--key", KEYS["A"], "--model", model,
-             "--clients", str(clients), "--warm-up-s", str(warm_up_s), "--seconds", str(seconds)],
+             "--clients", str(clients), "--warm-up-s", str(warm_up_s), "--seconds", str(seconds),
+             "--floor-url", floor_url],
             cwd=ROOT, stdout=subprocess.PIPE, text=True)
         if self.proc.stdout.readline().strip() != "started":
             raise SystemExit("flood bench: the flood's clients did not start")
@@ -201,11 +258,12 @@ def cpu_seconds(stack: pb.Stack, clients: dict[str, psutil.Process]) -> dict[str
 
 
 async def phase(stack: pb.Stack, agents: dict[str, str], a_clients: int, warm_up_s: float,
-                seconds: float) -> dict[str, Any]:
+                seconds: float, floor_url: str = "") -> dict[str, Any]:
     """B's 4 clients, beside A's `a_clients` (none: B alone), over the same window; and the cores each process
-    used in that window (the stack's, B's clients: this process, A's clients)."""
+    used in that window (the stack's, B's clients: this process, A's clients). With `floor_url`, A's process
+    also times the refusal floor's 429s."""
     url = stack.url + "/v1/chat/completions"
-    flood = Flood(url, agents["A"], a_clients, warm_up_s, seconds) if a_clients else None
+    flood = Flood(url, agents["A"], a_clients, warm_up_s, seconds, floor_url) if a_clients else None
     clients = {"clients_b": psutil.Process(), **({"clients_a": psutil.Process(flood.proc.pid)} if flood else {})}
     await asyncio.sleep(SETTLE_S)  # what the last phase left (runs, refused clients' connections) is gone
     load_at_start = os.getloadavg()
@@ -285,8 +343,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="trellis-flood-"))
     limits = tmp / "limits.yaml"
     limits_file(limits, args.capacities[0], args.max_wait_s)
-    model_port = pb.free_port()
+    model_port, floor_port = pb.free_port(), pb.free_port()
     model = subprocess.Popen([pb.PY, str(HERE / "model_server.py"), "--port", str(model_port)])
+    floor = subprocess.Popen([pb.PY, str(Path(__file__).resolve()), "refusal-floor", "--port", str(floor_port)],
+                             cwd=ROOT)
+    floor_url = f"http://127.0.0.1:{floor_port}/v1/chat/completions"
     stack = pb.Stack(f"http://127.0.0.1:{model_port}", tmp / "data")
     stack.env["TRELLIS_API_KEYS"] = ",".join(f"{KEYS[t]}:{TENANTS[t]}" for t in ("A", "B"))
     stack.env["TRELLIS_LIMITS_FILE"] = str(limits)
@@ -299,6 +360,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     results["queue_floor"] = await queue_floor(args.capacities[0], args.max_wait_s)
     try:
         pb.wait_port(model_port)
+        pb.wait_port(floor_port)
         results["machine"]["load_average_before_start"] = wait_for_quiet(QUIET_LOAD, args.patience_s)
         stack.start()
         results["machine"]["processes"] = sorted(stack.children())
@@ -318,14 +380,15 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 phases["saturated"] = await phase(stack, agents, args.flood_clients // 10, warm_up_s, seconds)
                 print(f"capacity {capacity}, round {n}: 3. the flood: A with {args.flood_clients} clients beside B",
                       flush=True)
-                phases["flood"] = await phase(stack, agents, args.flood_clients, warm_up_s, seconds)
+                phases["flood"] = await phase(stack, agents, args.flood_clients, warm_up_s, seconds, floor_url)
                 rounds.append(phases)
             results["by_capacity"][str(capacity)] = {"limits_file": limits.read_text(), "rounds": rounds}
         results["machine"]["rss_mb_after"] = stack.rss_mb()
     finally:
         stack.stop()
-        model.terminate()
-        model.wait(10)
+        for proc in (model, floor):
+            proc.terminate()
+            proc.wait(10)
     return results
 
 
@@ -358,6 +421,9 @@ def summarize_round(r: dict[str, Any]) -> dict[str, Any]:
         "b_p99_ratio": b["p99_ms"] / alone["p99_ms"],
         "b_throughput_ratio": b["runs_per_s"] / alone["runs_per_s"],
         "a_refusal_p99_ms": a["refusal_p99_ms"],
+        # The same loop's 429s from a server that does nothing else, on the machine as loaded: the least a
+        # refusal timed this way can take here (`refusal_floor`).
+        "floor_refusal_p99_ms": a["floor"]["refusal_p99_ms"],
         "server_errors_5xx": fives,
         "goodput_ratio": flood["goodput_runs_per_s"] / saturated["goodput_runs_per_s"],
         # Equal weights: B's fair share is what it asks alone, up to half of what the machine serves. Under
@@ -379,7 +445,9 @@ def summarize_round(r: dict[str, Any]) -> dict[str, Any]:
         "a_flood": {"clients": a["clients"], "attempts_per_s": round(a["attempts_per_s"], 1),
                     "runs_per_s": round(a["runs_per_s"], 1), "refused": a["refused"],
                     "refusal_p50_ms": round(a["refusal_p50_ms"], 2), "refusal_p99_ms": round(a["refusal_p99_ms"], 2),
-                    "attempts_over_served": round(a["attempts_per_s"] / saturated["goodput_runs_per_s"], 2)},
+                    "attempts_over_served": round(a["attempts_per_s"] / saturated["goodput_runs_per_s"], 2),
+                    "floor_refusal_p50_ms": round(a["floor"]["refusal_p50_ms"], 2),
+                    "floor_refusal_p99_ms": round(a["floor"]["refusal_p99_ms"], 2)},
         "goodput_runs_per_s": {"saturated_without_flood": round(saturated["goodput_runs_per_s"], 1),
                                "under_flood": round(flood["goodput_runs_per_s"], 1)},
         "measured": {k: round(v, 3) if isinstance(v, float) else v for k, v in measured.items()},
@@ -399,6 +467,9 @@ def main() -> int:
     client.add_argument("--clients", type=int, required=True)
     client.add_argument("--warm-up-s", type=float, required=True)
     client.add_argument("--seconds", type=float, required=True)
+    client.add_argument("--floor-url", default="", help="the refusal floor, probed beside the flood")
+    floor = sub.add_parser("refusal-floor", help="(internal) a bare server answering every request with a 429")
+    floor.add_argument("--port", type=int, required=True)
     parser.add_argument("--quick", action="store_true", help="shorter phases, for a try while developing")
     parser.add_argument("--capacities", type=lambda v: [int(c) for c in v.split(",")], default=[4],
                         help="the replica's runs at once (limits file), one set of phases each: 4,8,16")
@@ -409,6 +480,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.mode == "flood-client":
         return flood_client(args)
+    if args.mode == "refusal-floor":
+        return refusal_floor(args)
     results = asyncio.run(measure(args))
     results["summary"] = summarize(results)
     out = HERE / "results" / ("flood_quick.json" if args.quick else "flood.json")
