@@ -68,6 +68,9 @@ class SandboxConfig:
 
     @classmethod
     def for_tests(cls, **overrides: object) -> "SandboxConfig":
-        """The field defaults with no environment read and a small pool; override what a test needs."""
-        values: dict[str, object] = dict(server=ServerConfig.for_tests("sandbox"), workers=2, queue=4)
+        """The field defaults with no environment read and a small pool; override what a test needs. Its code
+        runs under uids of this test process's own (a stack beside the tests, or another test run, has others),
+        so a test that looks for the sandbox's processes on the host finds only its own."""
+        uid_base = 300_000 + (os.getpid() % 50_000) * 64
+        values: dict[str, object] = dict(server=ServerConfig.for_tests("sandbox"), workers=2, queue=4, uid_base=uid_base)
         return cls(**{**values, **overrides})  # type: ignore[arg-type]
