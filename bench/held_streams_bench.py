@@ -396,8 +396,12 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
     if "floor_mux_pipeline" in r:
         f = r["floor_mux_pipeline"]
         out["floor_mux_pipeline_kib_per_held_stream_by_process"] = f["kib_per_held_stream"]
-        out["floor_mux_pipeline_first_token_p99_ms"] = f["first_token_p99_ms"]
+        out["floor_mux_pipeline_kib_per_held_stream"] = f["kib_per_held_stream_total"]
+        out["floor_mux_pipeline_first_token_p99_ms"] = {
+            "floor": f["first_token_p99_ms"], "ratio_to_direct": round(f["first_token_p99_ms"] / max(d["first_token_p99_ms"], 0.001), 2)}
+        out["floor_mux_pipeline_first_token_p50_ms"] = f["first_token_p50_ms"]
         out["floor_mux_pipeline_errors"] = f["error_count"]
+        out["floor_mux_pipeline_streams_held_at_sample"] = f["streams_held_at_sample"]
     out["load_average"] = [r["machine"]["load_average_at_start"][0], r["machine"]["load_average_at_end"][0]]
     return out
 

@@ -53,6 +53,8 @@ import grpc  # noqa: E402
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
 from trellis.llm.v1 import llm_service_pb2 as llm_pb  # noqa: E402
 from trellis.llm.v1 import llm_service_pb2_grpc as llm_grpc  # noqa: E402
+
+from trellis_cli.stack import allocator_choice  # noqa: E402
 from trellis.retrieval.v1 import retrieval_service_pb2 as rr_pb  # noqa: E402
 from trellis.retrieval.v1 import retrieval_service_pb2_grpc as rr_grpc  # noqa: E402
 
@@ -169,7 +171,7 @@ class Service:
     def __init__(self, name: str, env: dict[str, str], log_dir: Path, cwd: Path = ROOT) -> None:
         self.name, self.port = name, free_port()
         key = name.upper()
-        full = {**os.environ, **env, f"TRELLIS_{key}_PORT": str(self.port), f"TRELLIS_{key}_METRICS_PORT": "0",
+        full = {**os.environ, **allocator_choice()[0], **env, f"TRELLIS_{key}_PORT": str(self.port), f"TRELLIS_{key}_METRICS_PORT": "0",
                 "TRELLIS_DRAIN_S": "0"}
         self.log = open(log_dir / f"{name}-{self.port}.log", "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", f"services.{name}"], cwd=cwd, env=full,

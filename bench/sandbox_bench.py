@@ -36,6 +36,7 @@ from trellis.sandbox.v1 import sandbox_service_pb2 as sb_pb  # noqa: E402
 from trellis.sandbox.v1 import sandbox_service_pb2_grpc as sb_grpc  # noqa: E402
 
 from services.sandbox.runtimes import default_node, default_python  # noqa: E402
+from trellis_cli.stack import allocator_choice  # noqa: E402
 
 TARGET_MS = 150.0
 PY_CODE = "def main():\n    return 1\n"
@@ -122,7 +123,8 @@ async def main() -> None:
     n = 10 if ap.parse_args().quick else 40
     workers = 2
     port = _free_port()
-    env = {**os.environ, "TRELLIS_SANDBOX_PORT": str(port), "TRELLIS_SANDBOX_METRICS_PORT": "0", "TRELLIS_SANDBOX_WORKERS": str(workers)}
+    env = {**os.environ, "TRELLIS_SANDBOX_PORT": str(port), "TRELLIS_SANDBOX_METRICS_PORT": "0", "TRELLIS_SANDBOX_WORKERS": str(workers),
+           **allocator_choice()[0]}  # the allocator `trellis up` gives it
     proc = subprocess.Popen([sys.executable, "-m", "services.sandbox"], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
         address = f"127.0.0.1:{port}"
