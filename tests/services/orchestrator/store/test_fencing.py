@@ -170,3 +170,32 @@ async def test_a_lease_that_ran_out_with_no_take_over_is_renewed_and_one_taken_o
     await redis_client.set(claim, "run-next")
     assert await other.renew([(tenant, run, session, epoch)]) == [True]
     assert await redis_client.get(claim) == b"run-next"
+
+
+async def test_a_heartbeat_of_more_runs_than_a_round_renews_each_one_it_still_holds(redis_client, tenant, monkeypatch):
+    """Renewals go out in rounds (store/runs.py `RENEW_ROUND`): every run of every round is renewed, its session
+    claim and its place in the active set with it, and a run lost to another replica is refused in whichever
+    round it falls."""
+    monkeypatch.setattr("services.orchestrator.store.runs.RENEW_ROUND", 3)
+    mine = RunStore(redis_client, owner="a", lease_s=30)
+    sessions = SessionStore(redis_client)
+    runs = []
+    for _ in range(7):
+        session = (await sessions.create(tenant, agent_id="agent-1")).id
+        run = f"run-{uuid.uuid4().hex[:8]}"
+        assert not await mine.start(tenant, run, session, "agent-1")
+        runs.append((tenant, run, session, 1))
+    _, lost_run, lost_session, _ = runs[4]  # in the second round
+    await taken_over(redis_client, tenant, lost_run, lost_session, "b")
+    for _, run, session, _ in runs:  # what a renewal restores: the claims' and the leases' expiry
+        await redis_client.pexpire(keys.session_active_run(tenant, session), 1000)
+        await redis_client.pexpire(keys.run_lease(run), 1000)
+    await redis_client.zrem(keys.ACTIVE_RUNS, *(f"{tenant}/{run}" for _, run, _, _ in runs))
+
+    assert await mine.renew(runs) == [True, True, True, True, False, True, True]
+    for _, run, session, _ in runs:  # the lost run's lease and claim are the other replica's, left alone
+        assert (await redis_client.pttl(keys.run_lease(run)) > 20_000) is (run != lost_run)
+        assert (await redis_client.pttl(keys.session_active_run(tenant, session)) > 20_000) is (run != lost_run)
+    active = {m.decode() for m in await redis_client.zrange(keys.ACTIVE_RUNS, 0, -1)}
+    assert {f"{tenant}/{run}" for _, run, _, _ in runs} & active == {
+        f"{tenant}/{run}" for _, run, _, _ in runs if run != lost_run}
