@@ -27,8 +27,11 @@ def installed(policy: AllocatorPolicy) -> bool:
 
 
 def in_use(maps: str = "/proc/self/maps") -> str:
-    """The allocator this process got: a policy's name when its library is loaded, else "malloc" (the C
-    library's, PYTHONMALLOC=malloc) or "pymalloc"."""
+    """The allocator this process's objects get: under PYTHONMALLOC=malloc, a policy's name when its library is
+    loaded, else "malloc" (the C library's); without it, "pymalloc" (a preloaded library then serves only
+    what pymalloc passes on, its large blocks)."""
+    if not os.environ.get("PYTHONMALLOC", "").startswith("malloc"):
+        return "pymalloc"
     try:
         with open(maps) as f:
             loaded = f.read()
@@ -37,7 +40,7 @@ def in_use(maps: str = "/proc/self/maps") -> str:
     for policy in ALLOCATOR_POLICIES.values():
         if policy.preload and policy.preload in loaded:
             return policy.name
-    return "malloc" if os.environ.get("PYTHONMALLOC", "").startswith("malloc") else "pymalloc"
+    return "malloc"
 
 
 def without_policy(env: Mapping[str, str]) -> dict[str, str]:

@@ -75,6 +75,11 @@ def test_a_process_started_with_it_runs_on_jemalloc_and_its_children_do_not():
     bare = subprocess.run([sys.executable, "-c", "from services.common import allocator; print(allocator.in_use())"],
                           env=_env({"PYTHONMALLOC": "malloc"}), capture_output=True, text=True, check=True).stdout.strip()
     assert bare == "malloc"
+    # the library preloaded without PYTHONMALLOC=malloc: objects still come from pymalloc
+    halfway = subprocess.run([sys.executable, "-c", "from services.common import allocator; print(allocator.in_use())"],
+                             env=_env({"LD_PRELOAD": JEMALLOC.preload}), capture_output=True, text=True,
+                             check=True).stdout.strip()
+    assert halfway == "pymalloc"
 
 
 def _peak_then_free(policy_env: dict[str, str]) -> tuple[int, int, int, subprocess.Popen]:
