@@ -148,6 +148,9 @@ def http_grpc_app(upstream: str) -> web.Application:
 
 
 MUX_METHOD = "/floor.Relay/Many"
+# A multiplexed stream's message holds whatever queued up while the last was sent: with thousands of chats that
+# passes gRPC's default 4 MiB cap, which would end the stream and every chat on it.
+UNCAPPED = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
 _FRAME = struct.Struct("<QBI")  # a frame: the chat's id, 0 (data) or 1 (the chat ended), the data's length
 
 
@@ -234,7 +237,7 @@ def upstream_chunks(upstream: str):
                 async for chunk in up.content.iter_any():
                     yield chunk
         elif upstream.startswith("mux:"):
-            mux = mux or MuxClient(grpc.aio.insecure_channel(upstream[4:]))
+            mux = mux or MuxClient(grpc.aio.insecure_channel(upstream[4:], options=UNCAPPED))
             async for chunk in mux.chat(body):
                 yield chunk
         else:
@@ -271,7 +274,7 @@ async def grpc_mux_relay_server(port: int, upstream: str) -> None:
         finally:
             taking.cancel()
 
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=UNCAPPED)
     handler = grpc.stream_stream_rpc_method_handler(many, request_deserializer=None, response_serializer=None)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("floor.Relay", {"Many": handler}),))
     server.add_insecure_port(f"127.0.0.1:{port}")
