@@ -205,8 +205,9 @@ def flood_client(args: argparse.Namespace) -> int:
 
 
 def refusal_floor(args: argparse.Namespace) -> int:
-    """The least a refusal can take here: a bare aiohttp server answering every chat completion with the
-    gateway's 429 (its headers and OpenAI error body, the request's JSON read), doing nothing else."""
+    """The least a refusal can take here: a bare aiohttp server answering every chat completion with a 429
+    shaped like the gateway's (Retry-After and RateLimit headers, an OpenAI error body; the request's JSON
+    read), doing nothing else."""
     from aiohttp import web
 
     async def refuse(request: web.Request) -> web.Response:
