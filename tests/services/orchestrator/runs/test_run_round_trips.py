@@ -15,6 +15,7 @@ from services.orchestrator.runs import interrupts
 from services.orchestrator.store import agent_cache
 from services.orchestrator.store import journal as journal_module
 from services.orchestrator.triggers.settings import TriggerSettings
+from services.orchestrator.triggers.webhooks_out import WebhookDeliverer
 from tests.support.orchestrator import orchestrator
 from tests.support.redis_round_trips import count_round_trips
 
@@ -46,6 +47,9 @@ async def test_a_run_is_its_start_and_its_end_besides_its_journal_s_writes(redis
     monkeypatch.setattr(agent_cache, "_QUIET_S", 3600.0)
     monkeypatch.setattr(gate, "FIGURES_EVERY_S", 3600.0)  # the admission figures' background write
     quiet = TriggerSettings(scheduler_poll_s=3600.0, webhook_poll_s=3600.0)
+    # and no webhook deliverer: the session's shared Redis may hold other tests' notices, which it would deliver
+    # (its pass goes on at once while it finds work) in the middle of the count
+    monkeypatch.setattr(WebhookDeliverer, "start", lambda self: None)
     async with orchestrator(redis_server.url, run_lease_s=120.0, triggers=quiet) as orch:
         async with grpc.aio.insecure_channel(orch.addr) as channel:
             stub = canvas_grpc.CanvasServiceStub(channel)
