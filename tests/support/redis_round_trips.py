@@ -7,7 +7,12 @@ from typing import Any, Callable
 
 import pytest
 
+from services.orchestrator.limits import gate
+from services.orchestrator.runs import interrupts
+from services.orchestrator.store import agent_cache
 from services.orchestrator.store._redis_fast import Connection, SharedConnection
+from services.orchestrator.triggers.settings import TriggerSettings
+from services.orchestrator.triggers.webhooks_out import WebhookDeliverer
 
 
 def count_round_trips(monkeypatch: pytest.MonkeyPatch, skip: Callable[[Any], bool] = lambda conn: False) -> list:
@@ -38,3 +43,14 @@ def count_round_trips(monkeypatch: pytest.MonkeyPatch, skip: Callable[[Any], boo
     monkeypatch.setattr(Connection, "send_packed_command", send)
     monkeypatch.setattr(SharedConnection, "round_trip", round_trip)
     return sent
+
+
+def quiet_replica(monkeypatch: pytest.MonkeyPatch) -> TriggerSettings:
+    """An orchestrator's own periodic work kept out of a count of its runs' round trips: pass the returned
+    TriggerSettings as its `triggers`. Its webhook deliverer does not start at all: the session's shared Redis may
+    hold other tests' deliveries, and a deliverer's pass goes on at once while it finds work."""
+    monkeypatch.setattr(interrupts, "EXPIRY_POLL_S", 3600.0)
+    monkeypatch.setattr(agent_cache, "_QUIET_S", 3600.0)
+    monkeypatch.setattr(gate, "FIGURES_EVERY_S", 3600.0)  # the admission figures' background write
+    monkeypatch.setattr(WebhookDeliverer, "start", lambda self: None)
+    return TriggerSettings(scheduler_poll_s=3600.0, webhook_poll_s=3600.0)

@@ -25,13 +25,10 @@ from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 from services.common.status_details import refusal
 from services.common.turns import ClientTurnTypes, TurnClient
 from services.orchestrator.components.base import Component, register
-from services.orchestrator.limits import gate
-from services.orchestrator.runs import interrupts
-from services.orchestrator.store import agent_cache, keys
+from services.orchestrator.store import keys
 from services.orchestrator.store._redis_fast import Connection as FastConnection
-from services.orchestrator.triggers.settings import TriggerSettings
 from tests.support.orchestrator import orchestrator
-from tests.support.redis_round_trips import count_round_trips
+from tests.support.redis_round_trips import count_round_trips, quiet_replica
 from tests.support.waiting import eventually
 
 GATES: dict[str, asyncio.Event] = {}  # a held run waits for its gate to open (the test's loop is the server's)
@@ -277,11 +274,7 @@ async def test_held_streams_are_limited(one, tenants):
 
 async def test_round_trips_per_run_are_the_same_with_limits_on(redis_server, tmp_path, tenants, monkeypatch):
     acme, _ = tenants
-    # The replica's own periodic work is quiet meanwhile: only the runs' round trips are counted.
-    monkeypatch.setattr(interrupts, "EXPIRY_POLL_S", 3600.0)
-    monkeypatch.setattr(agent_cache, "_QUIET_S", 3600.0)
-    monkeypatch.setattr(gate, "FIGURES_EVERY_S", 3600.0)  # the admission figures' background write
-    quiet = TriggerSettings(scheduler_poll_s=3600.0, webhook_poll_s=3600.0)
+    quiet = quiet_replica(monkeypatch)  # the replica's own periodic work: only the runs' round trips count
     path = tmp_path / "limits.yaml"
     # A burst of a minute's worth: the run starts' lease lasts its window (burst / rate), so the 20 runs are spent
     # from one lease however slow the machine (with a 1 s window, a run after it leases again, inline).

@@ -10,14 +10,9 @@ import grpc
 from trellis.canvas.v1 import canvas_service_pb2 as canvas_pb
 from trellis.canvas.v1 import canvas_service_pb2_grpc as canvas_grpc
 
-from services.orchestrator.limits import gate
-from services.orchestrator.runs import interrupts
-from services.orchestrator.store import agent_cache
 from services.orchestrator.store import journal as journal_module
-from services.orchestrator.triggers.settings import TriggerSettings
-from services.orchestrator.triggers.webhooks_out import WebhookDeliverer
 from tests.support.orchestrator import orchestrator
-from tests.support.redis_round_trips import count_round_trips
+from tests.support.redis_round_trips import count_round_trips, quiet_replica
 
 RUNS = 10
 
@@ -42,14 +37,7 @@ def journal_only(round_trip) -> bool:
 
 
 async def test_a_run_is_its_start_and_its_end_besides_its_journal_s_writes(redis_server, monkeypatch):
-    # The replica's own periodic work is quiet meanwhile: only the runs' round trips are counted.
-    monkeypatch.setattr(interrupts, "EXPIRY_POLL_S", 3600.0)
-    monkeypatch.setattr(agent_cache, "_QUIET_S", 3600.0)
-    monkeypatch.setattr(gate, "FIGURES_EVERY_S", 3600.0)  # the admission figures' background write
-    quiet = TriggerSettings(scheduler_poll_s=3600.0, webhook_poll_s=3600.0)
-    # and no webhook deliverer: the session's shared Redis may hold other tests' notices, which it would deliver
-    # (its pass goes on at once while it finds work) in the middle of the count
-    monkeypatch.setattr(WebhookDeliverer, "start", lambda self: None)
+    quiet = quiet_replica(monkeypatch)  # the replica's own periodic work: only the runs' round trips count
     async with orchestrator(redis_server.url, run_lease_s=120.0, triggers=quiet) as orch:
         async with grpc.aio.insecure_channel(orch.addr) as channel:
             stub = canvas_grpc.CanvasServiceStub(channel)
